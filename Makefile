@@ -1,0 +1,51 @@
+# The two commands a newcomer runs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+DEMO   := build/demo
+EXAMPLES := build/examples
+
+.PHONY: install demo test lint typecheck pytest example-repository clean
+
+install: $(STAMP)
+
+# Re-runs only when pyproject.toml changes; the editable install picks up code changes.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+$(EXAMPLES)/%.onnx: | $(STAMP)
+	$(BIN)/tritongen example $* -o $@
+
+# Build the example repository from models made in code and show what was written.
+demo: install $(EXAMPLES)/mlp.onnx $(EXAMPLES)/text.onnx $(EXAMPLES)/fixed.onnx
+	rm -rf $(DEMO)
+	$(BIN)/tritongen convert $(EXAMPLES)/mlp.onnx --name mlp --repo $(DEMO)/model_repository \
+		--preferred-batch-sizes 4,8,16 --max-queue-delay-us 500 --instances 1
+	$(BIN)/tritongen convert $(EXAMPLES)/text.onnx --name text --repo $(DEMO)/model_repository
+	$(BIN)/tritongen convert $(EXAMPLES)/fixed.onnx --name fixed --repo $(DEMO)/model_repository
+	$(BIN)/tritongen compose $(DEMO)/model_repository -o $(DEMO)/compose.yaml
+	@echo; echo "== $(DEMO)/model_repository/mlp_onnx/config.pbtxt"; cat $(DEMO)/model_repository/mlp_onnx/config.pbtxt
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+typecheck: install
+	$(BIN)/mypy
+
+pytest: install
+	$(BIN)/pytest
+
+# Regenerate the committed example repository and compose.yaml (a test checks they are current).
+example-repository: install
+	$(BIN)/python -m tritongen.examples.repository model_repository compose.yaml
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Jinja templates tritongen renders (shipped in the wheel as ``tritongen.templates``)."""

@@ -1,0 +1,5 @@
+"""Allow ``python -m tritongen``."""
+
+from tritongen.cli.main import main
+
+main()

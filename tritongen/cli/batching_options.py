@@ -1,0 +1,84 @@
+"""The batching and instance options shared by ``convert`` and ``render``."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from tritongen.cli.common import parse_int_list
+from tritongen.triton.batching import BatchingOptions
+
+
+class KindChoice(str, Enum):
+    """Where instances run."""
+
+    auto = "auto"
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+MaxBatchSize = Annotated[
+    int | None,
+    typer.Option(
+        "--max-batch-size", help="Largest batch the model accepts (0 = no batching).", show_default=False
+    ),
+]
+PreferredBatchSizes = Annotated[
+    str | None,
+    typer.Option(
+        "--preferred-batch-sizes",
+        help="Batch sizes the dynamic batcher aims for, e.g. 4,8,16.",
+        show_default=False,
+    ),
+]
+MaxQueueDelay = Annotated[
+    int | None,
+    typer.Option(
+        "--max-queue-delay-us",
+        help="How long a request may wait for a batch to fill, in µs.",
+        show_default=False,
+    ),
+]
+DynamicBatchingFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--dynamic-batching/--no-dynamic-batching",
+        help="Turn the dynamic batcher on or off (on by default for batching models).",
+        show_default=False,
+    ),
+]
+Instances = Annotated[
+    int | None, typer.Option("--instances", help="Model instances (copies) to run.", show_default=False)
+]
+Kind = Annotated[
+    KindChoice | None,
+    typer.Option(
+        "--kind", help="Instance kind: auto (CPU for local, GPU for container), cpu, gpu.", show_default=False
+    ),
+]
+
+
+def batching_options(
+    max_batch_size: int | None,
+    preferred_batch_sizes: str | None,
+    max_queue_delay_us: int | None,
+    dynamic_batching: bool | None,
+    instances: int | None,
+    kind: KindChoice | None,
+) -> BatchingOptions:
+    """Build :class:`BatchingOptions` from the parsed CLI values."""
+    sizes: tuple[int, ...] | None
+    if preferred_batch_sizes is not None and preferred_batch_sizes.strip().lower() == "none":
+        sizes = ()
+    else:
+        sizes = parse_int_list(preferred_batch_sizes, "--preferred-batch-sizes")
+    return BatchingOptions(
+        max_batch_size=max_batch_size,
+        dynamic_batching=dynamic_batching,
+        preferred_batch_sizes=sizes,
+        max_queue_delay_us=max_queue_delay_us,
+        instances=instances,
+        kind=kind.value if kind is not None else None,
+    )

@@ -1,0 +1,56 @@
+"""Shared CLI plumbing: consoles, the error boundary, list parsing."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+
+from tritongen.errors import TritongenError
+
+console = Console()
+err_console = Console(stderr=True)
+
+EXIT_INTERRUPTED = 130
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn a :class:`TritongenError` into one line on stderr and its exit code.
+
+    Ctrl-C becomes exit code 130 with one line, not a traceback.
+    """
+    try:
+        yield
+    except TritongenError as e:
+        err_console.print(f"[bold red]error:[/] {e.one_line()}", soft_wrap=True, highlight=False)
+        raise typer.Exit(e.exit_code) from e
+    except KeyboardInterrupt as e:
+        err_console.print("[bold red]interrupted[/]", soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from e
+
+
+def parse_int_list(value: str | None, option: str) -> tuple[int, ...] | None:
+    """Parse ``"4,8,16"`` into ``(4, 8, 16)``; ``None``/empty stays ``None``.
+
+    Raises:
+        typer.BadParameter: an entry is not an integer.
+    """
+    if value is None or not value.strip():
+        return None
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    try:
+        return tuple(int(item) for item in items)
+    except ValueError as e:
+        raise typer.BadParameter(
+            f"expected integers separated by commas, e.g. 4,8,16; got {value!r}", param_hint=option
+        ) from e
+
+
+def parse_name_list(value: str | None) -> tuple[str, ...]:
+    """Parse ``"a,b"`` into ``("a", "b")``."""
+    if value is None:
+        return ()
+    return tuple(item.strip() for item in value.split(",") if item.strip())

@@ -1,0 +1,45 @@
+"""The ``tritongen`` command: one Typer app, one module per command."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tritongen import __version__
+from tritongen.cli.compose import compose_command
+from tritongen.cli.convert import convert_command
+from tritongen.cli.example import example_command
+from tritongen.cli.render import render_command
+
+app = typer.Typer(
+    name="tritongen",
+    help="From a trained model to a tuned, load-tested Triton deployment.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("convert")(convert_command)
+app.command("render")(render_command)
+app.command("compose")(compose_command)
+app.command("example")(example_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tritongen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """From a trained model to a tuned, load-tested Triton deployment."""
+
+
+def main() -> None:
+    """Entry point of the ``tritongen`` script."""
+    app()

@@ -1,0 +1,55 @@
+"""``tritongen render``: rewrite an existing model's config.pbtxt with new batching settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tritongen.cli.batching_options import (
+    DynamicBatchingFlag,
+    Instances,
+    Kind,
+    MaxBatchSize,
+    MaxQueueDelay,
+    PreferredBatchSizes,
+    batching_options,
+)
+from tritongen.cli.common import console, user_errors
+from tritongen.cli.convert import describe_batching, describe_instances
+from tritongen.triton.rerender import rerender_model
+
+
+def render_command(
+    model_dir: Annotated[
+        Path, typer.Argument(help="Model directory holding config.pbtxt.", show_default=False)
+    ],
+    max_batch_size: MaxBatchSize = None,
+    preferred_batch_sizes: PreferredBatchSizes = None,
+    max_queue_delay_us: MaxQueueDelay = None,
+    dynamic_batching: DynamicBatchingFlag = None,
+    instances: Instances = None,
+    kind: Kind = None,
+    templates: Annotated[
+        Path | None,
+        typer.Option(
+            "--templates",
+            help="Directory of Jinja templates overriding the built-in ones.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Rewrite MODEL_DIR/config.pbtxt in place (the old one is kept as config.pbtxt.bak)."""
+    options = batching_options(
+        max_batch_size, preferred_batch_sizes, max_queue_delay_us, dynamic_batching, instances, kind
+    )
+    with user_errors():
+        config = rerender_model(model_dir, options, templates)
+    console.print(
+        f"rewrote {model_dir / 'config.pbtxt'}: max batch {config.max_batch_size}, "
+        f"dynamic batching {describe_batching(config)}, instances {describe_instances(config)} "
+        f"(previous config in config.pbtxt.bak)",
+        soft_wrap=True,
+        highlight=False,
+    )

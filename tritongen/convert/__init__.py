@@ -1,0 +1,1 @@
+"""Converters: one module per target format, each writing an artifact and what its config needs."""

@@ -1,0 +1,25 @@
+"""What a converter hands to the repository builder: files written and how Triton serves them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Target = Literal["local", "container"]
+"""``local``: the embedded server (Python backend only, CPU); ``container``: the full Triton image."""
+
+TARGETS: tuple[Target, ...] = ("local", "container")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A converted model inside one version directory."""
+
+    format: str
+    backend: str
+    files: tuple[str, ...]
+    """Paths written, relative to the model directory (e.g. ``1/model.onnx``)."""
+    platform: str = ""
+    parameters: dict[str, str] = field(default_factory=dict)
+    python_requirements: tuple[str, ...] = ()
+    """Packages a Python-backend wrapper imports (for the container image)."""

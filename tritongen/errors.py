@@ -1,0 +1,46 @@
+"""The one exception root of tritongen and its families.
+
+Every error a user can cause is a :class:`TritongenError` carrying a one-line
+``message`` (what is wrong) and a ``hint`` (what to do). Only the CLI turns them
+into output and exit codes.
+"""
+
+from __future__ import annotations
+
+
+class TritongenError(Exception):
+    """An error the user can act on: what went wrong and how to fix it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        """Return the message and the hint joined on one line."""
+        text = self.message.rstrip(".")
+        if self.hint:
+            return f"{text}. {self.hint.rstrip('.')}."
+        return f"{text}."
+
+
+class SourceError(TritongenError):
+    """A source model is missing, unreadable or cannot be described."""
+
+
+class ConfigError(TritongenError):
+    """A model configuration is illegal or does not survive Triton's schema."""
+
+
+class TemplateError(TritongenError):
+    """A Jinja template is missing, malformed or uses an undefined variable."""
+
+
+class RepositoryError(TritongenError):
+    """A model repository cannot be read or written as asked."""
+
+
+class MissingDependencyError(TritongenError):
+    """An optional framework or tool needed for this step is not installed."""

@@ -1,0 +1,1 @@
+"""Small models built in code for tests and the demo; nothing is downloaded."""

@@ -1,0 +1,1 @@
+"""Source models: load them and describe their inputs and outputs as a signature."""

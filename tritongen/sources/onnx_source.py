@@ -1,0 +1,149 @@
+"""Load an ONNX file and read its signature."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tritongen.errors import MissingDependencyError, SourceError
+from tritongen.sources.signature import Signature, TensorSpec
+
+if TYPE_CHECKING:
+    import onnx
+
+# onnx.TensorProto.DataType name -> Triton data type.
+_ONNX_TO_TRITON = {
+    "FLOAT": "TYPE_FP32",
+    "UINT8": "TYPE_UINT8",
+    "INT8": "TYPE_INT8",
+    "UINT16": "TYPE_UINT16",
+    "INT16": "TYPE_INT16",
+    "INT32": "TYPE_INT32",
+    "INT64": "TYPE_INT64",
+    "STRING": "TYPE_STRING",
+    "BOOL": "TYPE_BOOL",
+    "FLOAT16": "TYPE_FP16",
+    "DOUBLE": "TYPE_FP64",
+    "UINT32": "TYPE_UINT32",
+    "UINT64": "TYPE_UINT64",
+    "BFLOAT16": "TYPE_BF16",
+}
+
+
+@dataclass(frozen=True)
+class OnnxSource:
+    """A loaded ONNX model with its file, content hash and signature."""
+
+    path: Path
+    sha256: str
+    signature: Signature
+    opset: int
+    model: onnx.ModelProto
+
+
+def load_onnx(path: Path) -> OnnxSource:
+    """Load, check and describe an ONNX file.
+
+    Raises:
+        SourceError: the file is missing, not ONNX, fails the ONNX checker, or has
+            tensors whose type or shape Triton cannot describe.
+    """
+    try:
+        import onnx
+    except ImportError as e:  # pragma: no cover - onnx is a core dependency
+        raise MissingDependencyError("the onnx package is not installed", "run `make install`") from e
+
+    if not path.exists():
+        raise SourceError(f"{path} does not exist", "check the path to the ONNX file")
+    if not path.is_file():
+        raise SourceError(f"{path} is not a file", "pass the path of an .onnx file")
+    data = path.read_bytes()
+    try:
+        model = onnx.load_from_string(data)
+    except Exception as e:  # protobuf raises DecodeError and friends
+        raise SourceError(
+            f"{path} is not a readable ONNX model ({type(e).__name__})",
+            "re-export the model; the file may be truncated or not ONNX at all",
+        ) from e
+    if not model.graph.node and not model.graph.output:
+        raise SourceError(
+            f"{path} holds no ONNX graph", "re-export the model; the file may be truncated or not ONNX"
+        )
+    try:
+        onnx.checker.check_model(model, full_check=False)
+    except onnx.checker.ValidationError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SourceError(f"{path} fails the ONNX checker: {first}", "re-export the model") from e
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # inference is a best effort; the declared shapes still count
+        inferred = model
+    signature = signature_from_onnx(inferred, str(path))
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    return OnnxSource(
+        path=path,
+        sha256=hashlib.sha256(data).hexdigest(),
+        signature=signature,
+        opset=opset,
+        model=model,
+    )
+
+
+def signature_from_onnx(model: onnx.ModelProto, where: str = "model") -> Signature:
+    """Describe the graph's inputs (initializers excluded) and outputs for Triton.
+
+    A leading dim that is dynamic on every input and output becomes the batch dim;
+    any other dynamic dim is ``-1``.
+    """
+    initializers = {init.name for init in model.graph.initializer}
+    raw_inputs = [_raw_tensor(v, where) for v in model.graph.input if v.name not in initializers]
+    raw_outputs = [_raw_tensor(v, where) for v in model.graph.output]
+    if not raw_inputs:
+        raise SourceError(f"{where} has no inputs", "export the model with at least one graph input")
+    if not raw_outputs:
+        raise SourceError(f"{where} has no outputs", "export the model with at least one graph output")
+
+    batched = all(dims and dims[0] == -1 for _, _, dims in raw_inputs + raw_outputs)
+    notes: list[str] = []
+    if not batched and any(dims and dims[0] == -1 for _, _, dims in raw_inputs):
+        notes.append(
+            "a leading dim is dynamic on some tensors but not all, so it is not treated as a batch dim"
+        )
+
+    def spec(name: str, dtype: str, dims: list[int]) -> TensorSpec:
+        return TensorSpec(name=name, data_type=dtype, dims=tuple(dims[1:] if batched else dims))
+
+    return Signature(
+        inputs=tuple(spec(*t) for t in raw_inputs),
+        outputs=tuple(spec(*t) for t in raw_outputs),
+        batched=batched,
+        notes=tuple(notes),
+    )
+
+
+def _raw_tensor(value: onnx.ValueInfoProto, where: str) -> tuple[str, str, list[int]]:
+    import onnx
+
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise SourceError(
+            f"{where}: '{value.name}' is a {kind or 'untyped'} value, not a tensor",
+            "Triton serves tensors only; export sequences and maps as tensors",
+        )
+    tensor_type = value.type.tensor_type
+    onnx_type = onnx.TensorProto.DataType.Name(tensor_type.elem_type)
+    triton_type = _ONNX_TO_TRITON.get(onnx_type)
+    if triton_type is None:
+        raise SourceError(
+            f"{where}: tensor '{value.name}' has type {onnx_type}, which Triton cannot serve",
+            "cast it to a supported type (float, int, bool, string) in the export",
+        )
+    if not tensor_type.HasField("shape"):
+        raise SourceError(
+            f"{where}: tensor '{value.name}' has no shape, not even after ONNX shape inference",
+            "export the model with static or symbolic shapes on every graph input and output",
+        )
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tensor_type.shape.dim]
+    return value.name, triton_type, dims

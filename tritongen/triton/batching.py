@@ -1,0 +1,146 @@
+"""The knobs users turn (batch sizes, queue delay, instances) applied to a typed config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ValidationError
+
+from tritongen.errors import ConfigError
+from tritongen.triton.model_config import DynamicBatching, InstanceGroup, InstanceKind, ModelConfig
+
+Kind = Literal["auto", "cpu", "gpu"]
+
+DEFAULT_MAX_BATCH_SIZE = 32
+
+
+@dataclass(frozen=True)
+class BatchingOptions:
+    """Changes to apply; ``None`` leaves a setting as it is (or at its default)."""
+
+    max_batch_size: int | None = None
+    dynamic_batching: bool | None = None
+    preferred_batch_sizes: tuple[int, ...] | None = None
+    max_queue_delay_us: int | None = None
+    instances: int | None = None
+    kind: Kind | None = None
+
+    def check(self) -> None:
+        """Reject values that are illegal whatever the model.
+
+        Raises:
+            ConfigError: a negative size or delay, a zero instance count, or
+                preferred batch sizes above ``max_batch_size``.
+        """
+        if self.max_batch_size is not None and self.max_batch_size < 0:
+            raise ConfigError(
+                f"--max-batch-size {self.max_batch_size} is negative", "use 0 (no batching) or more"
+            )
+        if self.max_queue_delay_us is not None and self.max_queue_delay_us < 0:
+            raise ConfigError(f"--max-queue-delay-us {self.max_queue_delay_us} is negative", "use 0 or more")
+        if self.instances is not None and self.instances < 1:
+            raise ConfigError(f"--instances {self.instances} must be at least 1", "use 1 or more")
+        sizes = self.preferred_batch_sizes or ()
+        if any(size <= 0 for size in sizes):
+            raise ConfigError(
+                f"--preferred-batch-sizes {_csv(sizes)} has a size below 1", "use positive sizes"
+            )
+        if self.max_batch_size is not None and sizes:
+            too_big = [s for s in sizes if s > self.max_batch_size]
+            if too_big:
+                raise ConfigError(
+                    f"preferred batch sizes {_csv(too_big)} exceed --max-batch-size {self.max_batch_size}",
+                    f"use sizes up to {self.max_batch_size} or raise --max-batch-size",
+                )
+        if self.dynamic_batching is False and (sizes or self.max_queue_delay_us):
+            raise ConfigError(
+                "--no-dynamic-batching conflicts with --preferred-batch-sizes/--max-queue-delay-us",
+                "drop one of them",
+            )
+
+
+def resolve_kind(kind: Kind, target: str | None) -> InstanceKind:
+    """Map the CLI's ``auto|cpu|gpu`` to Triton's instance kind for a target."""
+    if kind == "cpu":
+        return "KIND_CPU"
+    if kind == "gpu":
+        if target == "local":
+            raise ConfigError(
+                "--kind gpu is not possible on the local target: the embedded server runs on CPU",
+                "use --kind cpu, or --target container for a GPU host",
+            )
+        return "KIND_GPU"
+    return {"local": "KIND_CPU", "container": "KIND_GPU"}.get(target or "", "KIND_AUTO")  # type: ignore[return-value]
+
+
+def apply_batching(config: ModelConfig, options: BatchingOptions, target: str | None) -> ModelConfig:
+    """Return ``config`` with ``options`` applied and every model rule re-checked.
+
+    Raises:
+        ConfigError: the options are illegal for this model (e.g. batching on a model
+            whose dims include the batch dim, or preferred sizes above max batch).
+    """
+    options.check()
+    data = config.model_dump()
+    max_batch = config.max_batch_size
+    if options.max_batch_size is not None and options.max_batch_size != max_batch:
+        if max_batch == 0 or options.max_batch_size == 0:
+            raise ConfigError(
+                f"'{config.name}' has max_batch_size {max_batch}; changing it to "
+                f"{options.max_batch_size} would change the meaning of its dims",
+                "convert the model again with the --max-batch-size you want",
+            )
+        max_batch = options.max_batch_size
+        data["max_batch_size"] = max_batch
+
+    sizes = options.preferred_batch_sizes
+    wants_batching = (
+        options.dynamic_batching is True or sizes is not None or (options.max_queue_delay_us is not None)
+    )
+    if options.dynamic_batching is False:
+        data["dynamic_batching"] = None
+    elif wants_batching:
+        if max_batch == 0:
+            raise ConfigError(
+                f"'{config.name}' cannot use dynamic batching: max_batch_size is 0 "
+                "(its inputs have no dynamic leading batch dim)",
+                "re-export the model with a dynamic batch dim, or drop the batching options",
+            )
+        current = config.dynamic_batching or DynamicBatching()
+        batching = current.model_dump()
+        if sizes is not None:
+            batching["preferred_batch_size"] = list(sizes)
+        if options.max_queue_delay_us is not None:
+            batching["max_queue_delay_microseconds"] = options.max_queue_delay_us
+        data["dynamic_batching"] = batching
+    if data["dynamic_batching"] is not None:
+        too_big = [s for s in data["dynamic_batching"]["preferred_batch_size"] if s > max_batch]
+        if too_big:
+            raise ConfigError(
+                f"preferred batch sizes {_csv(too_big)} exceed max_batch_size {max_batch}",
+                f"use sizes up to {max_batch} or raise --max-batch-size",
+            )
+
+    if options.instances is not None or options.kind is not None:
+        groups = config.instance_group
+        if len(groups) > 1:
+            raise ConfigError(
+                f"'{config.name}' has {len(groups)} instance groups; tritongen sets one",
+                "edit instance_group by hand for multi-group layouts",
+            )
+        group = groups[0] if groups else InstanceGroup(kind=resolve_kind("auto", target))
+        count = options.instances if options.instances is not None else group.count
+        kind = resolve_kind(options.kind, target) if options.kind is not None else group.kind
+        data["instance_group"] = [group.model_copy(update={"count": count, "kind": kind}).model_dump()]
+
+    try:
+        return ModelConfig.model_validate(data)
+    except ValidationError as e:
+        from tritongen.triton.proto import describe_validation_error
+
+        raise ConfigError(f"'{config.name}': {describe_validation_error(e)}", "fix the options") from e
+
+
+def _csv(values: tuple[int, ...] | list[int]) -> str:
+    return ",".join(str(v) for v in values)

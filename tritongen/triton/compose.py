@@ -1,0 +1,135 @@
+"""Render a docker compose file that serves a repository on a GPU host with the full Triton image."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from tritongen.errors import ConfigError, MissingDependencyError, RepositoryError
+from tritongen.triton.repository import METADATA_FILE
+
+COMPOSE_TEMPLATE = "compose.yaml.j2"
+
+# Triton 2.40 shipped as the 23.11 container; since then one minor version a month.
+_BASE_MINOR, _BASE_YEAR, _BASE_MONTH = 40, 2023, 11
+
+
+def triton_release_for(client_version: str) -> str:
+    """Map a tritonclient version (``2.51.0``) to its Triton container release (``24.10``).
+
+    Raises:
+        ConfigError: the version is not a 2.x release at or after 2.40.
+    """
+    parts = client_version.split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError) as e:
+        raise ConfigError(
+            f"cannot read tritonclient version {client_version!r}", "pass --image explicitly"
+        ) from e
+    if major != 2 or minor < _BASE_MINOR:
+        raise ConfigError(
+            f"tritonclient {client_version} predates the releases tritongen knows", "pass --image explicitly"
+        )
+    months = _BASE_YEAR * 12 + (_BASE_MONTH - 1) + (minor - _BASE_MINOR)
+    return f"{months // 12 % 100:02d}.{months % 12 + 1:02d}"
+
+
+def default_triton_image() -> str:
+    """The Triton image matching the installed tritonclient (``nvcr.io/nvidia/tritonserver:YY.MM-py3``)."""
+    try:
+        client = version("tritonclient")
+    except PackageNotFoundError as e:
+        raise MissingDependencyError("tritonclient is not installed", "run `make install`") from e
+    return f"nvcr.io/nvidia/tritonserver:{triton_release_for(client)}-py3"
+
+
+@dataclass(frozen=True)
+class ComposeSpec:
+    """Inputs of the compose template."""
+
+    repo: Path
+    output: Path
+    image: str | None = None
+    public: bool = False
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    locust_workers: int = 2
+    locustfile: Path = Path("loadtests/locustfile.py")
+
+
+def _relative(path: Path, start: Path) -> str:
+    rel = os.path.relpath(path.resolve(), start.resolve())
+    return rel if rel.startswith(".") else f"./{rel}"
+
+
+def _repository_models(repo: Path) -> tuple[list[str], list[str]]:
+    """Model names in ``repo`` and the pip packages their Python-backend wrappers need."""
+    if not repo.is_dir():
+        raise RepositoryError(
+            f"{repo} is not a model repository", "pass the directory `tritongen convert` wrote"
+        )
+    models: list[str] = []
+    requirements: list[str] = []
+    for child in sorted(repo.iterdir()):
+        if not (child / "config.pbtxt").is_file():
+            continue
+        models.append(child.name)
+        try:
+            meta = json.loads((child / METADATA_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for req in meta.get("python_requirements", []):
+            if req not in requirements:
+                requirements.append(req)
+    if not models:
+        raise RepositoryError(f"{repo} holds no models (no */config.pbtxt)", "run `tritongen convert` first")
+    return models, requirements
+
+
+def render_compose(spec: ComposeSpec, templates_dir: Path | None = None) -> str:
+    """Render ``compose.yaml.j2`` for ``spec`` and check that it is valid YAML.
+
+    Raises:
+        TritongenError: the repository is empty, the template is broken, or the
+            result is not YAML.
+    """
+    import yaml
+
+    from tritongen.triton.templates import render_template
+
+    models, requirements = _repository_models(spec.repo)
+    base = spec.output.parent
+    text = render_template(
+        COMPOSE_TEMPLATE,
+        templates_dir,
+        image=spec.image or default_triton_image(),
+        repo_path=_relative(spec.repo, base),
+        locustfile_dir=_relative(spec.locustfile.parent, base),
+        locustfile_name=spec.locustfile.name,
+        bind="" if spec.public else "127.0.0.1:",
+        http_port=spec.http_port,
+        grpc_port=spec.grpc_port,
+        metrics_port=spec.metrics_port,
+        models=models,
+        python_requirements=requirements,
+        locust_version=_installed("locust", "2.32.0"),
+        tritonclient_version=_installed("tritonclient", "2.51.0"),
+        locust_workers=spec.locust_workers,
+    )
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"rendered {COMPOSE_TEMPLATE} is not valid YAML: {e}", "fix the template") from e
+    return text
+
+
+def _installed(package: str, fallback: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return fallback

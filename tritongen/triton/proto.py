@@ -1,0 +1,77 @@
+"""Parse config.pbtxt text with Triton's own protobuf schema and convert it to the typed model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tritongen.errors import ConfigError
+from tritongen.triton.model_config import ModelConfig
+
+_MODELLED_FIELDS = [name for name in ModelConfig.model_fields if name != "passthrough"]
+
+
+def parse_config_text(text: str, source: str = "config.pbtxt") -> ModelConfig:
+    """Parse protobuf text into a :class:`ModelConfig`.
+
+    Raises:
+        ConfigError: the text does not parse with Triton's schema (the message carries
+            the file, line and column) or breaks one of the typed model's rules.
+    """
+    from google.protobuf import json_format, text_format
+    from tritonclient.grpc import model_config_pb2
+
+    message = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as e:
+        line, column = e.GetLine(), e.GetColumn()
+        detail = str(e)
+        prefix = f"{line}:{column} : "
+        if detail.startswith(prefix):
+            detail = detail[len(prefix) :]
+        raise ConfigError(
+            f"{source}:{line}:{column}: not a valid Triton model config: {detail}",
+            "fix the field at that position (see Triton's model_config.proto)",
+        ) from e
+    everything = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    data = {key: value for key, value in everything.items() if key in _MODELLED_FIELDS}
+    rest = model_config_pb2.ModelConfig()
+    rest.CopyFrom(message)
+    for field in _MODELLED_FIELDS:
+        rest.ClearField(field)
+    data["passthrough"] = text_format.MessageToString(rest).strip()
+    try:
+        return ModelConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"{source}: {describe_validation_error(e)}", _hint_for(e)) from e
+
+
+def read_config(path: Path) -> ModelConfig:
+    """Read and parse a ``config.pbtxt`` file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path} does not exist", "point at a model directory holding config.pbtxt") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}", "check the file's permissions and encoding") from e
+    return parse_config_text(text, str(path))
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """Turn pydantic's multi-line report into one line: the first problem and its field path."""
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "tritongen does not model this field inside a modelled block"
+    more = len(error.errors()) - 1
+    suffix = f" (and {more} more)" if more else ""
+    return f"{location}: {message}{suffix}" if location else f"{message}{suffix}"
+
+
+def _hint_for(error: ValidationError) -> str:
+    if any(item["type"] == "extra_forbidden" for item in error.errors()):
+        return "edit this config by hand, or move the field out of tritongen's modelled blocks"
+    return "fix the config so that it follows Triton's rules"

@@ -1,0 +1,47 @@
+"""Re-render an existing model directory's config with new settings, atomically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tritongen.errors import RepositoryError
+from tritongen.triton.batching import BatchingOptions, apply_batching
+from tritongen.triton.model_config import ModelConfig
+from tritongen.triton.proto import read_config
+from tritongen.triton.render import render_config
+from tritongen.triton.repository import METADATA_FILE, atomic_write_text
+
+BACKUP_SUFFIX = ".bak"
+
+
+def model_target(model_dir: Path) -> str | None:
+    """The target a model was built for, from tritongen's metadata file (None if unknown)."""
+    try:
+        data = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    target = data.get("target") if isinstance(data, dict) else None
+    return target if isinstance(target, str) else None
+
+
+def rerender_model(
+    model_dir: Path, options: BatchingOptions, templates_dir: Path | None = None
+) -> ModelConfig:
+    """Apply ``options`` to ``model_dir/config.pbtxt`` and write it back.
+
+    The new text is rendered and checked before anything is written; the previous
+    file is kept as ``config.pbtxt.bak``.
+
+    Raises:
+        TritongenError: the directory or config is unusable, or the options are illegal.
+    """
+    if not model_dir.is_dir():
+        raise RepositoryError(
+            f"{model_dir} is not a directory", "pass a model directory, e.g. model_repository/mlp_onnx"
+        )
+    path = model_dir / "config.pbtxt"
+    config = apply_batching(read_config(path), options, model_target(model_dir))
+    text = render_config(config, templates_dir)
+    atomic_write_text(path, text, backup_suffix=BACKUP_SUFFIX)
+    return config
