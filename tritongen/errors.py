@@ -18,6 +18,9 @@ class TritongenError(Exception):
         self.message = message
         self.hint = hint
 
+    def __str__(self) -> str:
+        return self.one_line()
+
     def one_line(self) -> str:
         """Return the message and the hint joined on one line."""
         text = self.message.rstrip(".")

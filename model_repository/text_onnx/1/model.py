@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 try:  # Present only inside Triton's Python backend.
     import triton_python_backend_utils as pb_utils
@@ -29,7 +30,7 @@ def group_by_shape(shapes: Sequence[tuple[tuple[int, ...] | None, ...]]) -> list
     return list(groups.values())
 
 
-def split_rows(array: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+def split_rows(array: npt.NDArray[Any], sizes: Sequence[int]) -> list[npt.NDArray[Any]]:
     """Split ``array`` along axis 0 into consecutive chunks of ``sizes`` rows."""
     if sum(sizes) != array.shape[0]:
         raise ValueError(f"output has {array.shape[0]} rows, the requests sent {sum(sizes)}")
@@ -37,11 +38,11 @@ def split_rows(array: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
     return list(np.split(array, offsets, axis=0))
 
 
-def _as_ort_input(array: np.ndarray) -> np.ndarray:
+def _as_ort_input(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     if array.dtype == np.object_:
-        return np.vectorize(lambda v: v.decode() if isinstance(v, bytes) else v, otypes=[object])(
-            array
-        )
+        decode = np.vectorize(lambda v: v.decode() if isinstance(v, bytes) else v, otypes=[object])
+        decoded: npt.NDArray[Any] = decode(array)
+        return decoded
     return array
 
 
@@ -76,7 +77,7 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """Run all requests, batching together those whose shapes allow it."""
-        arrays: list[dict[str, np.ndarray]] = []
+        arrays: list[dict[str, npt.NDArray[Any]]] = []
         for request in requests:
             feed = {}
             for name in self.input_names:
@@ -88,10 +89,7 @@ class TritonPythonModel:
         responses: list[Any] = [None] * len(requests)
         if self.max_batch_size > 0:
             keys = [
-                tuple(
-                    (feed[n].shape[1:] if n in feed else None) for n in self.input_names
-                )
-                for feed in arrays
+                tuple((feed[n].shape[1:] if n in feed else None) for n in self.input_names) for feed in arrays
             ]
             groups = group_by_shape(keys)
         else:
@@ -105,26 +103,26 @@ class TritonPythonModel:
                 for i in group:
                     responses[i] = pb_utils.InferenceResponse(output_tensors=[], error=error)
                 continue
-            for i, tensors in zip(group, outputs):
+            for i, tensors in zip(group, outputs, strict=True):
                 responses[i] = pb_utils.InferenceResponse(
                     output_tensors=[
-                        pb_utils.Tensor(name, value) for name, value in zip(self.output_names, tensors)
+                        pb_utils.Tensor(name, value)
+                        for name, value in zip(self.output_names, tensors, strict=True)
                     ]
                 )
         return responses
 
-    def _run_group(self, feeds: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
+    def _run_group(self, feeds: list[dict[str, npt.NDArray[Any]]]) -> list[list[npt.NDArray[Any]]]:
         if len(feeds) == 1:
             feed = {k: _as_ort_input(v) for k, v in feeds[0].items()}
             return [self.session.run(self.output_names, feed)]
         sizes = [next(iter(feed.values())).shape[0] for feed in feeds]
         batch = {
-            name: _as_ort_input(np.concatenate([feed[name] for feed in feeds], axis=0))
-            for name in feeds[0]
+            name: _as_ort_input(np.concatenate([feed[name] for feed in feeds], axis=0)) for name in feeds[0]
         }
         results = self.session.run(self.output_names, batch)
         per_output = [split_rows(np.asarray(result), sizes) for result in results]
-        return [list(row) for row in zip(*per_output)]
+        return [list(row) for row in zip(*per_output, strict=True)]
 
     def finalize(self) -> None:
         """Release the session."""

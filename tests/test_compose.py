@@ -1,0 +1,66 @@
+"""The compose file: image release, schema validity, the committed top-level file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tritongen.errors import ConfigError
+from tritongen.triton.compose import default_triton_image, triton_release_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("client", "release"),
+    [("2.40.0", "23.11"), ("2.41.0", "23.12"), ("2.42.0", "24.01"), ("2.51.0", "24.10"), ("2.54.0", "25.01")],
+)
+def test_release_mapping(client: str, release: str) -> None:
+    assert triton_release_for(client) == release
+
+
+@pytest.mark.parametrize("client", ["1.9.0", "2.30.0", "garbage"])
+def test_unknown_release_asks_for_image(client: str) -> None:
+    with pytest.raises(ConfigError, match="--image"):
+        triton_release_for(client)
+
+
+def test_default_image_follows_installed_client() -> None:
+    release = triton_release_for(version("tritonclient"))
+    assert default_triton_image() == f"nvcr.io/nvidia/tritonserver:{release}-py3"
+
+
+def test_committed_compose_file_is_valid() -> None:
+    path = ROOT / "compose.yaml"
+    doc = yaml.safe_load(path.read_text())
+    server = doc["services"]["tritonserver"]
+    assert server["volumes"] == ["./model_repository:/models:ro"]
+    assert server["healthcheck"]["test"][-1] == "http://localhost:8000/v2/health/ready"
+    assert server["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert all(port.startswith("127.0.0.1:") for port in server["ports"])
+    checker = Path(sys.executable).with_name("check-jsonschema")
+    result = subprocess.run(
+        [str(checker), "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_locustfile_defines_a_user() -> None:
+    locust = Path(sys.executable).with_name("locust")
+    result = subprocess.run(
+        [str(locust), "-f", str(ROOT / "loadtests" / "locustfile.py"), "--list"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "TritonHttpUser" in result.stdout
