@@ -57,7 +57,7 @@ def test_convert_local_writes_python_backend_model(example_models: dict[str, Pat
     assert code == 0, err
     model = repo / "mlp_onnx"
     assert sorted(str(p.relative_to(model)) for p in model.rglob("*") if p.is_file()) == [
-        "1/model.onnx", "1/model.py", "config.pbtxt", "tritongen.json",
+        "1/model.onnx", "1/model.py", "1/tritongen_runtime.py", "config.pbtxt", "tritongen.json",
     ]  # fmt: skip
     assert (model / "1" / "model.onnx").read_bytes() == example_models["mlp"].read_bytes()
     config = read_config(model / "config.pbtxt")

@@ -47,3 +47,16 @@ class RepositoryError(TritongenError):
 
 class MissingDependencyError(TritongenError):
     """An optional framework or tool needed for this step is not installed."""
+
+
+class ServerError(TritongenError):
+    """A Triton server cannot be started, reached or stopped."""
+
+
+class ModelLoadError(ServerError):
+    """One or more models failed to load; ``reasons`` maps each model to the server's reason."""
+
+    def __init__(self, reasons: dict[str, str], hint: str | None = None) -> None:
+        self.reasons = dict(reasons)
+        names = ", ".join(sorted(reasons))
+        super().__init__(f"{len(reasons)} model(s) failed to load: {names}", hint)

@@ -10,7 +10,9 @@ from tritongen import __version__
 from tritongen.cli.compose import compose_command
 from tritongen.cli.convert import convert_command
 from tritongen.cli.example import example_command
+from tritongen.cli.infer import infer_command
 from tritongen.cli.render import render_command
+from tritongen.cli.serve import serve_command
 
 app = typer.Typer(
     name="tritongen",
@@ -22,6 +24,8 @@ app = typer.Typer(
 app.command("convert")(convert_command)
 app.command("render")(render_command)
 app.command("compose")(compose_command)
+app.command("serve")(serve_command)
+app.command("infer")(infer_command)
 app.command("example")(example_command)
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import shutil
-from importlib import resources
 from pathlib import Path
 
 from tritongen.convert.artifact import Artifact, Target
+from tritongen.convert.wrappers import write_wrapper
 from tritongen.sources.onnx_source import OnnxSource
-
-WRAPPER = "onnxruntime_model.py"
 
 
 def write_onnx_artifact(source: OnnxSource, model_dir: Path, target: Target, version: int = 1) -> Artifact:
@@ -25,9 +23,7 @@ def write_onnx_artifact(source: OnnxSource, model_dir: Path, target: Target, ver
     files = [f"{version}/model.onnx"]
     if target == "container":
         return Artifact(format="onnx", backend="onnxruntime", files=tuple(files))
-    wrapper = resources.files("tritongen.convert.wrappers").joinpath(WRAPPER)
-    (version_dir / "model.py").write_text(wrapper.read_text(encoding="utf-8"), encoding="utf-8")
-    files.append(f"{version}/model.py")
+    files += [f"{version}/{name}" for name in write_wrapper("onnxruntime_model.py", version_dir)]
     return Artifact(
         format="onnx",
         backend="python",

@@ -1,0 +1,109 @@
+"""``tritongen infer``: one request built from the served model's metadata."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from tritongen.cli.common import console, err_console, user_errors
+from tritongen.client.endpoint import DEFAULT_PORTS, InferResult, TritonEndpoint
+from tritongen.client.inputs import build_inputs, parse_input_files, parse_shape_overrides
+from tritongen.server.local import LocalTritonServer
+
+
+class ProtocolChoice(str, Enum):
+    """Wire protocol."""
+
+    http = "http"
+    grpc = "grpc"
+
+
+def infer_command(
+    model: Annotated[str, typer.Argument(help="Served model name, e.g. mlp_onnx.")],
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Server address (default localhost:8000, or :8001 for gRPC).", show_default=False
+        ),
+    ] = None,
+    protocol: Annotated[
+        ProtocolChoice, typer.Option("--protocol", help="http or grpc.")
+    ] = ProtocolChoice.http,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of the request.")] = 1,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--input", help="NAME=FILE.npy for an input (repeatable).", show_default=False),
+    ] = None,
+    shapes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shape", help="NAME=DIMS for dynamic dims, e.g. input_ids=128 (repeatable).", show_default=False
+        ),
+    ] = None,
+    serve: Annotated[
+        Path | None,
+        typer.Option(
+            "--serve", help="Start the embedded server on this repository for the call.", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+) -> None:
+    """Send one inference request to MODEL and print its outputs and latency."""
+    with user_errors(), _endpoint(url, protocol.value, serve, model) as endpoint:
+        interface = endpoint.interface(model)
+        arrays = build_inputs(
+            interface,
+            batch_size=batch_size,
+            shapes=parse_shape_overrides(shapes or []),
+            files=parse_input_files(inputs or []),
+            seed=seed,
+        )
+        result = endpoint.infer(model, arrays, interface.outputs)
+    _print_result(model, arrays, result)
+
+
+@contextlib.contextmanager
+def _endpoint(url: str | None, protocol: str, serve: Path | None, model: str) -> Iterator[TritonEndpoint]:
+    if serve is not None:
+        with err_console.status("starting the embedded Triton server"):
+            server = LocalTritonServer(serve, http_port=0, grpc_port=0, metrics_port=0, models=[model])
+            server.start()
+        try:
+            address = server.http_url if protocol == "http" else server.grpc_url
+            endpoint = TritonEndpoint(address, protocol)  # type: ignore[arg-type]
+            yield endpoint
+            endpoint.close()
+        finally:
+            server.stop()
+        return
+    endpoint = TritonEndpoint(url or f"localhost:{DEFAULT_PORTS[protocol]}", protocol)  # type: ignore[arg-type]
+    try:
+        yield endpoint
+    finally:
+        endpoint.close()
+
+
+def _preview(array: np.ndarray, count: int = 6) -> str:  # type: ignore[type-arg]
+    flat = array.reshape(-1)
+    shown = np.array2string(flat[:count], precision=5, separator=", ", threshold=count)
+    return shown[:-1] + ", …]" if flat.size > count else shown
+
+
+def _print_result(model: str, arrays: dict[str, np.ndarray], result: InferResult) -> None:  # type: ignore[type-arg]
+    table = Table(title=f"{model}: {result.latency_us / 1000:.3f} ms ({result.latency_us:.0f} µs)")
+    table.add_column("tensor")
+    table.add_column("dtype")
+    table.add_column("shape")
+    table.add_column("values")
+    for name, array in arrays.items():
+        table.add_row(f"in  {name}", str(array.dtype), str(list(array.shape)), _preview(array))
+    for name, array in result.outputs.items():
+        table.add_row(f"out {name}", str(array.dtype), str(list(array.shape)), _preview(array))
+    console.print(table)

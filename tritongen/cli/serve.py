@@ -1,0 +1,98 @@
+"""``tritongen serve``: the embedded Triton server on this machine, until Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tritongen.cli.common import console, err_console, parse_name_list, user_errors
+from tritongen.errors import ModelLoadError
+from tritongen.server.local import LocalTritonServer
+
+
+def serve_command(
+    repo: Annotated[Path, typer.Argument(help="Model repository to serve.")] = Path("model_repository"),
+    http_port: Annotated[
+        int, typer.Option("--http-port", help="HTTP port (0 picks a free one).", min=0)
+    ] = 8000,
+    grpc_port: Annotated[
+        int, typer.Option("--grpc-port", help="gRPC port (0 picks a free one).", min=0)
+    ] = 8001,
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="Prometheus metrics port (0 picks a free one).", min=0)
+    ] = 8002,
+    models: Annotated[
+        str | None, typer.Option("--models", help="Load only these models, e.g. a,b.", show_default=False)
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    ready_timeout: Annotated[
+        float, typer.Option("--ready-timeout", help="Seconds to wait for the server and its models.")
+    ] = 180.0,
+) -> None:
+    """Serve REPO with the embedded Triton server (CPU) until Ctrl-C."""
+    server = LocalTritonServer(
+        repo,
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        host=host,
+        models=list(parse_name_list(models)) or None,
+        ready_timeout_s=ready_timeout,
+    )
+    with user_errors(), _stop_on_signals() as stopping:
+        try:
+            with err_console.status("starting the embedded Triton server"):
+                server.start()
+        except ModelLoadError as e:
+            for name, reason in sorted(e.reasons.items()):
+                err_console.print(f"[red]model {name}:[/] {reason}", soft_wrap=True, highlight=False)
+            raise
+        try:
+            _print_ready(server)
+            while not stopping.wait(0.5):
+                if not server.is_running():
+                    err_console.print(
+                        f"[bold red]error:[/] the Triton server exited unexpectedly. See {server.log_path}.",
+                        soft_wrap=True,
+                    )
+                    raise typer.Exit(1)
+        finally:
+            with err_console.status("stopping"):
+                server.stop()
+    console.print("stopped", highlight=False)
+
+
+def _print_ready(server: LocalTritonServer) -> None:
+    table = Table(title="embedded Triton server ready", show_header=True)
+    table.add_column("endpoint")
+    table.add_column("address")
+    table.add_row("HTTP", f"http://{server.http_url}")
+    table.add_row("gRPC", server.grpc_url)
+    table.add_row("metrics", server.metrics_url)
+    console.print(table)
+    console.print(f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False)
+    console.print(f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop", soft_wrap=True, highlight=False)
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM, so the server is stopped in order, not interrupted."""
+    stopping = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stopping
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

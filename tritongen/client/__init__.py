@@ -1,0 +1,1 @@
+"""Talk to a running Triton server: metadata, inputs built from it, single inferences."""

@@ -1,0 +1,131 @@
+"""One interface over tritonclient's HTTP and gRPC clients, with tritongen's errors."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from tritongen.client.inputs import ModelInterface, interface_from_metadata
+from tritongen.errors import ServerError
+
+Protocol = Literal["http", "grpc"]
+DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
+
+
+@dataclass(frozen=True)
+class InferResult:
+    """Outputs of one request and its client-side latency."""
+
+    outputs: dict[str, npt.NDArray[Any]]
+    latency_us: float
+
+
+def normalise_url(url: str) -> str:
+    """Strip a scheme and trailing slash: ``http://host:8000/`` -> ``host:8000``."""
+    for scheme in ("http://", "https://", "grpc://"):
+        if url.startswith(scheme):
+            url = url[len(scheme) :]
+    return url.rstrip("/")
+
+
+class TritonEndpoint:
+    """A Triton server reached over HTTP or gRPC."""
+
+    def __init__(self, url: str, protocol: Protocol = "http", timeout_s: float = 60.0) -> None:
+        if protocol not in ("http", "grpc"):
+            raise ServerError(f"unknown protocol {protocol!r}", "use --protocol http or --protocol grpc")
+        self.url = normalise_url(url)
+        self.protocol = protocol
+        self.timeout_s = timeout_s
+        self._client: Any = None
+
+    def _connect(self) -> Any:
+        if self._client is None:
+            if self.protocol == "http":
+                import tritonclient.http as httpclient
+
+                self._client = httpclient.InferenceServerClient(
+                    self.url, connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+                )
+            else:
+                import tritonclient.grpc as grpcclient
+
+                self._client = grpcclient.InferenceServerClient(self.url)
+        return self._client
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            return fn(*args, **kwargs)
+        except InferenceServerException as e:
+            message = (e.message() or str(e)).split("\n\nAt:")[0]
+            raise ServerError(f"{what}: {message}", self._hint(message)) from e
+        except (ConnectionError, OSError) as e:
+            raise ServerError(
+                f"cannot reach Triton at {self.url} ({self.protocol}): {e}",
+                "start it with `tritongen serve REPO` or pass --url",
+            ) from e
+
+    def _hint(self, message: str) -> str:
+        lowered = message.lower()
+        if "unavailable" in lowered or "failed to connect" in lowered or "connection refused" in lowered:
+            return "start it with `tritongen serve REPO` or pass --url"
+        if "unknown model" in lowered or "not found" in lowered or "is not ready" in lowered:
+            return "check the model name; `tritongen serve` lists the ready models"
+        return "see the server log"
+
+    def is_live(self) -> bool:
+        """Whether the server answers its liveness probe."""
+        try:
+            return bool(self._call("liveness", self._connect().is_server_live))
+        except ServerError:
+            return False
+
+    def interface(self, model: str) -> ModelInterface:
+        """Inputs, outputs and batching of ``model`` as the server reports them."""
+        client = self._connect()
+        if self.protocol == "http":
+            metadata = self._call(f"model '{model}'", client.get_model_metadata, model)
+            config = self._call(f"model '{model}'", client.get_model_config, model)
+        else:
+            metadata = self._call(f"model '{model}'", client.get_model_metadata, model, as_json=True)
+            config = self._call(f"model '{model}'", client.get_model_config, model, as_json=True)["config"]
+            for tensor in metadata["inputs"]:
+                tensor["shape"] = [int(d) for d in tensor["shape"]]
+        return interface_from_metadata(metadata, config)
+
+    def infer(self, model: str, inputs: dict[str, npt.NDArray[Any]], outputs: tuple[str, ...]) -> InferResult:
+        """Send one request; return the outputs and the client-side latency."""
+        from tritonclient.utils import np_to_triton_dtype
+
+        if self.protocol == "http":
+            import tritonclient.http as module
+        else:
+            import tritonclient.grpc as module
+
+        request_inputs = []
+        for name, array in inputs.items():
+            datatype = "BYTES" if array.dtype == np.object_ else np_to_triton_dtype(array.dtype)
+            tensor = module.InferInput(name, list(array.shape), datatype)
+            if self.protocol == "http":
+                tensor.set_data_from_numpy(array, binary_data=True)
+            else:
+                tensor.set_data_from_numpy(array)
+            request_inputs.append(tensor)
+        requested = [module.InferRequestedOutput(name) for name in outputs]
+        client = self._connect()
+        start = time.perf_counter_ns()
+        result = self._call(f"inference on '{model}'", client.infer, model, request_inputs, outputs=requested)
+        latency_us = (time.perf_counter_ns() - start) / 1000
+        return InferResult(outputs={name: result.as_numpy(name) for name in outputs}, latency_us=latency_us)
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None

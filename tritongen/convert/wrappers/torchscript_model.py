@@ -1,0 +1,56 @@
+"""Triton Python-backend model serving ``model.pt`` (TorchScript) with libtorch (written by tritongen).
+
+Batching across requests lives in ``tritongen_runtime.py`` beside this file. Inputs are
+passed positionally in config order; a tuple/list output maps to the config's outputs in
+order, a dict output by name. ``intra_op_thread_count`` sets torch's threads per instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any
+
+sys.dont_write_bytecode = True  # keep the model repository free of __pycache__
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tritongen_runtime import Array, BatchingModel
+
+
+class TritonPythonModel(BatchingModel):
+    """A TorchScript module behind Triton's Python backend."""
+
+    def load(self, args: dict[str, Any]) -> None:
+        """Load the module on the instance's device."""
+        import torch
+
+        torch.set_num_threads(self.threads)
+        with contextlib.suppress(RuntimeError):  # already set in this process
+            torch.set_num_interop_threads(1)
+        self.torch = torch
+        use_cuda = self.on_gpu and torch.cuda.is_available()
+        self.device = torch.device(f"cuda:{self.device_id}" if use_cuda else "cpu")
+        path = os.path.join(self.version_dir, "model.pt")
+        self.module = torch.jit.load(path, map_location=self.device).eval()
+
+    def run(self, feed: dict[str, Array]) -> list[Array]:
+        """Run one batch."""
+        torch = self.torch
+        tensors = [torch.from_numpy(feed[name]).to(self.device) for name in self.input_names if name in feed]
+        with torch.inference_mode():
+            result = self.module(*tensors)
+        if isinstance(result, dict):
+            values = [result[name] for name in self.output_names]
+        elif isinstance(result, (tuple, list)):
+            values = list(result)
+        else:
+            values = [result]
+        if len(values) != len(self.output_names):
+            raise ValueError(
+                f"the module returned {len(values)} outputs, the config declares {len(self.output_names)}"
+            )
+        return [value.detach().cpu().numpy() for value in values]
+
+    def finalize(self) -> None:
+        """Release the module."""
+        self.module = None

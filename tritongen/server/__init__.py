@@ -1,0 +1,1 @@
+"""Start and stop Triton servers: the bundled binary on this machine (CPU)."""

@@ -1,0 +1,384 @@
+"""Supervise the bundled ``tritonserver``: start, wait until ready, report failures, stop cleanly."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tritongen.errors import ModelLoadError, RepositoryError, ServerError
+from tritongen.server.distribution import TritonDistribution, find_distribution
+from tritongen.server.ports import check_port_free, pick_free_ports
+
+SHM_DIR = Path("/dev/shm")
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """One entry of the repository index."""
+
+    name: str
+    version: str
+    state: str
+    reason: str
+
+    @property
+    def short_reason(self) -> str:
+        """The server's reason without the Python traceback it appends."""
+        return self.reason.split("\n\nAt:")[0].strip().replace("\n", " ")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to SIGKILL the child when the process that started it dies."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class LocalTritonServer:
+    """The embedded Triton server on this machine, as a context manager.
+
+    ``with LocalTritonServer(repo, http_port=0) as server:`` starts ``tritonserver`` from
+    the nvidia-pytriton wheel in explicit model-control mode (so models can be reloaded
+    live), waits until every requested model is loaded, and stops it on exit: SIGINT,
+    then SIGKILL of its process group after ``stop_timeout_s``. Port 0 picks a free port.
+    The server dies with its parent process and leaves no ``/dev/shm`` region behind.
+    """
+
+    def __init__(
+        self,
+        repo: Path,
+        *,
+        http_port: int = 8000,
+        grpc_port: int = 8001,
+        metrics_port: int = 8002,
+        host: str = "127.0.0.1",
+        models: list[str] | None = None,
+        ready_timeout_s: float = 120.0,
+        stop_timeout_s: float = 20.0,
+        log_path: Path | None = None,
+        extra_args: list[str] | None = None,
+        require_all_models: bool = True,
+    ) -> None:
+        self.repo = repo
+        self.host = host
+        self.requested_ports = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
+        self.models = list(models) if models else None
+        self.ready_timeout_s = ready_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.extra_args = list(extra_args or [])
+        self.require_all_models = require_all_models
+        self.shm_prefix = f"tritongen_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+        self._log_path = log_path
+        self._workdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._keep_log = False
+        self.http_port = self.grpc_port = self.metrics_port = 0
+
+    # -- public surface -------------------------------------------------------------
+
+    @property
+    def http_url(self) -> str:
+        """``host:port`` of the HTTP/REST endpoint (what tritonclient takes)."""
+        return f"{self.host}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        """``host:port`` of the gRPC endpoint."""
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """Full URL of the Prometheus metrics endpoint."""
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of ``tritonserver`` while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        """Where the server's log is written."""
+        if self._log_path is None:
+            raise ServerError("the server has not been started", "call start() first")
+        return self._log_path
+
+    def log_tail(self, lines: int = 40) -> list[str]:
+        """The last ``lines`` lines of the server log."""
+        try:
+            with self.log_path.open("r", encoding="utf-8", errors="replace") as log:
+                return list(deque(log, maxlen=lines))
+        except OSError:
+            return []
+
+    def __enter__(self) -> LocalTritonServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the server and wait until it is ready.
+
+        Raises:
+            MissingDependencyError: the bundled server or the stub for this Python is missing.
+            RepositoryError: the repository does not exist.
+            ServerError: a port is in use, the server exited, or it was not ready in time.
+            ModelLoadError: a requested model failed to load (``reasons`` holds why).
+        """
+        if self._process is not None:
+            raise ServerError("the server is already running", "stop it before starting it again")
+        if not self.repo.is_dir():
+            raise RepositoryError(
+                f"model repository {self.repo} does not exist", "run `tritongen convert` first"
+            )
+        dist = find_distribution()
+        self._resolve_ports()
+        self._workdir = Path(tempfile.mkdtemp(prefix="tritongen-server-"))
+        if self._log_path is None:
+            self._log_path = self._workdir / "tritonserver.log"
+        backends = self._backend_dir(dist, self._workdir)
+        argv = self._argv(dist, backends)
+        env = self._environment(dist)
+        try:
+            with self._log_path.open("wb") as log:
+                self._process = subprocess.Popen(
+                    argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+        except OSError as e:
+            self._cleanup_files()
+            raise ServerError(f"cannot start {dist.binary}: {e.strerror}", "reinstall nvidia-pytriton") from e
+        try:
+            self._wait_ready()
+        except BaseException:
+            self._keep_log = True  # the log explains the failure; leave it for the user
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the server: SIGINT, wait, then SIGKILL its whole process group; clean up."""
+        process = self._process
+        if process is not None:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGINT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=self.stop_timeout_s)
+            # Python-backend stubs share the server's process group; leave none behind.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+            self._process = None
+        self._cleanup_files()
+
+    def is_running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def repository_index(self) -> list[ModelState]:
+        """Every model in the repository with its state and, for failures, the reason."""
+        entries = self._request("POST", "/v2/repository/index", {})
+        return [
+            ModelState(
+                name=str(e.get("name", "")),
+                version=str(e.get("version", "")),
+                state=str(e.get("state", "")),
+                reason=str(e.get("reason", "")),
+            )
+            for e in entries
+        ]
+
+    def ready_models(self) -> list[str]:
+        """Names of the models that are READY."""
+        return sorted({m.name for m in self.repository_index() if m.state == "READY"})
+
+    def load_model(self, name: str, config: dict[str, Any] | None = None) -> None:
+        """Load (or reload) ``name``; with ``config`` the server uses it instead of config.pbtxt.
+
+        Raises:
+            ModelLoadError: the server refused; the previous version (if any) stays loaded.
+        """
+        body: dict[str, Any] = {}
+        if config is not None:
+            body = {"parameters": {"config": json.dumps(config)}}
+        try:
+            self._request("POST", f"/v2/repository/models/{name}/load", body)
+        except ServerError as e:
+            raise ModelLoadError({name: e.message}, "fix the model or its config") from e
+
+    def unload_model(self, name: str) -> None:
+        """Unload ``name``."""
+        self._request("POST", f"/v2/repository/models/{name}/unload", {})
+
+    # -- internals ------------------------------------------------------------------
+
+    def _resolve_ports(self) -> None:
+        wanted = dict(self.requested_ports)
+        zeros = [role for role, port in wanted.items() if port == 0]
+        fixed = {role: port for role, port in wanted.items() if port != 0}
+        if len(set(fixed.values())) != len(fixed):
+            raise ServerError(f"the ports {fixed} must differ", "give HTTP, gRPC and metrics distinct ports")
+        for role, port in fixed.items():
+            check_port_free(self.host, port, role, f"--{role}-port")
+        free = [p for p in pick_free_ports(self.host, len(zeros) + 3) if p not in fixed.values()]
+        for role in zeros:
+            wanted[role] = free.pop(0)
+        self.http_port, self.grpc_port, self.metrics_port = wanted["http"], wanted["grpc"], wanted["metrics"]
+
+    def _backend_dir(self, dist: TritonDistribution, workdir: Path) -> Path:
+        backends = workdir / "backends"
+        python = backends / "python"
+        python.mkdir(parents=True)
+        for item in dist.python_backend.iterdir():
+            if item.is_file():
+                (python / item.name).symlink_to(item)
+        (python / "triton_python_backend_stub").symlink_to(dist.stub)
+        return backends
+
+    def _argv(self, dist: TritonDistribution, backends: Path) -> list[str]:
+        argv = [
+            str(dist.binary),
+            f"--model-repository={self.repo.resolve()}",
+            f"--backend-directory={backends}",
+            f"--http-address={self.host}",
+            f"--http-port={self.http_port}",
+            f"--grpc-address={self.host}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={self.host}",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-metrics=true",
+            "--metrics-config=summary_latencies=true",
+            "--model-control-mode=explicit",
+            # Keep serving the models that load; failures are reported per model.
+            "--exit-on-error=false",
+            "--strict-readiness=false",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+        ]
+        for model in self.models or ["*"]:
+            argv.append(f"--load-model={model}")
+        return argv + self.extra_args
+
+    def _environment(self, dist: TritonDistribution) -> dict[str, str]:
+        env = dict(os.environ)
+        # The stub runs in isolated mode and finds packages through the python3 on PATH.
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            [p for p in (dist.library_path(), env.get("LD_LIBRARY_PATH", "")) if p]
+        )
+        env.pop("PYTHONPATH", None)
+        return env
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            process = self._process
+            if process is None or process.poll() is not None:
+                raise ServerError(
+                    self._exit_message(), "see the server log for details: " + str(self.log_path)
+                )
+            if self._live():
+                break
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    f"the Triton server was not live within {self.ready_timeout_s:.0f} s",
+                    f"see {self.log_path}, or raise the timeout",
+                )
+            time.sleep(0.1)
+        # In explicit mode the start-up loads finish before the endpoints open.
+        self._check_models()
+
+    def _check_models(self) -> None:
+        index = self.repository_index()
+        by_name = {m.name: m for m in index}
+        if self.models:
+            missing = [name for name in self.models if name not in by_name]
+            if missing:
+                raise ModelLoadError(
+                    {name: "not in the model repository" for name in missing},
+                    f"choose from: {', '.join(sorted(by_name)) or 'no models found'}",
+                )
+        wanted = self.models or list(by_name)
+        failed = {
+            name: by_name[name].short_reason or by_name[name].state
+            for name in wanted
+            if by_name[name].state != "READY"
+        }
+        if failed and self.require_all_models:
+            raise ModelLoadError(failed, "fix those models, or serve the others with --models")
+        if not wanted:
+            raise RepositoryError(f"{self.repo} holds no models", "run `tritongen convert` first")
+
+    def _live(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.http_url}/v2/health/live", timeout=1) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _request(self, method: str, path: str, body: dict[str, Any]) -> Any:
+        data = json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://{self.http_url}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=300) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as e:
+            try:
+                message = json.loads(e.read()).get("error", str(e))
+            except ValueError:
+                message = str(e)
+            raise ServerError(message.split("\n\nAt:")[0], "see the server log") from e
+        except (urllib.error.URLError, OSError) as e:
+            raise ServerError(
+                f"cannot reach the Triton server at {self.http_url}: {e}", "is it running?"
+            ) from e
+        return json.loads(payload) if payload else None
+
+    def _exit_message(self) -> str:
+        code = self._process.returncode if self._process is not None else None
+        errors = [line.strip() for line in self.log_tail(200) if line.startswith("E")]
+        interesting = [line for line in errors if "NVML" not in line and "CudaDriverHelper" not in line]
+        last = interesting[-1] if interesting else (self.log_tail(1) or ["no log output"])[-1].strip()
+        return f"the Triton server exited with code {code}: {last[:300]}"
+
+    def _cleanup_files(self) -> None:
+        for region in SHM_DIR.glob(f"{self.shm_prefix}*"):
+            with contextlib.suppress(OSError):
+                region.unlink()
+        if self._workdir is not None:
+            if self._keep_log:
+                shutil.rmtree(self._workdir / "backends", ignore_errors=True)
+            else:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
