@@ -14,7 +14,12 @@ COMMITTED = ROOT / "model_repository"
 
 
 def _files(repo: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*")) if p.is_file()}
+    # Serving the repository leaves __pycache__ beside model.py; it is not part of it.
+    return {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_committed_repository_is_current(tmp_path: Path) -> None:

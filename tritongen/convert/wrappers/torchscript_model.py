@@ -12,7 +12,6 @@ import os
 import sys
 from typing import Any
 
-sys.dont_write_bytecode = True  # keep the model repository free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tritongen_runtime import Array, BatchingModel
 
