@@ -10,10 +10,10 @@ EXAMPLES := build/examples
 
 install: $(STAMP)
 
-# Re-runs only when pyproject.toml changes; the editable install picks up code changes.
-$(STAMP): pyproject.toml
+# Re-runs only when pyproject.toml or this Makefile changes; the editable install picks up code changes.
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch]'
 	touch $(STAMP)
 
 $(EXAMPLES)/%.onnx: | $(STAMP)

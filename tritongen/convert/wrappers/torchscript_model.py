@@ -30,7 +30,7 @@ class TritonPythonModel(BatchingModel):
         use_cuda = self.on_gpu and torch.cuda.is_available()
         self.device = torch.device(f"cuda:{self.device_id}" if use_cuda else "cpu")
         path = os.path.join(self.version_dir, "model.pt")
-        self.module = torch.jit.load(path, map_location=self.device).eval()
+        self.module = torch.jit.load(path, map_location=self.device).eval()  # type: ignore[no-untyped-call]
 
     def run(self, feed: dict[str, Array]) -> list[Array]:
         """Run one batch."""
