@@ -19,15 +19,17 @@ $(STAMP): pyproject.toml Makefile
 $(EXAMPLES)/%.onnx: | $(STAMP)
 	$(BIN)/tritongen example $* -o $@
 
-# Build the example repository from models made in code and show what was written.
-demo: install $(EXAMPLES)/mlp.onnx $(EXAMPLES)/text.onnx $(EXAMPLES)/fixed.onnx
+# Convert the example models, serve them on the embedded Triton server, run inferences.
+demo: install $(EXAMPLES)/mlp.onnx $(EXAMPLES)/text.onnx
 	rm -rf $(DEMO)
 	$(BIN)/tritongen convert $(EXAMPLES)/mlp.onnx --name mlp --repo $(DEMO)/model_repository \
-		--preferred-batch-sizes 4,8,16 --max-queue-delay-us 500 --instances 1
+		--preferred-batch-sizes 4,8,16 --max-queue-delay-us 500
 	$(BIN)/tritongen convert $(EXAMPLES)/text.onnx --name text --repo $(DEMO)/model_repository
-	$(BIN)/tritongen convert $(EXAMPLES)/fixed.onnx --name fixed --repo $(DEMO)/model_repository
 	$(BIN)/tritongen compose $(DEMO)/model_repository -o $(DEMO)/compose.yaml
-	@echo; echo "== $(DEMO)/model_repository/mlp_onnx/config.pbtxt"; cat $(DEMO)/model_repository/mlp_onnx/config.pbtxt
+	@echo; echo "== $(DEMO)/model_repository/mlp_onnx/config.pbtxt"; cat $(DEMO)/model_repository/mlp_onnx/config.pbtxt; echo
+	$(BIN)/tritongen infer mlp_onnx --serve $(DEMO)/model_repository --batch-size 4
+	$(BIN)/tritongen infer text_onnx --serve $(DEMO)/model_repository --batch-size 2 \
+		--shape input_ids=16 --shape attention_mask=16
 
 test: install
 	$(BIN)/ruff check .

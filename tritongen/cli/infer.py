@@ -54,6 +54,12 @@ def infer_command(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup", help="Untimed requests sent first (the first one pays for lazy set-up).", min=0
+        ),
+    ] = 1,
 ) -> None:
     """Send one inference request to MODEL and print its outputs and latency."""
     with user_errors(), _endpoint(url, protocol.value, serve, model) as endpoint:
@@ -65,8 +71,10 @@ def infer_command(
             files=parse_input_files(inputs or []),
             seed=seed,
         )
+        for _ in range(warmup):
+            endpoint.infer(model, arrays, interface.outputs)
         result = endpoint.infer(model, arrays, interface.outputs)
-    _print_result(model, arrays, result)
+    _print_result(model, arrays, result, warmup)
 
 
 @contextlib.contextmanager
@@ -96,8 +104,9 @@ def _preview(array: np.ndarray, count: int = 6) -> str:  # type: ignore[type-arg
     return shown[:-1] + ", …]" if flat.size > count else shown
 
 
-def _print_result(model: str, arrays: dict[str, np.ndarray], result: InferResult) -> None:  # type: ignore[type-arg]
-    table = Table(title=f"{model}: {result.latency_us / 1000:.3f} ms ({result.latency_us:.0f} µs)")
+def _print_result(model: str, arrays: dict[str, np.ndarray], result: InferResult, warmup: int) -> None:  # type: ignore[type-arg]
+    after = f", after {warmup} warm-up request{'s' if warmup != 1 else ''}" if warmup else ", cold"
+    table = Table(title=f"{model}: {result.latency_us / 1000:.3f} ms ({result.latency_us:.0f} µs{after})")
     table.add_column("tensor")
     table.add_column("dtype")
     table.add_column("shape")
