@@ -1,25 +1,57 @@
-"""Locust users that send inference requests to one Triton model over HTTP.
+r"""Locust users that load one Triton model over HTTP or gRPC, timed at microsecond resolution.
 
-Run on its own::
+Standalone::
 
-    TRITONGEN_MODEL=mlp_onnx locust -f loadtests/locustfile.py --host http://127.0.0.1:8000
+    locust -f loadtests/locustfile.py --headless -u 8 -t 30s --host http://127.0.0.1:8000 \\
+        --triton-model mlp_onnx
 
-The model's inputs are read from the server's metadata once per user; dynamic dims are
-set to 1 and the batch size comes from ``TRITONGEN_BATCH_SIZE`` (default 1). Payloads
-are built once, not per request.
+    # gRPC, open loop at 200 requests/s per user, Poisson arrivals:
+    locust -f loadtests/locustfile.py --headless -u 1 -t 30s --host 127.0.0.1:8001 \\
+        --triton-model mlp_onnx --triton-protocol grpc --triton-user-rate 200 --triton-arrival poisson
+
+Every option also reads an environment variable (``TRITONGEN_MODEL``, ``TRITONGEN_PROTOCOL``,
+...; see ``--help``). ``tritongen loadtest`` runs this file as headless Locust subprocesses;
+the compose ``loadtest`` profile runs it as a master with workers.
+
+How it measures: every request's latency goes into an HDR histogram of the worker that
+sent it (Locust's own percentiles are rounded to whole milliseconds). Each worker sends
+one histogram per measurement window (wall-clock aligned, so windows of different
+workers and machines line up) to the master, which merges them, appends them to
+``--triton-results`` (JSON lines) and prints microsecond percentiles when the test ends.
+In open-loop mode (``--triton-user-rate``) latency is counted from each request's
+*scheduled* send time, so a slow server or a late generator cannot hide queueing delay.
+
+Payloads are built once per process: HTTP bodies use Triton's binary tensor extension,
+gRPC requests carry raw tensor contents. The file imports nothing from tritongen so it
+also runs in a plain Locust container.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import random
+import time
+import urllib.request
+from collections.abc import Callable
 from typing import Any
 
+import gevent
 import numpy as np
-from locust import HttpUser, task
+import numpy.typing as npt
+from hdrh.histogram import HdrHistogram
+from locust import User, events, task
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
+MESSAGE = "tritongen_window"
+LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3
 _NUMPY = {
     "BOOL": np.bool_,
     "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
     "INT8": np.int8,
     "INT16": np.int16,
     "INT32": np.int32,
@@ -30,35 +62,459 @@ _NUMPY = {
 }
 
 
-class TritonHttpUser(HttpUser):
-    """Closed-loop user: one request at a time, as fast as the server answers."""
+@events.init_command_line_parser.add_listener
+def _add_arguments(parser: Any) -> None:
+    group = parser.add_argument_group("tritongen", "Triton load options")
+    group.add_argument("--triton-model", env_var="TRITONGEN_MODEL", default="", help="Model to load.")
+    group.add_argument(
+        "--triton-protocol", env_var="TRITONGEN_PROTOCOL", default="http", choices=["http", "grpc"]
+    )
+    group.add_argument(
+        "--triton-inputs",
+        env_var="TRITONGEN_INPUTS",
+        default="",
+        help=".npz with one array per input (full shape).",
+    )
+    group.add_argument("--triton-batch-size", env_var="TRITONGEN_BATCH_SIZE", type=int, default=1)
+    group.add_argument(
+        "--triton-dynamic-dim", env_var="TRITONGEN_DYNAMIC_DIM", type=int, default=8, help="Value of -1 dims."
+    )
+    group.add_argument(
+        "--triton-user-rate",
+        env_var="TRITONGEN_USER_RATE",
+        type=float,
+        default=0.0,
+        help="Open loop: requests/s each user schedules (0 = closed loop).",
+    )
+    group.add_argument(
+        "--triton-arrival", env_var="TRITONGEN_ARRIVAL", default="constant", choices=["constant", "poisson"]
+    )
+    group.add_argument("--triton-max-inflight", env_var="TRITONGEN_MAX_INFLIGHT", type=int, default=1024)
+    group.add_argument(
+        "--triton-window", env_var="TRITONGEN_WINDOW", type=float, default=1.0, help="Window in s."
+    )
+    group.add_argument(
+        "--triton-t0", env_var="TRITONGEN_T0", type=float, default=0.0, help="Epoch of window 0."
+    )
+    group.add_argument("--triton-results", env_var="TRITONGEN_RESULTS", default="", help="JSON-lines output.")
+    group.add_argument("--triton-timeout", env_var="TRITONGEN_TIMEOUT", type=float, default=60.0)
+    group.add_argument("--triton-seed", env_var="TRITONGEN_SEED", type=int, default=0)
 
-    def on_start(self) -> None:
-        """Read the model metadata and build the request body once."""
-        self.model = os.environ.get("TRITONGEN_MODEL", "model")
-        batch = int(os.environ.get("TRITONGEN_BATCH_SIZE", "1"))
-        meta = self.client.get(f"/v2/models/{self.model}", name="metadata").json()
-        config = self.client.get(f"/v2/models/{self.model}/config", name="config").json()
-        batched = int(config.get("max_batch_size", 0)) > 0
-        rng = np.random.default_rng(0)
-        inputs: list[dict[str, Any]] = []
-        for tensor in meta["inputs"]:
-            shape = [max(int(d), 1) for d in tensor["shape"]]
-            if batched:
-                shape[0] = batch
-            dtype = _NUMPY.get(tensor["datatype"], np.float32)
-            data = rng.random(shape) if np.issubdtype(dtype, np.floating) else rng.integers(0, 2, shape)
-            inputs.append(
+
+# -- payloads ---------------------------------------------------------------------------
+
+
+def _host_port(host: str, default_port: int) -> tuple[str, int]:
+    for scheme in ("http://", "https://", "grpc://"):
+        if host.startswith(scheme):
+            host = host[len(scheme) :]
+    host = host.rstrip("/")
+    name, _, port = host.rpartition(":")
+    return (name, int(port)) if name else (host, default_port)
+
+
+def _interface_http(host: str, port: int, model: str) -> tuple[dict[str, Any], int]:
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=30) as response:
+            return json.loads(response.read())
+
+    return get(f"/v2/models/{model}"), int(get(f"/v2/models/{model}/config").get("max_batch_size", 0))
+
+
+def _interface_grpc(stub: Any, model: str) -> tuple[dict[str, Any], int]:
+    from google.protobuf import json_format
+    from tritonclient.grpc import service_pb2
+
+    meta = json_format.MessageToDict(
+        stub.ModelMetadata(service_pb2.ModelMetadataRequest(name=model)), preserving_proto_field_name=True
+    )
+    config = stub.ModelConfig(service_pb2.ModelConfigRequest(name=model)).config
+    for tensor in meta["inputs"]:
+        tensor["shape"] = [int(d) for d in tensor.get("shape", [])]
+    return meta, int(config.max_batch_size)
+
+
+def _build_arrays(meta: dict[str, Any], max_batch: int, options: Any) -> dict[str, npt.NDArray[Any]]:
+    if options.triton_inputs:
+        with np.load(options.triton_inputs, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    rng = np.random.default_rng(options.triton_seed)
+    arrays = {}
+    for tensor in meta["inputs"]:
+        dims = [options.triton_dynamic_dim if int(d) == -1 else int(d) for d in tensor["shape"]]
+        if max_batch > 0:
+            dims[0] = options.triton_batch_size
+        dtype = _NUMPY.get(tensor["datatype"])
+        if dtype is None:
+            arrays[tensor["name"]] = np.full(dims, b"tritongen", dtype=np.object_)
+        elif np.issubdtype(dtype, np.floating):
+            arrays[tensor["name"]] = rng.standard_normal(dims).astype(dtype)
+        else:
+            arrays[tensor["name"]] = rng.integers(0, 2, size=dims).astype(dtype)
+    return arrays
+
+
+def _datatype(array: npt.NDArray[Any]) -> str:
+    if array.dtype == np.object_:
+        return "BYTES"
+    return next(name for name, dtype in _NUMPY.items() if np.dtype(dtype) == array.dtype)
+
+
+def _raw(array: npt.NDArray[Any]) -> bytes:
+    if array.dtype != np.object_:
+        return np.ascontiguousarray(array).tobytes()
+    chunks = []
+    for item in array.reshape(-1):
+        data = item if isinstance(item, bytes) else str(item).encode()
+        chunks.append(len(data).to_bytes(4, "little") + data)
+    return b"".join(chunks)
+
+
+def _http_body(arrays: dict[str, npt.NDArray[Any]], outputs: list[str]) -> tuple[bytes, dict[str, str]]:
+    """A request in Triton's binary tensor extension: JSON header, then raw tensor bytes."""
+    raws = {name: _raw(array) for name, array in arrays.items()}
+    header = {
+        "inputs": [
+            {
+                "name": name,
+                "shape": list(array.shape),
+                "datatype": _datatype(array),
+                "parameters": {"binary_data_size": len(raws[name])},
+            }
+            for name, array in arrays.items()
+        ],
+        "outputs": [{"name": name, "parameters": {"binary_data": True}} for name in outputs],
+    }
+    head = json.dumps(header, separators=(",", ":")).encode()
+    body = head + b"".join(raws.values())
+    headers = {
+        "Content-Type": "application/octet-stream",
+        "Inference-Header-Content-Length": str(len(head)),
+        "Connection": "keep-alive",
+    }
+    return body, headers
+
+
+def _grpc_request(model: str, arrays: dict[str, npt.NDArray[Any]], outputs: list[str]) -> Any:
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name, array in arrays.items():
+        tensor = request.inputs.add()
+        tensor.name = name
+        tensor.datatype = _datatype(array)
+        tensor.shape.extend(array.shape)
+        request.raw_input_contents.append(_raw(array))
+    for name in outputs:
+        request.outputs.add().name = name
+    return request
+
+
+# -- per-process recording ----------------------------------------------------------------
+
+
+class Recorder:
+    """Latencies of this process, one HDR histogram per wall-clock-aligned window."""
+
+    def __init__(self, t0: float, window_s: float) -> None:
+        self.t0 = t0
+        self.window_s = window_s
+        # perf_counter for durations, mapped to the wall clock once.
+        self.wall_offset = time.time() - time.perf_counter()
+        self.windows: dict[int, dict[str, Any]] = {}
+        self.late = 0
+        self.max_lag_us = 0.0
+
+    def _window(self, perf_time: float) -> dict[str, Any]:
+        index = int((perf_time + self.wall_offset - self.t0) // self.window_s)
+        window = self.windows.get(index)
+        if window is None:
+            window = {
+                "index": index,
+                "hist": HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS),
+                "errors": {},
+                "sent": 0,
+            }
+            self.windows[index] = window
+        return window
+
+    def record(self, start: float, end: float, error: str | None) -> None:
+        """Count one finished request; ``start`` is its scheduled (open loop) or actual send time."""
+        window = self._window(end)
+        if error is None:
+            window["hist"].record_value(min(max(int((end - start) * 1e6), LOWEST_US), HIGHEST_US))
+        else:
+            window["errors"][error] = window["errors"].get(error, 0) + 1
+
+    def sent(self, when: float, lag_s: float) -> None:
+        """Count one request leaving; ``lag_s`` is how late it left against its schedule."""
+        self._window(when)["sent"] += 1
+        if lag_s > 0.001:
+            self.late += 1
+        self.max_lag_us = max(self.max_lag_us, lag_s * 1e6)
+
+    def drain(self, everything: bool) -> list[dict[str, Any]]:
+        """Windows that are over (or all of them), encoded for the master."""
+        now_index = int((time.time() - self.t0) // self.window_s)
+        ready = sorted(i for i in self.windows if everything or i < now_index)
+        out = []
+        for index in ready:
+            window = self.windows.pop(index)
+            hist = window["hist"]
+            out.append(
                 {
-                    "name": tensor["name"],
-                    "shape": shape,
-                    "datatype": tensor["datatype"],
-                    "data": np.asarray(data, dtype=dtype).flatten().tolist(),
+                    "index": index,
+                    "ok": hist.get_total_count(),
+                    "errors": window["errors"],
+                    "sent": window["sent"],
+                    "hist": base64.b64encode(hist.encode()).decode() if hist.get_total_count() else "",
+                    "late": self.late,
+                    "max_lag_us": self.max_lag_us,
+                    "final": everything,
                 }
             )
-        self.body = {"inputs": inputs}
+        return out
+
+
+_recorder: Recorder | None = None
+_reporter: Any = None
+
+
+def _send_windows(environment: Any, everything: bool) -> None:
+    if _recorder is None:
+        return
+    payload = {"worker": _worker_id(environment), "windows": _recorder.drain(everything)}
+    if payload["windows"]:
+        environment.runner.send_message(MESSAGE, payload)
+
+
+def _worker_id(environment: Any) -> str:
+    runner = environment.runner
+    return str(getattr(runner, "client_id", None) or f"local-{os.getpid()}")
+
+
+def _report_forever(environment: Any) -> None:
+    while True:
+        gevent.sleep(min(0.25, _recorder.window_s / 4) if _recorder else 0.25)
+        _send_windows(environment, everything=False)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment: Any, **_: Any) -> None:
+    global _recorder, _reporter
+    if isinstance(environment.runner, MasterRunner):
+        return
+    options = environment.parsed_options
+    t0 = options.triton_t0 or time.time()
+    _recorder = Recorder(t0, options.triton_window)
+    _reporter = gevent.spawn(_report_forever, environment)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment: Any, **_: Any) -> None:
+    global _reporter
+    if isinstance(environment.runner, MasterRunner):
+        return
+    if _reporter is not None:
+        _reporter.kill(block=False)
+        _reporter = None
+    _send_windows(environment, everything=True)
+
+
+# -- master side: merge and write ---------------------------------------------------------
+
+
+class Collector:
+    """On the master (or a lone local runner): write windows and keep the merged histogram."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.total = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+        self.errors: dict[str, int] = {}
+        if path:
+            open(path, "w").close()  # truncate once
+
+    def receive(self, environment: Any, msg: Any, **_: Any) -> None:
+        """Handle one worker message: append its windows, merge its histograms."""
+        data = msg.data
+        if self.path:
+            with open(self.path, "a") as out:
+                for window in data["windows"]:
+                    out.write(json.dumps({"worker": data["worker"], **window}) + "\n")
+        for window in data["windows"]:
+            if window["hist"]:
+                self.total.add(HdrHistogram.decode(base64.b64decode(window["hist"])))
+            for kind, count in window["errors"].items():
+                self.errors[kind] = self.errors.get(kind, 0) + count
+
+    def summary(self) -> str:
+        """Microsecond percentiles over everything received."""
+        h = self.total
+        if not h.get_total_count():
+            return "tritongen: no successful requests"
+        pcts = ", ".join(f"p{p:g} {h.get_value_at_percentile(p)} µs" for p in (50, 90, 95, 99, 99.9))
+        counts = f"{h.get_total_count()} ok, errors {self.errors or 0}"
+        return f"tritongen: {counts}; {pcts}; max {h.get_max_value()} µs"
+
+
+_collector: Collector | None = None
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_: Any) -> None:
+    global _collector
+    runner = environment.runner
+    if isinstance(runner, (MasterRunner, LocalRunner)) and not isinstance(runner, WorkerRunner):
+        _collector = Collector(environment.parsed_options.triton_results)
+        runner.register_message(MESSAGE, _collector.receive)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Any, **_: Any) -> None:
+    if _collector is not None and not environment.parsed_options.triton_results:
+        print(_collector.summary())
+
+
+# -- the users ----------------------------------------------------------------------------
+
+
+class _Transport:
+    """One connection to the server and a prepared request; ``send`` returns an error kind or None."""
+
+    send: Callable[[Any], str | None]
+    new_connection: Callable[[], Any]
+
+    def __init__(self, host: str, options: Any) -> None:
+        self.model = options.triton_model
+        self.timeout = options.triton_timeout
+        if options.triton_protocol == "grpc":
+            self._init_grpc(host, options)
+        else:
+            self._init_http(host, options)
+
+    def _init_http(self, host: str, options: Any) -> None:
+        from geventhttpclient import HTTPClient
+
+        self.host, self.port = _host_port(host, 8000)
+        meta, max_batch = _interface_http(self.host, self.port, self.model)
+        arrays = _build_arrays(meta, max_batch, options)
+        self.body, self.headers = _http_body(arrays, [t["name"] for t in meta["outputs"]])
+        self.path = f"/v2/models/{self.model}/infer"
+        self.rows = next(iter(arrays.values())).shape[0] if max_batch > 0 else 1
+        self.new_connection = lambda: HTTPClient(
+            self.host, self.port, concurrency=1, connection_timeout=self.timeout, network_timeout=self.timeout
+        )
+        self.send = self._send_http
+
+    def _send_http(self, connection: Any) -> str | None:
+        response = connection.request("POST", self.path, body=self.body, headers=self.headers)
+        response.read()
+        status = response.status_code
+        response.release()
+        return None if status == 200 else f"http_{status}"
+
+    def _init_grpc(self, host: str, options: Any) -> None:
+        import grpc
+        from grpc.experimental import gevent as grpc_gevent
+        from tritonclient.grpc import service_pb2_grpc
+
+        grpc_gevent.init_gevent()
+        self.grpc = grpc
+        target = "{}:{}".format(*_host_port(host, 8001))
+        channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 2**31 - 1)])
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        meta, max_batch = _interface_grpc(stub, self.model)
+        arrays = _build_arrays(meta, max_batch, options)
+        self.request = _grpc_request(self.model, arrays, [t["name"] for t in meta["outputs"]])
+        self.rows = next(iter(arrays.values())).shape[0] if max_batch > 0 else 1
+        self.new_connection = lambda: service_pb2_grpc.GRPCInferenceServiceStub(
+            grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", 2**31 - 1)])
+        )
+        self.send = self._send_grpc
+
+    def _send_grpc(self, stub: Any) -> str | None:
+        try:
+            stub.ModelInfer(self.request, timeout=self.timeout)
+        except self.grpc.RpcError as e:
+            return f"grpc_{e.code().name.lower()}"
+        return None
+
+
+def _error_kind(error: BaseException) -> str:
+    name = type(error).__name__
+    if isinstance(error, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(error, (ConnectionResetError, BrokenPipeError)):
+        return "connection_reset"
+    if "timeout" in name.lower():
+        return "timeout"
+    return name
+
+
+class TritonUser(User):
+    """One closed-loop stream of requests, or (with ``--triton-user-rate``) one open-loop schedule."""
+
+    def on_start(self) -> None:
+        """Prepare the request and a connection."""
+        options = self.environment.parsed_options
+        if not options.triton_model:
+            raise ValueError("--triton-model (or TRITONGEN_MODEL) is required")
+        self.transport = _Transport(self.host or "127.0.0.1:8000", options)
+        self.options = options
 
     @task
-    def infer(self) -> None:
-        """Send one inference request."""
-        self.client.post(f"/v2/models/{self.model}/infer", json=self.body, name=self.model)
+    def load(self) -> None:
+        """Run until Locust stops this user."""
+        if self.options.triton_user_rate > 0:
+            self._open_loop()
+        else:
+            self._closed_loop()
+
+    def _closed_loop(self) -> None:
+        recorder, transport = _recorder, self.transport
+        assert recorder is not None
+        connection = transport.new_connection()
+        clock = time.perf_counter
+        while True:
+            start = clock()
+            try:
+                error = transport.send(connection)
+            except Exception as e:  # every failure is counted by kind, never raised
+                error = _error_kind(e)
+                gevent.sleep(0.01)  # do not spin on a dead server
+                connection = transport.new_connection()
+            recorder.record(start, clock(), error)
+
+    def _open_loop(self) -> None:
+        recorder, transport, options = _recorder, self.transport, self.options
+        assert recorder is not None
+        rate = options.triton_user_rate
+        poisson = options.triton_arrival == "poisson"
+        rng = random.Random(options.triton_seed + os.getpid())
+        idle: list[Any] = []
+        in_flight = [0]
+        clock = time.perf_counter
+
+        def fire(scheduled: float) -> None:
+            connection = idle.pop() if idle else transport.new_connection()
+            try:
+                error = transport.send(connection)
+                idle.append(connection)
+            except Exception as e:
+                error = _error_kind(e)
+            in_flight[0] -= 1
+            recorder.record(scheduled, clock(), error)
+
+        next_at = clock()
+        while True:
+            next_at += rng.expovariate(rate) if poisson else 1.0 / rate
+            delay = next_at - clock()
+            if delay > 0:
+                gevent.sleep(delay)
+            now = clock()
+            recorder.sent(now, now - next_at)
+            if in_flight[0] >= options.triton_max_inflight:
+                recorder.record(next_at, now, "client_backlog")
+                continue
+            in_flight[0] += 1
+            gevent.spawn(fire, next_at)

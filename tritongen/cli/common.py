@@ -10,7 +10,8 @@ from rich.console import Console
 
 from tritongen.errors import TritongenError
 
-console = Console()
+# Tables stay readable when piped: at least 120 columns.
+console = Console(width=None if Console().is_terminal else 120)
 err_console = Console(stderr=True)
 
 EXIT_INTERRUPTED = 130

@@ -11,6 +11,7 @@ from tritongen.cli.compose import compose_command
 from tritongen.cli.convert import convert_command
 from tritongen.cli.example import example_command
 from tritongen.cli.infer import infer_command
+from tritongen.cli.loadtest import loadtest_command
 from tritongen.cli.render import render_command
 from tritongen.cli.serve import serve_command
 
@@ -26,6 +27,7 @@ app.command("render")(render_command)
 app.command("compose")(compose_command)
 app.command("serve")(serve_command)
 app.command("infer")(infer_command)
+app.command("loadtest")(loadtest_command)
 app.command("example")(example_command)
 
 

@@ -99,6 +99,20 @@ class TritonEndpoint:
                 tensor["shape"] = [int(d) for d in tensor["shape"]]
         return interface_from_metadata(metadata, config)
 
+    def statistics(self, model: str) -> dict[str, Any]:
+        """The statistics API entry of ``model`` (cumulative counters, as JSON)."""
+        client = self._connect()
+        if self.protocol == "http":
+            stats = self._call(f"statistics of '{model}'", client.get_inference_statistics, model)
+        else:
+            stats = self._call(
+                f"statistics of '{model}'", client.get_inference_statistics, model, as_json=True
+            )
+        entries = stats.get("model_stats", [])
+        if not entries:
+            raise ServerError(f"the server has no statistics for '{model}'", "is the model loaded?")
+        return dict(entries[0])
+
     def infer(self, model: str, inputs: dict[str, npt.NDArray[Any]], outputs: tuple[str, ...]) -> InferResult:
         """Send one request; return the outputs and the client-side latency."""
         from tritonclient.utils import np_to_triton_dtype

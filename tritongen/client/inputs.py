@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -139,14 +139,22 @@ def random_array(datatype: str, shape: list[int], rng: np.random.Generator) -> n
     return rng.integers(0, 2, size=shape).astype(dtype)
 
 
+def zeros_array(datatype: str, shape: list[int]) -> npt.NDArray[Any]:
+    """Zeros of a Triton type (empty strings for BYTES)."""
+    if datatype == "BYTES":
+        return np.full(shape, b"", dtype=np.object_)
+    return np.zeros(shape, dtype=numpy_dtype(datatype))
+
+
 def build_inputs(
     interface: ModelInterface,
     batch_size: int = 1,
     shapes: dict[str, tuple[int, ...]] | None = None,
     files: dict[str, Path] | None = None,
     seed: int = 0,
+    fill: Literal["random", "zeros"] = "random",
 ) -> dict[str, npt.NDArray[Any]]:
-    """One array per model input: loaded from ``files`` where given, random otherwise.
+    """One array per model input: loaded from ``files`` where given, else random (or zeros).
 
     Raises:
         ConfigError: an unknown input name, a batch size the model cannot take, or a
@@ -178,16 +186,17 @@ def build_inputs(
     arrays: dict[str, npt.NDArray[Any]] = {}
     for spec in interface.inputs:
         if spec.name in files:
-            arrays[spec.name] = _load_input_file(
-                spec, files[spec.name], interface.batched, interface.max_batch_size
-            )
+            arrays[spec.name] = _load_input_file(spec, files[spec.name], interface)
         else:
             shape = request_shape(spec, batch_size, interface.batched, shapes.get(spec.name))
-            arrays[spec.name] = random_array(spec.datatype, shape, rng)
+            if fill == "zeros":
+                arrays[spec.name] = zeros_array(spec.datatype, shape)
+            else:
+                arrays[spec.name] = random_array(spec.datatype, shape, rng)
     return arrays
 
 
-def _load_input_file(spec: InputSpec, path: Path, batched: bool, max_batch: int) -> npt.NDArray[Any]:
+def _load_input_file(spec: InputSpec, path: Path, interface: ModelInterface) -> npt.NDArray[Any]:
     try:
         array: npt.NDArray[Any] = np.load(path, allow_pickle=False)
     except FileNotFoundError as e:
@@ -196,22 +205,34 @@ def _load_input_file(spec: InputSpec, path: Path, batched: bool, max_batch: int)
         raise SourceError(
             f"input file {path} is not a readable .npy array: {e}", "save it with numpy.save"
         ) from e
+    check_input_array(spec, array, interface, f"input file {path}")
+    return array
+
+
+def check_input_array(
+    spec: InputSpec, array: npt.NDArray[Any], interface: ModelInterface, source: str
+) -> None:
+    """Check that ``array`` fits input ``spec`` (dtype, rank, fixed dims, batch size).
+
+    Raises:
+        SourceError: it does not; the message names the expected dtype or shape.
+    """
     want = np.dtype(numpy_dtype(spec.datatype))
     if spec.datatype != "BYTES" and array.dtype != want:
         raise SourceError(
-            f"input file {path} holds {array.dtype}, input '{spec.name}' takes {want}",
+            f"{source} holds {array.dtype}, input '{spec.name}' takes {want}",
             f"convert it, e.g. numpy.save(path, array.astype('{want}'))",
         )
+    batched = interface.batched
     expected_rank = len(spec.dims) + (1 if batched else 0)
     body = array.shape[1:] if batched else array.shape
     fits = array.ndim == expected_rank and all(
         d in (-1, got) for d, got in zip(spec.dims, body, strict=False)
     )
-    if not fits or (batched and not 1 <= array.shape[0] <= max_batch):
+    if not fits or (batched and not 1 <= array.shape[0] <= interface.max_batch_size):
         lead = "[batch, " if batched else "["
         raise SourceError(
-            f"input file {path} has shape {list(array.shape)}, input '{spec.name}' takes "
+            f"{source} has shape {list(array.shape)}, input '{spec.name}' takes "
             f"{lead}{', '.join(str(d) for d in spec.dims)}]",
             "reshape the array to match the model",
         )
-    return array

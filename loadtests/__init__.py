@@ -1,0 +1,1 @@
+"""Locust files (shipped in the wheel as ``tritongen.loadtests``)."""

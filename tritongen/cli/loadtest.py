@@ -1,0 +1,307 @@
+"""``tritongen loadtest``: QPS, microsecond latency percentiles and utilisation, per load level."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, parse_int_list, user_errors
+from tritongen.cli.infer import ProtocolChoice
+from tritongen.client.endpoint import DEFAULT_PORTS
+from tritongen.client.inputs import parse_shape_overrides
+from tritongen.errors import ConfigError, ServerError
+from tritongen.loadtest.result import LoadTestReport, RunResult
+from tritongen.loadtest.runner import Progress, run_load_test
+from tritongen.loadtest.spec import LoadSpec, parse_duration
+from tritongen.server.local import LocalTritonServer
+
+
+def loadtest_command(
+    model: Annotated[str, typer.Argument(help="Served model name, e.g. mlp_onnx.")],
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Server address (default localhost:8000, or :8001 for gRPC).", show_default=False
+        ),
+    ] = None,
+    protocol: Annotated[
+        ProtocolChoice, typer.Option("--protocol", help="http or grpc.")
+    ] = ProtocolChoice.http,
+    concurrency: Annotated[
+        str | None,
+        typer.Option(
+            "--concurrency", help="Closed loop: in-flight requests per run, e.g. 1,8,32.", show_default=False
+        ),
+    ] = None,
+    rate: Annotated[
+        str | None,
+        typer.Option("--rate", help="Open loop: requests/s per run, e.g. 500,1000.", show_default=False),
+    ] = None,
+    arrival: Annotated[
+        str, typer.Option("--arrival", help="Open-loop arrivals: constant or poisson.")
+    ] = "constant",
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1,
+    shapes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shape", help="NAME=DIMS for dynamic dims, e.g. input_ids=128 (repeatable).", show_default=False
+        ),
+    ] = None,
+    input_data: Annotated[
+        str, typer.Option("--input-data", help="random, zeros, or an .npz with one array per input.")
+    ] = "random",
+    duration: Annotated[str, typer.Option("--duration", help="Measured time per run, e.g. 30s.")] = "30s",
+    warmup: Annotated[
+        str, typer.Option("--warmup", help="Load before measuring, excluded from figures.")
+    ] = "5s",
+    max_duration: Annotated[
+        str | None,
+        typer.Option(
+            "--max-duration",
+            help="Cap while waiting for stability (default 3 × duration).",
+            show_default=False,
+        ),
+    ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
+    ] = None,
+    processes: Annotated[
+        str,
+        typer.Option(
+            "--processes", help="Locust worker processes, or auto (enough not to be the bottleneck)."
+        ),
+    ] = "auto",
+    metrics_url: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-url",
+            help="Prometheus endpoint (default: the server host, port 8002).",
+            show_default=False,
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write results as JSON.", show_default=False)
+    ] = None,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", help="Write results as CSV.", show_default=False)
+    ] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Write a latency-vs-throughput PNG.", show_default=False)
+    ] = None,
+    slo_p99_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--slo-p99-ms", help="Exit 1 when any run's P99 exceeds this (a CI gate).", show_default=False
+        ),
+    ] = None,
+    serve: Annotated[
+        Path | None,
+        typer.Option(
+            "--serve", help="Start the embedded server on this repository for the run.", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of random inputs and Poisson arrivals.")] = 0,
+) -> None:
+    """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level."""
+    with user_errors():
+        spec = _spec(
+            model, url, protocol.value, concurrency, rate, arrival, batch_size, shapes, input_data,
+            duration, warmup, max_duration, window, processes, metrics_url, seed,
+        )  # fmt: skip
+        with _server(spec, serve) as spec:
+            report = _run(spec)
+        _write_outputs(report, json_path, csv_path, plot_path, slo_p99_ms)
+        _print_report(report)
+        _finish(report, slo_p99_ms)
+
+
+def _spec(
+    model: str,
+    url: str | None,
+    protocol: str,
+    concurrency: str | None,
+    rate: str | None,
+    arrival: str,
+    batch_size: int,
+    shapes: list[str] | None,
+    input_data: str,
+    duration: str,
+    warmup: str,
+    max_duration: str | None,
+    window: str | None,
+    processes: str,
+    metrics_url: str | None,
+    seed: int,
+) -> LoadSpec:
+    if concurrency and rate:
+        raise ConfigError("--concurrency and --rate exclude each other", "use one: closed or open loop")
+    if arrival not in ("constant", "poisson"):
+        raise ConfigError(f"--arrival {arrival!r} is unknown", "use constant or poisson")
+    levels: tuple[float, ...]
+    if rate:
+        try:
+            levels = tuple(float(v) for v in rate.split(",") if v.strip())
+        except ValueError as e:
+            raise ConfigError(f"--rate {rate!r} is not a list of numbers", "e.g. --rate 500,1000") from e
+        mode = "rate"
+    else:
+        levels = tuple(float(v) for v in (parse_int_list(concurrency or "1", "--concurrency") or (1,)))
+        mode = "concurrency"
+    if processes != "auto" and not processes.isdigit():
+        raise ConfigError(f"--processes {processes!r} is not a number", "use a count or auto")
+    data: str | Path = input_data
+    if input_data not in ("random", "zeros"):
+        data = Path(input_data)
+    return LoadSpec(
+        model=model,
+        url=url or f"localhost:{DEFAULT_PORTS[protocol]}",
+        protocol=protocol,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        levels=levels,
+        arrival=arrival,  # type: ignore[arg-type]
+        batch_size=batch_size,
+        shapes=parse_shape_overrides(shapes or []),
+        input_data=data,  # type: ignore[arg-type]
+        duration_s=parse_duration(duration, "--duration"),
+        warmup_s=parse_duration(warmup, "--warmup"),
+        max_duration_s=parse_duration(max_duration, "--max-duration") if max_duration else None,
+        window_s=parse_duration(window, "--window") if window else None,
+        processes=None if processes == "auto" else int(processes),
+        metrics_url=metrics_url,
+        seed=seed,
+    )
+
+
+@contextlib.contextmanager
+def _server(spec: LoadSpec, serve: Path | None) -> Iterator[LoadSpec]:
+    if serve is None:
+        yield spec
+        return
+    with err_console.status("starting the embedded Triton server"):
+        server = LocalTritonServer(serve, http_port=0, grpc_port=0, metrics_port=0, models=[spec.model])
+        server.start()
+    try:
+        from dataclasses import replace
+
+        yield replace(
+            spec,
+            url=server.http_url if spec.protocol == "http" else server.grpc_url,
+            metrics_url=server.metrics_url,
+        )
+    finally:
+        server.stop()
+
+
+def _run(spec: LoadSpec) -> LoadTestReport:
+    line = Text("starting")
+
+    def show(progress: Progress) -> None:
+        qps = f"{progress.qps:,.0f} req/s" if progress.qps is not None else "…"
+        p99 = f"P99 {progress.p99_us / 1000:.2f} ms" if progress.p99_us is not None else ""
+        stable = "stable" if progress.stable else "settling"
+        line.plain = (
+            f"{progress.label}: {progress.phase} {progress.measured_s:.0f}/{progress.target_s:.0f} s  "
+            f"{qps}  {p99}  errors {progress.errors}  {stable}"
+        )
+
+    with Live(line, console=err_console, refresh_per_second=4, transient=True):
+        return run_load_test(spec, progress=show)
+
+
+def _write_outputs(
+    report: LoadTestReport,
+    json_path: Path | None,
+    csv_path: Path | None,
+    plot_path: Path | None,
+    slo: float | None,
+) -> None:
+    try:
+        if json_path is not None:
+            report.write_json(json_path)
+        if csv_path is not None:
+            report.write_csv(csv_path)
+    except OSError as e:
+        raise ServerError(f"cannot write results: {e}", "choose a writable --json/--csv path") from e
+    if plot_path is not None and any(r.latency_us for r in report.runs):
+        from tritongen.report.plots import plot_latency_vs_throughput
+
+        plot_latency_vs_throughput(report, plot_path, slo)
+
+
+def _fmt_ms(value: float | None) -> str:
+    return f"{value / 1000:.2f}" if value is not None else "–"
+
+
+def _print_report(report: LoadTestReport) -> None:
+    table = Table(title=f"{report.model} over {report.protocol} ({report.url}), latency in ms")
+    for column in ("level", "req/s", "infer/s", "P50", "P90", "P99", "P99.9", "max", "err",
+                   "queue µs", "infer µs", "batch", "CPU%", "stable"):  # fmt: skip
+        table.add_column(column, justify="right", no_wrap=True)
+    for run in report.runs:
+        latency = run.latency_us or {}
+        server = run.server_us or {}
+        cpu = (run.cpu or {}).get("util_mean")
+        table.add_row(
+            _level(run),
+            f"{run.qps:,.0f}",
+            f"{run.infer_per_s:,.0f}",
+            _fmt_ms(latency.get("p50")),
+            _fmt_ms(latency.get("p90")),
+            _fmt_ms(latency.get("p99")),
+            _fmt_ms(latency.get("p999")),
+            _fmt_ms(latency.get("max")),
+            str(run.errors),
+            f"{server['queue']:.0f}" if server.get("queue") is not None else "–",
+            f"{server['compute_infer']:.0f}" if server.get("compute_infer") is not None else "–",
+            f"{run.avg_batch:.2f}" if run.avg_batch is not None else "–",
+            f"{cpu * 100:.0f}" if cpu is not None else "–",
+            "yes" if run.stable else "no",
+        )
+    console.print(table)
+    for run in report.runs:
+        if run.errors_by_kind:
+            console.print(f"{_level(run)} errors: {run.errors_by_kind}", highlight=False, soft_wrap=True)
+        for warning in run.warnings:
+            err_console.print(
+                f"[yellow]warning:[/] {_level(run)}: {warning}", highlight=False, soft_wrap=True
+            )
+        if run.gpu:
+            gpu = run.gpu
+            console.print(
+                f"{_level(run)} GPU util mean {gpu['util_mean']} max {gpu['util_max']}, "
+                f"memory max {gpu['mem_max_bytes']} B",
+                highlight=False,
+            )
+
+
+def _level(run: RunResult) -> str:
+    return f"c={run.concurrency}" if run.mode == "concurrency" else f"{run.target_rate:g}/s"
+
+
+def _finish(report: LoadTestReport, slo_p99_ms: float | None) -> None:
+    if report.status == "interrupted":
+        err_console.print("[bold red]interrupted:[/] partial results written", soft_wrap=True)
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if report.status == "aborted":
+        reason = next((r.reason for r in report.runs if r.reason), "the run stopped early")
+        raise ServerError(f"load test aborted: {reason}", "partial results were written; check the server")
+    if slo_p99_ms is not None:
+        over = [r for r in report.runs if r.latency_us and r.latency_us["p99"] > slo_p99_ms * 1000]
+        if over:
+            worst = max(over, key=lambda r: (r.latency_us or {}).get("p99", 0.0))
+            p99 = (worst.latency_us or {}).get("p99", 0.0) / 1000
+            err_console.print(
+                f"[bold red]SLO missed:[/] {len(over)} run(s) above P99 {slo_p99_ms:g} ms "
+                f"(worst {_level(worst)}: {p99:.3f} ms)",
+                soft_wrap=True,
+                highlight=False,
+            )
+            raise typer.Exit(1)

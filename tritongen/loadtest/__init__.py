@@ -1,0 +1,1 @@
+"""Load tests: Locust subprocesses driven and measured from here (Locust is never imported)."""

@@ -1,0 +1,133 @@
+"""Run ``locust`` headless as a subprocess (it is never imported here: gevent patches everything)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import subprocess
+import sys
+from collections import deque
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from tritongen.errors import MissingDependencyError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def locustfile_path() -> Path:
+    """The locustfile shipped with tritongen."""
+    return Path(str(resources.files("tritongen.loadtests").joinpath("locustfile.py")))
+
+
+def locust_binary() -> Path:
+    """The ``locust`` script of this environment.
+
+    Raises:
+        MissingDependencyError: Locust is not installed beside this Python.
+    """
+    path = Path(sys.executable).with_name("locust")
+    if not path.exists():
+        raise MissingDependencyError(
+            "the locust command is not installed in this environment", "run `make install`"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class LocustArgs:
+    """Options of one Locust run."""
+
+    host: str
+    model: str
+    protocol: str
+    users: int
+    processes: int
+    run_time_s: int
+    window_s: float
+    t0: float
+    results: Path
+    inputs: Path
+    user_rate: float = 0.0
+    arrival: str = "constant"
+    max_inflight: int = 1024
+    seed: int = 0
+
+    def argv(self) -> list[str]:
+        """The command line."""
+        argv = [
+            str(locust_binary()),
+            "-f", str(locustfile_path()),
+            "--headless",
+            "--host", self.host,
+            "-u", str(self.users),
+            "-r", str(self.users),
+            "--run-time", f"{self.run_time_s}s",
+            "--stop-timeout", "2",
+            "--loglevel", "WARNING",
+            "--only-summary",
+            "--triton-model", self.model,
+            "--triton-protocol", self.protocol,
+            "--triton-inputs", str(self.inputs),
+            "--triton-window", repr(self.window_s),
+            "--triton-t0", repr(self.t0),
+            "--triton-results", str(self.results),
+            "--triton-max-inflight", str(self.max_inflight),
+            "--triton-seed", str(self.seed),
+        ]  # fmt: skip
+        if self.user_rate > 0:
+            argv += ["--triton-user-rate", repr(self.user_rate), "--triton-arrival", self.arrival]
+        if self.processes > 1:
+            argv += ["--processes", str(self.processes)]
+        return argv
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class LocustProcess:
+    """A running headless Locust (master plus forked workers), in a process group of its own."""
+
+    def __init__(self, args: LocustArgs, log_path: Path) -> None:
+        self.args = args
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.process = subprocess.Popen(
+            args.argv(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+    def exited(self) -> bool:
+        """Whether Locust has ended."""
+        return self.process.poll() is not None
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask Locust to quit (SIGTERM to the master), then SIGKILL the whole group."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=timeout_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            import os
+
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        self._log.close()
+
+    def log_tail(self, lines: int = 20) -> list[str]:
+        """Last lines Locust printed."""
+        try:
+            with self.log_path.open("r", encoding="utf-8", errors="replace") as log:
+                return [line.rstrip() for line in deque(log, maxlen=lines)]
+        except OSError:
+            return []

@@ -1,0 +1,356 @@
+"""Drive one load test: a Locust subprocess per level, windows read live, server figures sampled."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tritongen.client.endpoint import TritonEndpoint, normalise_url
+from tritongen.client.inputs import ModelInterface, build_inputs, check_input_array
+from tritongen.errors import ConfigError, ServerError, SourceError
+from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
+from tritongen.loadtest.result import LoadTestReport, RunResult
+from tritongen.loadtest.spec import LoadSpec, auto_processes
+from tritongen.loadtest.windows import Window, WindowLog, is_stable, latency_summary, merge
+from tritongen.metrics.prometheus import MetricsSampler
+from tritongen.metrics.statistics import ServerBreakdown, StatsSnapshot, breakdown
+
+POLL_S = 0.1
+REPORT_GRACE_S = 0.6
+"""How long after a window ends its reports are awaited before it counts as complete."""
+START_TIMEOUT_S = 60.0
+HEALTH_FAILURES_TO_ABORT = 3
+LATE_FRACTION_WARNING = 0.01
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the live progress line shows."""
+
+    label: str
+    phase: str
+    measured_s: float
+    target_s: float
+    qps: float | None
+    p99_us: float | None
+    errors: int
+    stable: bool
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def metrics_url_for(url: str) -> str:
+    """Default metrics endpoint: the server's host on port 8002."""
+    host = normalise_url(url).rpartition(":")[0] or normalise_url(url)
+    return f"http://{host}:8002/metrics"
+
+
+def prepare_inputs(spec: LoadSpec, interface: ModelInterface) -> dict[str, np.ndarray]:  # type: ignore[type-arg]
+    """The request arrays, built once: random, zeros, or one array per input from an .npz file.
+
+    Raises:
+        SourceError: the .npz file is unreadable, lacks an input, or has a wrong dtype/shape.
+    """
+    if isinstance(spec.input_data, Path):
+        try:
+            with np.load(spec.input_data, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+        except FileNotFoundError as e:
+            raise SourceError(f"input data {spec.input_data} does not exist", "check --input-data") from e
+        except (OSError, ValueError) as e:
+            raise SourceError(
+                f"input data {spec.input_data} is not a readable .npz: {e}", "save it with numpy.savez"
+            ) from e
+        missing = [t.name for t in interface.inputs if t.name not in arrays]
+        if missing:
+            raise SourceError(
+                f"input data {spec.input_data} has no array for input(s) {', '.join(missing)}",
+                "store one array per model input, named like the input",
+            )
+        for tensor in interface.inputs:
+            check_input_array(tensor, arrays[tensor.name], interface, str(spec.input_data))
+        return {t.name: arrays[t.name] for t in interface.inputs}
+    return build_inputs(
+        interface, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed, fill=spec.input_data
+    )
+
+
+def run_load_test(
+    spec: LoadSpec, progress: ProgressCallback | None = None, stop: threading.Event | None = None
+) -> LoadTestReport:
+    """Run every level of ``spec`` and return the report (partial when stopped early).
+
+    A level stopped by the server going away ends the test with status ``aborted``; Ctrl-C
+    (KeyboardInterrupt) ends it with status ``interrupted``. Either way the runs measured
+    so far, and the partial one, are in the report.
+
+    Raises:
+        TritongenError: the settings are illegal, or the server or model cannot be reached
+            before the first run starts.
+    """
+    spec.check()
+    endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
+    interface = endpoint.interface(spec.model)
+    if interface.batched and spec.batch_size > interface.max_batch_size:
+        raise ConfigError(
+            f"--batch-size {spec.batch_size} exceeds max_batch_size {interface.max_batch_size} "
+            f"of '{spec.model}'",
+            f"use at most {interface.max_batch_size}",
+        )
+    arrays = prepare_inputs(spec, interface)
+    rows = int(next(iter(arrays.values())).shape[0]) if interface.batched else 1
+    workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
+    inputs_path = workdir / "inputs.npz"
+    np.savez(inputs_path, **arrays)
+    sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url)).start()
+    report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url)
+    try:
+        for level in spec.levels:
+            run = _LevelRun(spec, level, rows, endpoint, sampler, inputs_path, workdir, progress, stop)
+            result = run.execute()
+            report.runs.append(result)
+            if result.status != "ok":
+                report.status = result.status
+                break
+    finally:
+        sampler.stop()
+        endpoint.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+class _LevelRun:
+    """One level: launch Locust, follow its windows, decide when the measurement is done."""
+
+    def __init__(
+        self,
+        spec: LoadSpec,
+        level: float,
+        rows: int,
+        endpoint: TritonEndpoint,
+        sampler: MetricsSampler,
+        inputs: Path,
+        workdir: Path,
+        progress: ProgressCallback | None,
+        stop: threading.Event | None,
+    ) -> None:
+        self.spec = spec
+        self.level = level
+        self.rows = rows
+        self.endpoint = endpoint
+        self.sampler = sampler
+        self.window_s = spec.effective_window_s
+        self.processes = spec.processes or auto_processes(spec.mode, level)
+        if spec.mode == "concurrency":
+            self.processes = min(self.processes, int(level))
+        self.label = f"concurrency {int(level)}" if spec.mode == "concurrency" else f"rate {level:g}/s"
+        self.results = workdir / f"windows-{level:g}.jsonl"
+        self.log_path = workdir / f"locust-{level:g}.log"
+        self.inputs = inputs
+        self.progress = progress
+        self.stop_event = stop
+        self.health = TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
+        self.snapshots: dict[int, tuple[float, StatsSnapshot]] = {}
+
+    def execute(self) -> RunResult:
+        spec = self.spec
+        users = int(self.level) if spec.mode == "concurrency" else self.processes
+        cap_s = spec.warmup_s + spec.effective_max_duration_s + 3 * self.window_s + 30
+        t0 = time.time()
+        args = LocustArgs(
+            host=spec.url,
+            model=spec.model,
+            protocol=spec.protocol,
+            users=users,
+            processes=self.processes,
+            run_time_s=math.ceil(cap_s),
+            window_s=self.window_s,
+            t0=t0,
+            results=self.results,
+            inputs=self.inputs,
+            user_rate=self.level / users if spec.mode == "rate" else 0.0,
+            arrival=spec.arrival,
+            max_inflight=spec.max_inflight,
+            seed=spec.seed,
+        )
+        locust = LocustProcess(args, self.log_path)
+        log = WindowLog(self.results)
+        status, reason = "ok", None
+        measure_start: int | None = None
+        measured: list[Window] = []
+        health_failures = 0
+        next_health = time.monotonic() + 1.0
+        started = time.monotonic()
+        try:
+            while True:
+                if self.stop_event is not None and self.stop_event.is_set():
+                    raise KeyboardInterrupt
+                time.sleep(POLL_S)
+                log.poll()
+                now = time.time()
+                if locust.exited():
+                    log.poll()
+                    status = "aborted"
+                    tail = [line for line in locust.log_tail() if line.strip()]
+                    reason = "Locust exited early: " + (
+                        tail[-1] if tail else f"code {locust.process.returncode}"
+                    )
+                    break
+                if time.monotonic() >= next_health:
+                    next_health = time.monotonic() + 1.0
+                    health_failures = 0 if self.health.is_live() else health_failures + 1
+                    if health_failures >= HEALTH_FAILURES_TO_ABORT:
+                        status, reason = "aborted", f"the server at {spec.url} stopped answering"
+                        break
+                if measure_start is None:
+                    first = log.first_active()
+                    if first is None:
+                        if time.monotonic() - started > START_TIMEOUT_S:
+                            status, reason = "aborted", "no request finished within 60 s of starting Locust"
+                            break
+                        continue
+                    # The first active window is partial; warm-up starts after it.
+                    measure_start = first + 1 + math.ceil(spec.warmup_s / self.window_s)
+                current = int((now - t0) // self.window_s)
+                self._snapshot(current, t0)
+                complete_end = int((now - REPORT_GRACE_S - t0) // self.window_s)
+                measured = log.span(measure_start, max(measure_start, complete_end))
+                elapsed = len(measured) * self.window_s
+                stable = is_stable(measured, self.window_s)
+                self._report(measured, elapsed, stable, phase="warm-up" if not measured else "measuring")
+                if elapsed >= spec.duration_s and (stable or elapsed >= spec.effective_max_duration_s):
+                    break
+        except KeyboardInterrupt:
+            status, reason = "interrupted", "interrupted by the user"
+        finally:
+            locust.stop()
+            self.health.close()
+        if measure_start is not None and status != "ok":
+            log.poll()
+            complete_end = int((time.time() - REPORT_GRACE_S - t0) // self.window_s)
+            measured = [w for w in log.span(measure_start, complete_end) if w.ok or w.error_count or w.sent]
+        return self._result(measured, measure_start, t0, log, status, reason)
+
+    def _snapshot(self, window_index: int, t0: float) -> None:
+        """Statistics at the first poll of each window: the boundaries of the measured span."""
+        if window_index in self.snapshots:
+            return
+        try:
+            stats = StatsSnapshot.from_json(self.endpoint.statistics(self.spec.model))
+        except ServerError:
+            return
+        self.snapshots[window_index] = (time.time(), stats)
+
+    def _report(self, measured: list[Window], elapsed: float, stable: bool, phase: str) -> None:
+        if self.progress is None:
+            return
+        last = measured[-1] if measured else None
+        self.progress(
+            Progress(
+                label=self.label,
+                phase=phase,
+                measured_s=elapsed,
+                target_s=self.spec.duration_s,
+                qps=last.ok / self.window_s if last else None,
+                p99_us=last.p99_us() if last else None,
+                errors=sum(w.error_count for w in measured),
+                stable=stable,
+            )
+        )
+
+    def _server(self, start: int, end: int) -> ServerBreakdown | None:
+        before = self.snapshots.get(start)
+        after = self.snapshots.get(end)
+        if before is None or after is None:
+            return None
+        return breakdown(before[1], after[1])
+
+    def _result(
+        self,
+        measured: list[Window],
+        measure_start: int | None,
+        t0: float,
+        log: WindowLog,
+        status: str,
+        reason: str | None,
+    ) -> RunResult:
+        spec = self.spec
+        elapsed = len(measured) * self.window_s
+        total = merge(measured) if measured else Window(0)
+        start_index = measure_start if measure_start is not None else 0
+        end_index = start_index + len(measured)
+        server = self._server(start_index, end_index) if measured else None
+        window_start = t0 + start_index * self.window_s
+        window_end = t0 + end_index * self.window_s
+        qps = total.ok / elapsed if elapsed else 0.0
+        result = RunResult(
+            mode=spec.mode,
+            concurrency=int(self.level) if spec.mode == "concurrency" else None,
+            target_rate=self.level if spec.mode == "rate" else None,
+            batch_size=self.rows,
+            duration_s=elapsed,
+            requests=total.ok + total.error_count,
+            errors=total.error_count,
+            errors_by_kind=dict(sorted(total.errors.items())),
+            qps=qps,
+            infer_per_s=qps * self.rows,
+            latency_us=latency_summary(total.histogram) if total.ok else None,
+            server_us=server.server_us() if server else None,
+            avg_batch=server.avg_batch if server else None,
+            stable=is_stable(measured, self.window_s),
+            gpu=_as_dict(self.sampler.summary("gpu", window_start, window_end)),
+            cpu=_as_dict(self.sampler.summary("cpu", window_start, window_end)),
+            status=status,
+            reason=reason,
+            processes=self.processes,
+            windows=[
+                {"index": w.index, "qps": w.ok / self.window_s, "p99_us": w.p99_us(), "errors": w.error_count}
+                for w in measured
+            ],
+        )
+        if spec.mode == "rate":
+            result.achieved_rate = total.sent / elapsed if elapsed else 0.0
+            result.late_sends = sum(log.late_sends.values())
+            result.max_send_lag_us = max(log.max_lag_us.values(), default=0.0)
+            result.warnings += _schedule_warnings(result, self.level)
+        if status == "ok" and not result.stable:
+            result.warnings.append(
+                f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "
+                f"after {elapsed:.0f} s (raise --max-duration or reduce noise)"
+            )
+        return result
+
+
+def _as_dict(summary: Any) -> dict[str, float | int | None] | None:
+    return summary.as_dict() if summary is not None else None
+
+
+def _schedule_warnings(result: RunResult, target: float) -> list[str]:
+    warnings = []
+    achieved = result.achieved_rate or 0.0
+    if achieved < 0.95 * target:
+        warnings.append(
+            f"the generator sent {achieved:.0f}/s of the {target:g}/s asked: it could not keep the schedule "
+            "(use more --processes); latency still counts from the scheduled times"
+        )
+    sent = max(1, result.requests)
+    if result.late_sends > LATE_FRACTION_WARNING * sent:
+        warnings.append(
+            f"{result.late_sends} requests left more than 1 ms late "
+            f"(max {result.max_send_lag_us / 1000:.1f} ms): "
+            "the generator is near its limit"
+        )
+    backlog = result.errors_by_kind.get("client_backlog", 0)
+    if backlog:
+        warnings.append(f"{backlog} requests were not sent: {result.errors_by_kind} in flight hit the cap")
+    return warnings

@@ -1,0 +1,101 @@
+"""What a load test is asked to do."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tritongen.errors import ConfigError
+
+Mode = Literal["concurrency", "rate"]
+Arrival = Literal["constant", "poisson"]
+InputData = Literal["random", "zeros"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """``"30s"``, ``"2m"``, ``"500ms"`` or ``"10"`` (seconds) -> seconds.
+
+    Raises:
+        ConfigError: the text is not a duration.
+    """
+    match = _DURATION.match(text)
+    if not match:
+        raise ConfigError(f"{option} {text!r} is not a duration", "write e.g. 30s, 2m or 500ms")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """A load test: one run per level (concurrency or request rate)."""
+
+    model: str
+    url: str
+    protocol: Literal["http", "grpc"] = "http"
+    mode: Mode = "concurrency"
+    levels: tuple[float, ...] = (1,)
+    arrival: Arrival = "constant"
+    batch_size: int = 1
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    input_data: InputData | Path = "random"
+    duration_s: float = 30.0
+    warmup_s: float = 5.0
+    max_duration_s: float | None = None
+    """Cap on the measured time while waiting for stability (default 3 × duration)."""
+    window_s: float | None = None
+    """Measurement window (default: duration / 6, between 1 and 5 s)."""
+    processes: int | None = None
+    """Locust worker processes; None = enough not to be the bottleneck."""
+    metrics_url: str | None = None
+    max_inflight: int = 1024
+    seed: int = 0
+
+    def check(self) -> None:
+        """Reject impossible settings.
+
+        Raises:
+            ConfigError: a non-positive level, duration, window or process count.
+        """
+        if not self.levels:
+            raise ConfigError("no load level given", "pass --concurrency 1,8,32 or --rate 500,1000")
+        if any(level <= 0 for level in self.levels):
+            what = "--concurrency" if self.mode == "concurrency" else "--rate"
+            raise ConfigError(f"{what} levels must be positive", f"e.g. {what} 1,8,32")
+        if self.mode == "concurrency" and any(level != int(level) for level in self.levels):
+            raise ConfigError("--concurrency levels must be whole numbers", "e.g. --concurrency 1,8,32")
+        if self.duration_s <= 0:
+            raise ConfigError("--duration must be positive", "e.g. --duration 30s")
+        if self.warmup_s < 0:
+            raise ConfigError("--warmup must not be negative", "e.g. --warmup 5s")
+        if self.processes is not None and self.processes < 1:
+            raise ConfigError("--processes must be at least 1 (or auto)", "e.g. --processes auto")
+        if self.window_s is not None and self.window_s <= 0:
+            raise ConfigError("--window must be positive", "e.g. --window 2s")
+
+    @property
+    def effective_window_s(self) -> float:
+        """The measurement window in seconds."""
+        if self.window_s is not None:
+            return self.window_s
+        return min(5.0, max(1.0, self.duration_s / 6))
+
+    @property
+    def effective_max_duration_s(self) -> float:
+        """Longest measured time while waiting for stability."""
+        if self.max_duration_s is not None:
+            return max(self.max_duration_s, self.duration_s)
+        return 3 * self.duration_s
+
+
+def auto_processes(mode: Mode, level: float, cpus: int | None = None) -> int:
+    """Locust worker processes for a level: one per ~64 concurrent streams or ~3000 req/s, within the CPUs."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    need = math.ceil(level / 64) if mode == "concurrency" else math.ceil(level / 3000)
+    return max(1, min(need, cpus, int(level) if mode == "concurrency" else need))

@@ -1,0 +1,133 @@
+"""Measurement windows reported by the Locust workers: merge, choose, judge stability."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3
+STABILITY_WINDOWS = 3
+STABILITY_TOLERANCE = 0.10
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+
+
+def new_histogram() -> HdrHistogram:
+    """An empty latency histogram in µs (1 µs to 120 s, 3 significant digits)."""
+    return HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
+
+
+@dataclass
+class Window:
+    """One wall-clock window, merged across workers."""
+
+    index: int
+    ok: int = 0
+    sent: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    histogram: HdrHistogram = field(default_factory=new_histogram)
+    workers: set[str] = field(default_factory=set)
+
+    def add(self, report: dict[str, Any]) -> None:
+        """Merge one worker's report for this window."""
+        self.ok += int(report.get("ok", 0))
+        self.sent += int(report.get("sent", 0))
+        for kind, count in report.get("errors", {}).items():
+            self.errors[kind] = self.errors.get(kind, 0) + int(count)
+        if report.get("hist"):
+            self.histogram.add(HdrHistogram.decode(base64.b64decode(report["hist"])))
+        self.workers.add(str(report.get("worker", "")))
+
+    @property
+    def error_count(self) -> int:
+        """Failed requests in this window."""
+        return sum(self.errors.values())
+
+    def p99_us(self) -> float | None:
+        """P99 of this window, or None when nothing succeeded."""
+        return float(self.histogram.get_value_at_percentile(99.0)) if self.ok else None
+
+
+@dataclass
+class WindowLog:
+    """Everything read so far from the workers' JSON-lines file."""
+
+    path: Path
+    windows: dict[int, Window] = field(default_factory=dict)
+    late_sends: dict[str, int] = field(default_factory=dict)
+    max_lag_us: dict[str, float] = field(default_factory=dict)
+    _offset: int = 0
+
+    def poll(self) -> None:
+        """Read lines appended since the last call (a partial last line waits for the next)."""
+        try:
+            with self.path.open("rb") as log:
+                log.seek(self._offset)
+                data = log.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        for line in data[:end].splitlines():
+            if not line.strip():
+                continue
+            report = json.loads(line)
+            index = int(report["index"])
+            self.windows.setdefault(index, Window(index)).add(report)
+            worker = str(report.get("worker", ""))
+            self.late_sends[worker] = max(self.late_sends.get(worker, 0), int(report.get("late", 0)))
+            self.max_lag_us[worker] = max(
+                self.max_lag_us.get(worker, 0.0), float(report.get("max_lag_us", 0.0))
+            )
+
+    def first_active(self) -> int | None:
+        """Index of the first window in which any request finished."""
+        active = [i for i, w in self.windows.items() if w.ok or w.error_count]
+        return min(active) if active else None
+
+    def span(self, start: int, end: int) -> list[Window]:
+        """Windows ``start <= index < end`` (empty windows included, so gaps count as zero)."""
+        return [self.windows.get(i, Window(i)) for i in range(start, end)]
+
+
+def merge(windows: list[Window]) -> Window:
+    """One window holding the sum of ``windows``."""
+    total = Window(index=windows[0].index if windows else 0)
+    for window in windows:
+        total.ok += window.ok
+        total.sent += window.sent
+        for kind, count in window.errors.items():
+            total.errors[kind] = total.errors.get(kind, 0) + count
+        total.histogram.add(window.histogram)
+        total.workers |= window.workers
+    return total
+
+
+def is_stable(windows: list[Window], window_s: float) -> bool:
+    """The last three windows agree within 10% on throughput and on P99 (perf_analyzer's rule)."""
+    if len(windows) < STABILITY_WINDOWS:
+        return False
+    last = windows[-STABILITY_WINDOWS:]
+    rates = [w.ok / window_s for w in last]
+    p99s = [w.p99_us() for w in last]
+    if min(rates) <= 0 or any(p is None for p in p99s):
+        return False
+    p99_values = [float(p) for p in p99s if p is not None]
+    return _within(rates) and _within(p99_values)
+
+
+def _within(values: list[float]) -> bool:
+    mean = sum(values) / len(values)
+    return all(abs(v - mean) <= STABILITY_TOLERANCE * mean for v in values)
+
+
+def latency_summary(histogram: HdrHistogram) -> dict[str, float]:
+    """P50/P90/P95/P99/P99.9, mean and max in µs."""
+    summary = {name: float(histogram.get_value_at_percentile(p)) for name, p in PERCENTILES.items()}
+    summary["mean"] = float(histogram.get_mean_value())
+    summary["max"] = float(histogram.get_max_value())
+    return summary

@@ -1,0 +1,1 @@
+"""Server-side figures: Prometheus metrics sampled during a run, and the statistics API."""

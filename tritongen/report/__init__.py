@@ -1,0 +1,1 @@
+"""Tables, JSON/CSV, plots and HTML built from results."""
