@@ -440,6 +440,23 @@ class _Transport:
         return None
 
 
+TIMER_SLACK_S = 0.001
+
+
+def _wait_until(deadline: float, clock: Callable[[], float] = time.perf_counter) -> None:
+    """Sleep until ``deadline`` (perf_counter time) with microsecond accuracy.
+
+    gevent's timers wake up to ~1 ms late (epoll has millisecond timeouts), which would
+    add up to a millisecond to every open-loop latency. So sleep until 1 ms before, then
+    yield to the event loop (which keeps serving in-flight requests) until the deadline.
+    """
+    remaining = deadline - clock()
+    if remaining > TIMER_SLACK_S:
+        gevent.sleep(remaining - TIMER_SLACK_S)
+    while clock() < deadline:
+        gevent.sleep(0)
+
+
 def _error_kind(error: BaseException) -> str:
     name = type(error).__name__
     if isinstance(error, ConnectionRefusedError):
@@ -508,9 +525,7 @@ class TritonUser(User):
         next_at = clock()
         while True:
             next_at += rng.expovariate(rate) if poisson else 1.0 / rate
-            delay = next_at - clock()
-            if delay > 0:
-                gevent.sleep(delay)
+            _wait_until(next_at, clock)
             now = clock()
             recorder.sent(now, now - next_at)
             if in_flight[0] >= options.triton_max_inflight:
