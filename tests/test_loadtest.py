@@ -1,0 +1,291 @@
+"""Load tests against the real embedded server: figures, modes, fidelity, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.server.local import LocalTritonServer
+
+pytestmark = pytest.mark.triton
+runner = CliRunner()
+SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "6s"]
+
+
+def _loadtest(server: LocalTritonServer, *args: str, protocol: str = "http") -> tuple[int, str, str]:
+    url = server.http_url if protocol == "http" else server.grpc_url
+    result = runner.invoke(
+        app,
+        ["loadtest", *args, "--url", url, "--protocol", protocol, "--metrics-url", server.metrics_url],
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _doc(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    assert doc["schema"] == "tritongen.loadtest/1"
+    return doc
+
+
+def test_closed_loop_figures(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    code, stdout, stderr = _loadtest(
+        triton_server, "mlp_onnx", "--concurrency", "1,4", *SHORT,
+        "--json", str(out), "--csv", str(tmp_path / "run.csv"), "--plot", str(tmp_path / "run.png"),
+    )  # fmt: skip
+    assert code == 0, stderr
+    doc = _doc(out)
+    assert doc["model"] == "mlp_onnx" and doc["protocol"] == "http"
+    assert [r["concurrency"] for r in doc["runs"]] == [1, 4]
+    for run in doc["runs"]:
+        assert run["mode"] == "concurrency" and run["status"] == "ok"
+        assert run["requests"] > 100 and run["errors"] == 0
+        assert run["duration_s"] >= 3
+        assert run["qps"] == pytest.approx(run["requests"] / run["duration_s"])
+        assert run["infer_per_s"] == pytest.approx(run["qps"] * run["batch_size"])
+        lat = run["latency_us"]
+        assert 0 < lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+        # Microsecond resolution: not all whole milliseconds.
+        assert any(lat[k] % 1000 for k in ("p50", "p90", "p99"))
+        server = run["server_us"]
+        assert all(server[k] is not None and server[k] >= 0 for k in server)
+        assert run["avg_batch"] >= 1
+        assert run["gpu"] is None
+        assert 0 < run["cpu"]["util_mean"] <= 1 and run["cpu"]["mem_max_bytes"] > 0
+        assert isinstance(run["stable"], bool)
+        assert len(run["windows"]) == run["duration_s"]
+    # More concurrency on a batching model: more throughput and larger batches.
+    low, high = doc["runs"]
+    assert high["qps"] > low["qps"]
+    assert high["avg_batch"] > low["avg_batch"]
+    assert len((tmp_path / "run.csv").read_text().splitlines()) == 3
+    assert (tmp_path / "run.png").read_bytes()[:4] == b"\x89PNG"
+    assert "c=4" in stdout and "P99" in stdout
+
+
+def test_open_loop_grpc_keeps_the_rate(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "rate.json"
+    code, _, stderr = _loadtest(
+        triton_server, "mlp_onnx", "--rate", "150", "--arrival", "poisson", *SHORT, "--json", str(out),
+        protocol="grpc",
+    )  # fmt: skip
+    assert code == 0, stderr
+    (run,) = _doc(out)["runs"]
+    assert run["mode"] == "rate" and run["target_rate"] == 150 and run["concurrency"] is None
+    assert run["achieved_rate"] == pytest.approx(150, rel=0.15)
+    assert run["qps"] == pytest.approx(150, rel=0.15)
+    assert run["errors"] == 0
+
+
+def test_batch_size_and_dynamic_shape(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "text.json"
+    code, _, stderr = _loadtest(
+        triton_server, "text_onnx", "--concurrency", "2", "--batch-size", "4",
+        "--shape", "input_ids=24", "--shape", "attention_mask=24", "--input-data", "zeros", *SHORT,
+        "--json", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    (run,) = _doc(out)["runs"]
+    assert run["batch_size"] == 4
+    assert run["infer_per_s"] == pytest.approx(4 * run["qps"])
+    assert run["errors"] == 0
+
+
+def test_npz_input_data(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    good = tmp_path / "good.npz"
+    np.savez(good, input=np.ones((3, 16), dtype=np.float32))
+    out = tmp_path / "npz.json"
+    code, _, stderr = _loadtest(
+        triton_server, "mlp_onnx", "--concurrency", "1", "--input-data", str(good), *SHORT, "--json", str(out)
+    )
+    assert code == 0, stderr
+    assert _doc(out)["runs"][0]["batch_size"] == 3
+
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, input=np.ones((3, 16), dtype=np.float64))
+    code, _, stderr = _loadtest(triton_server, "mlp_onnx", "--input-data", str(bad), *SHORT)
+    assert code == 1
+    assert "holds float64, input 'input' takes float32" in stderr
+
+
+def test_slo_gate(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "slo.json"
+    code, _, stderr = _loadtest(
+        triton_server, "mlp_onnx", "--concurrency", "2", *SHORT, "--slo-p99-ms", "0.001", "--json", str(out)
+    )
+    assert code == 1
+    assert "SLO missed" in stderr
+    assert _doc(out)["runs"][0]["status"] == "ok"  # the results are still written
+    code, _, stderr = _loadtest(
+        triton_server, "mlp_onnx", "--concurrency", "1", *SHORT, "--slo-p99-ms", "10000"
+    )
+    assert code == 0, stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope", "--concurrency", "1"], "model 'nope'"),
+        (["mlp_onnx", "--concurrency", "0"], "levels must be positive"),
+        (["mlp_onnx", "--concurrency", "1", "--rate", "5"], "exclude each other"),
+        (["mlp_onnx", "--duration", "soon"], "is not a duration"),
+        (["mlp_onnx", "--batch-size", "64"], "exceeds max_batch_size 32"),
+        (["mlp_onnx", "--arrival", "bursty", "--rate", "5"], "--arrival 'bursty'"),
+    ],
+)
+def test_bad_arguments(triton_server: LocalTritonServer, args: list[str], message: str) -> None:
+    code, _, stderr = _loadtest(triton_server, *args)
+    assert code == 1
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], stderr
+
+
+def test_server_down_at_start() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = runner.invoke(app, ["loadtest", "mlp_onnx", "--url", f"127.0.0.1:{port}", *SHORT])
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot reach Triton" in lines[0]
+
+
+@pytest.mark.slow
+def test_measurement_fidelity(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
+) -> None:
+    """Reported P50/P99 match the model's own sleep times within 5%, plus the path's fixed overhead.
+
+    The model records how long each request really spent in ``execute`` (sleeps overshoot
+    their nominal value). The fixed overhead is what the path adds to a request of similar
+    length: reported P50 minus the model's own P50 for a model that always sleeps 12 ms.
+    """
+    from sleep_model import RECORD_FILE
+
+    def measure(model: str) -> tuple[dict[str, float], np.ndarray]:
+        record = served_repository / model / RECORD_FILE
+        record.write_text("")
+        out = tmp_path / f"{model}.json"
+        args = [
+            "--concurrency",
+            "1",
+            "--duration",
+            "10s",
+            "--warmup",
+            "1s",
+            "--window",
+            "2s",
+            "--max-duration",
+            "10s",
+        ]
+        code, _, stderr = _loadtest(triton_server, model, *args, "--json", str(out))
+        assert code == 0, stderr
+        latency: dict[str, float] = _doc(out)["runs"][0]["latency_us"]
+        return latency, np.loadtxt(record)
+
+    constant, constant_true = measure("sleep_const")
+    overhead = constant["p50"] - float(np.percentile(constant_true, 50))
+    measured, true_us = measure("sleep_cycle")
+    assert len(true_us) > 500
+    print(f"fixed overhead (P50 at a constant 12 ms sleep): {overhead:.0f} µs")
+    for key, pct in (("p50", 50), ("p99", 99)):
+        true = float(np.percentile(true_us, pct))
+        print(
+            f"{key}: reported {measured[key]:.0f} µs, model {true:.0f} µs "
+            f"+ overhead = {true + overhead:.0f} µs"
+        )
+        assert abs(measured[key] - (true + overhead)) <= 0.05 * true, (key, measured[key], true, overhead)
+
+
+# -- faults, with servers and CLIs of their own ---------------------------------------
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tritongen", "loadtest", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def _locust_children(pid: int) -> list[psutil.Process]:
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if "locust" in " ".join(p.cmdline())]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _wait_for_windows(process: subprocess.Popen[str], seconds: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + seconds
+    children: list[psutil.Process] = []
+    while time.monotonic() < deadline:
+        children = _locust_children(process.pid) or children
+        time.sleep(0.5)
+    return children
+
+
+@pytest.mark.slow
+def test_server_dying_mid_run_stops_and_saves(served_repository: Path, tmp_path: Path) -> None:
+    server = LocalTritonServer(
+        served_repository, http_port=0, grpc_port=0, metrics_port=0, models=["mlp_onnx"]
+    )
+    server.start()
+    out = tmp_path / "partial.json"
+    cli = _cli("mlp_onnx", "--url", server.http_url, "--metrics-url", server.metrics_url, "--concurrency", "4",  # noqa: E501
+               "--duration", "60s", "--warmup", "1s", "--window", "1s", "--json", str(out))  # fmt: skip
+    try:
+        children = _wait_for_windows(cli, 6)
+        assert children, "Locust never started"
+        assert server.pid is not None
+        os.killpg(server.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        code = cli.wait(timeout=30)
+        stopped_after = time.monotonic() - killed_at
+    finally:
+        server.stop()
+        if cli.poll() is None:
+            cli.kill()
+    stderr = cli.stderr.read() if cli.stderr else ""
+    assert code == 1, stderr
+    assert stopped_after <= 10, stopped_after
+    assert "load test aborted" in stderr
+    doc = _doc(out)
+    assert doc["status"] == "aborted"
+    (run,) = doc["runs"]
+    assert run["status"] == "aborted" and run["requests"] > 0 and run["latency_us"] is not None
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_partial_results(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "interrupted.json"
+    cli = _cli("mlp_onnx", "--url", triton_server.http_url, "--metrics-url", triton_server.metrics_url,
+               "--concurrency", "4", "--processes", "2", "--duration", "60s", "--warmup", "1s", "--window", "1s",  # noqa: E501
+               "--json", str(out))  # fmt: skip
+    try:
+        children = _wait_for_windows(cli, 6)
+        assert len(children) >= 3, "expected a Locust master and two workers"
+        cli.send_signal(signal.SIGINT)
+        code = cli.wait(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert code == 130
+    doc = _doc(out)
+    assert doc["status"] == "interrupted"
+    assert doc["runs"][0]["status"] == "interrupted" and doc["runs"][0]["requests"] > 0
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == []
