@@ -378,6 +378,52 @@ def _on_quitting(environment: Any, **_: Any) -> None:
 # -- the users ----------------------------------------------------------------------------
 
 
+class RawHttpConnection:
+    """A keep-alive HTTP/1.1 connection that sends prepared bytes and reads just the status and body length.
+
+    A general HTTP client spends most of its time on header objects; the request here
+    never changes, so it is written once and the response is only framed, not parsed.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        import socket
+
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buffer = b""
+
+    def roundtrip(self, request: bytes) -> int:
+        """Send one request and consume its response; return the HTTP status."""
+        self.sock.sendall(request)
+        buffer = self.buffer
+        end = buffer.find(b"\r\n\r\n")
+        while end < 0:
+            buffer += self._recv()
+            end = buffer.find(b"\r\n\r\n")
+        head = buffer[:end].lower()
+        status = int(head[9:12])
+        at = head.find(b"\r\ncontent-length:")
+        if at < 0:
+            raise ValueError("response without Content-Length")
+        line_end = head.find(b"\r\n", at + 17)
+        length = int(head[at + 17 : line_end if line_end > 0 else len(head)])
+        body_end = end + 4 + length
+        while len(buffer) < body_end:
+            buffer += self._recv()
+        self.buffer = buffer[body_end:]
+        return status
+
+    def _recv(self) -> bytes:
+        chunk: bytes = self.sock.recv(262144)
+        if not chunk:
+            raise ConnectionResetError("the server closed the connection")
+        return chunk
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.sock.close()
+
+
 class _Transport:
     """One connection to the server and a prepared request; ``send`` returns an error kind or None."""
 
@@ -393,24 +439,20 @@ class _Transport:
             self._init_http(host, options)
 
     def _init_http(self, host: str, options: Any) -> None:
-        from geventhttpclient import HTTPClient
-
         self.host, self.port = _host_port(host, 8000)
         meta, max_batch = _interface_http(self.host, self.port, self.model)
         arrays = _build_arrays(meta, max_batch, options)
-        self.body, self.headers = _http_body(arrays, [t["name"] for t in meta["outputs"]])
-        self.path = f"/v2/models/{self.model}/infer"
+        body, headers = _http_body(arrays, [t["name"] for t in meta["outputs"]])
+        head = f"POST /v2/models/{self.model}/infer HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+        head += "".join(f"{key}: {value}\r\n" for key, value in headers.items())
+        head += f"Content-Length: {len(body)}\r\n\r\n"
+        self.request_bytes = head.encode() + body
         self.rows = next(iter(arrays.values())).shape[0] if max_batch > 0 else 1
-        self.new_connection = lambda: HTTPClient(
-            self.host, self.port, concurrency=1, connection_timeout=self.timeout, network_timeout=self.timeout
-        )
+        self.new_connection = lambda: RawHttpConnection(self.host, self.port, self.timeout)
         self.send = self._send_http
 
-    def _send_http(self, connection: Any) -> str | None:
-        response = connection.request("POST", self.path, body=self.body, headers=self.headers)
-        response.read()
-        status = response.status_code
-        response.release()
+    def _send_http(self, connection: RawHttpConnection) -> str | None:
+        status = connection.roundtrip(self.request_bytes)
         return None if status == 200 else f"http_{status}"
 
     def _init_grpc(self, host: str, options: Any) -> None:
