@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml Makefile
 $(EXAMPLES)/%.onnx: | $(STAMP)
 	$(BIN)/tritongen example $* -o $@
 
-# Convert the example models, serve them on the embedded Triton server, run inferences.
+# Convert the example models, serve them on the embedded Triton server, run inferences,
+# then load-test the MLP and print the table.
 demo: install $(EXAMPLES)/mlp.onnx $(EXAMPLES)/text.onnx
 	rm -rf $(DEMO)
 	$(BIN)/tritongen convert $(EXAMPLES)/mlp.onnx --name mlp --repo $(DEMO)/model_repository \
@@ -30,6 +31,8 @@ demo: install $(EXAMPLES)/mlp.onnx $(EXAMPLES)/text.onnx
 	$(BIN)/tritongen infer mlp_onnx --serve $(DEMO)/model_repository --batch-size 4
 	$(BIN)/tritongen infer text_onnx --serve $(DEMO)/model_repository --batch-size 2 \
 		--shape input_ids=16 --shape attention_mask=16
+	$(BIN)/tritongen loadtest mlp_onnx --serve $(DEMO)/model_repository --concurrency 1,8,32 \
+		--duration 10s --warmup 2s --json $(DEMO)/loadtest.json --plot $(DEMO)/loadtest.png
 
 test: install
 	$(BIN)/ruff check .

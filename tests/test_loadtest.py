@@ -289,3 +289,18 @@ def test_ctrl_c_writes_partial_results(triton_server: LocalTritonServer, tmp_pat
     assert doc["runs"][0]["status"] == "interrupted" and doc["runs"][0]["requests"] > 0
     _, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
+
+
+@pytest.mark.slow
+def test_serve_option_starts_and_stops_the_embedded_server(served_repository: Path, tmp_path: Path) -> None:
+    out = tmp_path / "served.json"
+    result = runner.invoke(
+        app, ["loadtest", "mlp_onnx", "--serve", str(served_repository), "--concurrency", "2", *SHORT,
+              "--json", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (run,) = _doc(out)["runs"]
+    assert run["requests"] > 0 and run["cpu"] is not None
+    leftovers = [p for p in psutil.process_iter(["name", "ppid"]) if p.info["name"] == "tritonserver"
+                 and p.info["ppid"] == os.getpid()]  # fmt: skip
+    assert leftovers == []
