@@ -63,4 +63,4 @@ def test_locustfile_defines_a_user() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert "TritonHttpUser" in result.stdout
+    assert "TritonUser" in result.stdout
