@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from compose_schema import check_compose_schema
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -280,7 +279,7 @@ def test_compose_binds_loopback_and_validates(example_models: dict[str, Path], t
     assert server["volumes"] == ["../repo:/models:ro"]
     assert "onnxruntime-gpu" in server["build"]["dockerfile_inline"]
     assert doc["services"]["locust-master"]["profiles"] == ["loadtest"]
-    _check_compose_schema(out)
+    check_compose_schema(out)
 
     code, _, err = _run("compose", repo, "-o", out, "--public")
     assert code == 0, err
@@ -292,14 +291,3 @@ def test_compose_empty_repository(tmp_path: Path) -> None:
     assert code == 1
     assert "holds no models" in _error_line(err)
     assert not (tmp_path / "compose.yaml").exists()
-
-
-def _check_compose_schema(path: Path) -> None:
-    checker = Path(sys.executable).with_name("check-jsonschema")
-    result = subprocess.run(
-        [str(checker), "--builtin-schema", "vendor.compose-spec", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr

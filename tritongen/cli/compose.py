@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import console, user_errors
+from tritongen.cli.options import Templates
 from tritongen.triton.compose import ComposeSpec, render_compose
 from tritongen.triton.repository import atomic_write_text
 
@@ -29,14 +30,7 @@ def compose_command(
     workers: Annotated[
         int, typer.Option("--locust-workers", help="Locust workers in the loadtest profile.", min=1)
     ] = 2,
-    templates: Annotated[
-        Path | None,
-        typer.Option(
-            "--templates",
-            help="Directory of Jinja templates overriding the built-in ones.",
-            show_default=False,
-        ),
-    ] = None,
+    templates: Templates = None,
 ) -> None:
     """Write a compose file: Triton on the GPU, plus Locust master/workers (profile loadtest)."""
     with user_errors():

@@ -20,6 +20,7 @@ from tritongen.cli.batching_options import (
     batching_options,
 )
 from tritongen.cli.common import console, err_console, parse_name_list, user_errors
+from tritongen.cli.options import Templates
 from tritongen.triton.build import FORMATS, BuildRequest, BuildResult, build_models
 from tritongen.triton.model_config import ModelConfig
 
@@ -56,14 +57,7 @@ def convert_command(
     dynamic_batching: DynamicBatchingFlag = None,
     instances: Instances = None,
     kind: Kind = None,
-    templates: Annotated[
-        Path | None,
-        typer.Option(
-            "--templates",
-            help="Directory of Jinja templates overriding the built-in ones.",
-            show_default=False,
-        ),
-    ] = None,
+    templates: Templates = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace model directories that already exist.")
     ] = False,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -12,47 +11,23 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from tritongen.cli.common import console, err_console, user_errors
+from tritongen.cli.common import console, user_errors
+from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Shapes, Url, embedded_server
 from tritongen.client.endpoint import DEFAULT_PORTS, InferResult, TritonEndpoint
 from tritongen.client.inputs import build_inputs, parse_input_files, parse_shape_overrides
-from tritongen.server.local import LocalTritonServer
-
-
-class ProtocolChoice(str, Enum):
-    """Wire protocol."""
-
-    http = "http"
-    grpc = "grpc"
 
 
 def infer_command(
-    model: Annotated[str, typer.Argument(help="Served model name, e.g. mlp_onnx.")],
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url", help="Server address (default localhost:8000, or :8001 for gRPC).", show_default=False
-        ),
-    ] = None,
-    protocol: Annotated[
-        ProtocolChoice, typer.Option("--protocol", help="http or grpc.")
-    ] = ProtocolChoice.http,
+    model: ModelName,
+    url: Url = None,
+    protocol: Protocol = ProtocolChoice.http,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of the request.")] = 1,
     inputs: Annotated[
         list[str] | None,
         typer.Option("--input", help="NAME=FILE.npy for an input (repeatable).", show_default=False),
     ] = None,
-    shapes: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--shape", help="NAME=DIMS for dynamic dims, e.g. input_ids=128 (repeatable).", show_default=False
-        ),
-    ] = None,
-    serve: Annotated[
-        Path | None,
-        typer.Option(
-            "--serve", help="Start the embedded server on this repository for the call.", show_default=False
-        ),
-    ] = None,
+    shapes: Shapes = None,
+    serve: Serve = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
     warmup: Annotated[
         int,
@@ -79,23 +54,13 @@ def infer_command(
 
 @contextlib.contextmanager
 def _endpoint(url: str | None, protocol: str, serve: Path | None, model: str) -> Iterator[TritonEndpoint]:
-    if serve is not None:
-        with err_console.status("starting the embedded Triton server"):
-            server = LocalTritonServer(serve, http_port=0, grpc_port=0, metrics_port=0, models=[model])
-            server.start()
-        try:
-            address = server.http_url if protocol == "http" else server.grpc_url
-            endpoint = TritonEndpoint(address, protocol)  # type: ignore[arg-type]
-            yield endpoint
-            endpoint.close()
-        finally:
-            server.stop()
-        return
-    endpoint = TritonEndpoint(url or f"localhost:{DEFAULT_PORTS[protocol]}", protocol)  # type: ignore[arg-type]
-    try:
+    with contextlib.ExitStack() as stack:
+        if serve is not None:
+            server = stack.enter_context(embedded_server(serve, model))
+            url = server.http_url if protocol == "http" else server.grpc_url
+        endpoint = TritonEndpoint(url or f"localhost:{DEFAULT_PORTS[protocol]}", protocol)  # type: ignore[arg-type]
+        stack.callback(endpoint.close)
         yield endpoint
-    finally:
-        endpoint.close()
 
 
 def _preview(array: np.ndarray, count: int = 6) -> str:  # type: ignore[type-arg]

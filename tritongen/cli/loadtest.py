@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -13,27 +14,19 @@ from rich.table import Table
 from rich.text import Text
 
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, parse_int_list, user_errors
-from tritongen.cli.infer import ProtocolChoice
+from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Shapes, Url, embedded_server
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, parse_duration
-from tritongen.server.local import LocalTritonServer
 
 
 def loadtest_command(
-    model: Annotated[str, typer.Argument(help="Served model name, e.g. mlp_onnx.")],
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url", help="Server address (default localhost:8000, or :8001 for gRPC).", show_default=False
-        ),
-    ] = None,
-    protocol: Annotated[
-        ProtocolChoice, typer.Option("--protocol", help="http or grpc.")
-    ] = ProtocolChoice.http,
+    model: ModelName,
+    url: Url = None,
+    protocol: Protocol = ProtocolChoice.http,
     concurrency: Annotated[
         str | None,
         typer.Option(
@@ -48,12 +41,7 @@ def loadtest_command(
         str, typer.Option("--arrival", help="Open-loop arrivals: constant or poisson.")
     ] = "constant",
     batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1,
-    shapes: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--shape", help="NAME=DIMS for dynamic dims, e.g. input_ids=128 (repeatable).", show_default=False
-        ),
-    ] = None,
+    shapes: Shapes = None,
     input_data: Annotated[
         str, typer.Option("--input-data", help="random, zeros, or an .npz with one array per input.")
     ] = "random",
@@ -102,12 +90,7 @@ def loadtest_command(
             "--slo-p99-ms", help="Exit 1 when any run's P99 exceeds this (a CI gate).", show_default=False
         ),
     ] = None,
-    serve: Annotated[
-        Path | None,
-        typer.Option(
-            "--serve", help="Start the embedded server on this repository for the run.", show_default=False
-        ),
-    ] = None,
+    serve: Serve = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of random inputs and Poisson arrivals.")] = 0,
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level."""
@@ -185,19 +168,12 @@ def _server(spec: LoadSpec, serve: Path | None) -> Iterator[LoadSpec]:
     if serve is None:
         yield spec
         return
-    with err_console.status("starting the embedded Triton server"):
-        server = LocalTritonServer(serve, http_port=0, grpc_port=0, metrics_port=0, models=[spec.model])
-        server.start()
-    try:
-        from dataclasses import replace
-
+    with embedded_server(serve, spec.model) as server:
         yield replace(
             spec,
             url=server.http_url if spec.protocol == "http" else server.grpc_url,
             metrics_url=server.metrics_url,
         )
-    finally:
-        server.stop()
 
 
 def _run(spec: LoadSpec) -> LoadTestReport:

@@ -18,6 +18,7 @@ from tritongen.cli.batching_options import (
 )
 from tritongen.cli.common import console, user_errors
 from tritongen.cli.convert import describe_batching, describe_instances
+from tritongen.cli.options import Templates
 from tritongen.triton.rerender import rerender_model
 
 
@@ -31,14 +32,7 @@ def render_command(
     dynamic_batching: DynamicBatchingFlag = None,
     instances: Instances = None,
     kind: Kind = None,
-    templates: Annotated[
-        Path | None,
-        typer.Option(
-            "--templates",
-            help="Directory of Jinja templates overriding the built-in ones.",
-            show_default=False,
-        ),
-    ] = None,
+    templates: Templates = None,
 ) -> None:
     """Rewrite MODEL_DIR/config.pbtxt in place (the old one is kept as config.pbtxt.bak)."""
     options = batching_options(

@@ -1,0 +1,61 @@
+"""Options several commands share, declared once."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tritongen.cli.common import err_console
+from tritongen.server.local import LocalTritonServer
+
+
+class ProtocolChoice(str, Enum):
+    """Wire protocol."""
+
+    http = "http"
+    grpc = "grpc"
+
+
+Templates = Annotated[
+    Path | None,
+    typer.Option(
+        "--templates", help="Directory of Jinja templates overriding the built-in ones.", show_default=False
+    ),
+]
+ModelName = Annotated[str, typer.Argument(help="Served model name, e.g. mlp_onnx.")]
+Url = Annotated[
+    str | None,
+    typer.Option(
+        "--url", help="Server address (default localhost:8000, or :8001 for gRPC).", show_default=False
+    ),
+]
+Protocol = Annotated[ProtocolChoice, typer.Option("--protocol", help="http or grpc.")]
+Shapes = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--shape", help="NAME=DIMS for dynamic dims, e.g. input_ids=128 (repeatable).", show_default=False
+    ),
+]
+Serve = Annotated[
+    Path | None,
+    typer.Option(
+        "--serve", help="Start the embedded server on this repository for the call.", show_default=False
+    ),
+]
+
+
+@contextlib.contextmanager
+def embedded_server(repo: Path, model: str) -> Iterator[LocalTritonServer]:
+    """The embedded server with just ``model``, on free ports, for the length of one command."""
+    with err_console.status("starting the embedded Triton server"):
+        server = LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model])
+        server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
