@@ -230,8 +230,6 @@ class Recorder:
         # perf_counter for durations, mapped to the wall clock once.
         self.wall_offset = time.time() - time.perf_counter()
         self.windows: dict[int, dict[str, Any]] = {}
-        self.late = 0
-        self.max_lag_us = 0.0
         # The HTTP engine records from an OS thread; the reporter drains from the hub.
         self.lock = _real_lock()
 
@@ -244,6 +242,8 @@ class Recorder:
                 "hist": HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS),
                 "errors": {},
                 "sent": 0,
+                "late": 0,
+                "max_lag_us": 0.0,
             }
             self.windows[index] = window
         return window
@@ -259,10 +259,12 @@ class Recorder:
 
     def sent(self, when: float, lag_s: float) -> None:
         """Count one request leaving; ``lag_s`` is how late it left against its schedule."""
-        self._window(when)["sent"] += 1
-        if lag_s > 0.001:
-            self.late += 1
-        self.max_lag_us = max(self.max_lag_us, lag_s * 1e6)
+        with self.lock:
+            window = self._window(when)
+            window["sent"] += 1
+            if lag_s > 0.001:
+                window["late"] += 1
+            window["max_lag_us"] = max(window["max_lag_us"], lag_s * 1e6)
 
     def drain(self, everything: bool) -> list[dict[str, Any]]:
         """Windows that are over (or all of them), encoded for the master."""
@@ -281,8 +283,8 @@ class Recorder:
                     "errors": window["errors"],
                     "sent": window["sent"],
                     "hist": base64.b64encode(hist.encode()).decode() if hist.get_total_count() else "",
-                    "late": self.late,
-                    "max_lag_us": self.max_lag_us,
+                    "late": window["late"],
+                    "max_lag_us": window["max_lag_us"],
                     "final": everything,
                 }
             )
@@ -443,6 +445,7 @@ class HttpEngine:
 
         self.socket_module = __import__("socket")
         self.real_socket = get_original("socket", "socket")
+        self.real_sleep = get_original("time", "sleep")
         self.epoll = get_original("select", "epoll")()
         self.host, self.port, self.request, self.recorder, self.timeout = (
             host,
@@ -456,6 +459,7 @@ class HttpEngine:
         self.connections: dict[int, dict[str, Any]] = {}
         self.wanted = 0
         self.stopped = False
+        self.finished = False
         get_original("_thread", "start_new_thread")(self._run, ())
 
     def add(self) -> None:
@@ -470,8 +474,23 @@ class HttpEngine:
             self.wanted = max(0, self.wanted - 1)
 
     def stop(self) -> None:
-        """Close everything and end the thread."""
+        """End the thread and wait (up to 1 s) until it has recorded its last response."""
         self.stopped = True
+        deadline = time.monotonic() + 1.0
+        while not self.finished and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def _fail(self, fd: int, error: BaseException | str) -> None:
+        """Count a failed request, drop its connection and open a new one."""
+        self._close(fd, error if isinstance(error, str) else _error_kind(error))
+        with self.lock:
+            self.pending.append(1)
+
+    def _expire(self, now: float) -> None:
+        """Fail requests older than the timeout (a server that never answers must not stall a slot)."""
+        for fd, conn in list(self.connections.items()):
+            if now - conn["start"] > self.timeout:
+                self._fail(fd, "timeout")
 
     def _open(self) -> None:
         sock_mod = self.socket_module
@@ -482,16 +501,20 @@ class HttpEngine:
         except OSError as e:
             sock.close()
             self.recorder.record(time.perf_counter(), time.perf_counter(), _error_kind(e))
-            time.sleep(0.01)
+            self.real_sleep(0.01)  # do not spin on a dead server
             with self.lock:
                 self.pending.append(1)
             return
         sock.setsockopt(sock_mod.IPPROTO_TCP, sock_mod.TCP_NODELAY, 1)
         sock.setblocking(False)
-        conn = {"sock": sock, "buffer": b"", "out": b"", "start": 0.0}
-        self.connections[sock.fileno()] = conn
-        self.epoll.register(sock.fileno(), 0x001 | 0x008 | 0x010)  # EPOLLIN | EPOLLERR | EPOLLHUP
-        self._send(conn)
+        conn = {"sock": sock, "buffer": b"", "out": b"", "start": time.perf_counter()}
+        fd = sock.fileno()
+        self.connections[fd] = conn
+        try:
+            self.epoll.register(fd, 0x001 | 0x008 | 0x010)  # EPOLLIN | EPOLLERR | EPOLLHUP
+            self._send(conn)
+        except Exception as e:  # e.g. reset right after accept under overload
+            self._fail(fd, e)
 
     def _send(self, conn: dict[str, Any]) -> None:
         conn["start"] = time.perf_counter()
@@ -510,6 +533,17 @@ class HttpEngine:
         conn["sock"].close()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.stopped = True
+            for fd in list(self.connections):
+                self._close(fd, None)
+            self.epoll.close()
+            self.finished = True
+
+    def _loop(self) -> None:
+        next_expiry = time.perf_counter() + 1.0
         while not self.stopped:
             with self.lock:
                 opening, self.pending = len(self.pending), []
@@ -531,12 +565,11 @@ class HttpEngine:
                     if mask & (0x001 | 0x008 | 0x010):
                         self._receive(conn)
                 except Exception as e:
-                    self._close(fd, _error_kind(e))
-                    with self.lock:
-                        self.pending.append(1)
-        for fd in list(self.connections):
-            self._close(fd, None)
-        self.epoll.close()
+                    self._fail(fd, e)
+            now = time.perf_counter()
+            if now >= next_expiry:
+                self._expire(now)
+                next_expiry = now + 1.0
 
     def _receive(self, conn: dict[str, Any]) -> None:
         chunk = conn["sock"].recv(262144)
@@ -726,13 +759,14 @@ class TritonUser(User):
         clock = time.perf_counter
 
         def fire(scheduled: float) -> None:
-            connection = idle.pop() if idle else transport.new_connection()
             try:
+                connection = idle.pop() if idle else transport.new_connection()
                 error = transport.send(connection)
                 idle.append(connection)
-            except Exception as e:
+            except Exception as e:  # a failed connect or request is counted, never raised
                 error = _error_kind(e)
-            in_flight[0] -= 1
+            finally:
+                in_flight[0] -= 1
             recorder.record(scheduled, clock(), error)
 
         next_at = clock()

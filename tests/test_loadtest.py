@@ -270,7 +270,8 @@ def test_server_dying_mid_run_stops_and_saves(served_repository: Path, tmp_path:
 
 
 @pytest.mark.slow
-def test_ctrl_c_writes_partial_results(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_writes_partial_results(triton_server: LocalTritonServer, tmp_path: Path, signum: int) -> None:
     out = tmp_path / "interrupted.json"
     cli = _cli("mlp_onnx", "--url", triton_server.http_url, "--metrics-url", triton_server.metrics_url,
                "--concurrency", "4", "--processes", "2", "--duration", "60s", "--warmup", "1s", "--window", "1s",  # noqa: E501
@@ -278,7 +279,7 @@ def test_ctrl_c_writes_partial_results(triton_server: LocalTritonServer, tmp_pat
     try:
         children = _wait_for_windows(cli, 6)
         assert len(children) >= 3, "expected a Locust master and two workers"
-        cli.send_signal(signal.SIGINT)
+        cli.send_signal(signum)
         code = cli.wait(timeout=30)
     finally:
         if cli.poll() is None:

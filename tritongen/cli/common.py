@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from collections.abc import Iterator
+from types import FrameType
 
 import typer
 from rich.console import Console
@@ -55,3 +58,19 @@ def parse_name_list(value: str | None) -> tuple[str, ...]:
     if value is None:
         return ()
     return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM, so long work can stop in order instead of being interrupted."""
+    stopping = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stopping
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -13,7 +13,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, parse_int_list, user_errors
+from tritongen.cli.common import (
+    EXIT_INTERRUPTED,
+    console,
+    err_console,
+    parse_int_list,
+    stop_on_signals,
+    user_errors,
+)
 from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Shapes, Url, embedded_server
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.inputs import parse_shape_overrides
@@ -188,8 +195,8 @@ def _run(spec: LoadSpec) -> LoadTestReport:
             f"{qps}  {p99}  errors {progress.errors}  {stable}"
         )
 
-    with Live(line, console=err_console, refresh_per_second=4, transient=True):
-        return run_load_test(spec, progress=show)
+    with stop_on_signals() as stopping, Live(line, console=err_console, refresh_per_second=4, transient=True):
+        return run_load_test(spec, progress=show, stop=stopping)
 
 
 def _write_outputs(

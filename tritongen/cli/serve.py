@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from tritongen.cli.common import console, err_console, parse_name_list, user_errors
+from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
 from tritongen.errors import ModelLoadError
 from tritongen.server.local import LocalTritonServer
 
@@ -47,26 +42,28 @@ def serve_command(
         models=list(parse_name_list(models)) or None,
         ready_timeout_s=ready_timeout,
     )
-    with user_errors(), _stop_on_signals() as stopping:
+    with user_errors():
         try:
             with err_console.status("starting the embedded Triton server"):
-                server.start()
+                server.start()  # Ctrl-C here stops the half-started server and exits 130
         except ModelLoadError as e:
             for name, reason in sorted(e.reasons.items()):
                 err_console.print(f"[red]model {name}:[/] {reason}", soft_wrap=True, highlight=False)
             raise
-        try:
-            _print_ready(server)
-            while not stopping.wait(0.5):
-                if not server.is_running():
-                    err_console.print(
-                        f"[bold red]error:[/] the Triton server exited unexpectedly. See {server.log_path}.",
-                        soft_wrap=True,
-                    )
-                    raise typer.Exit(1)
-        finally:
-            with err_console.status("stopping"):
-                server.stop()
+        with stop_on_signals() as stopping:
+            try:
+                _print_ready(server)
+                while not stopping.wait(0.5):
+                    if not server.is_running():
+                        err_console.print(
+                            "[bold red]error:[/] the Triton server exited unexpectedly. "
+                            f"See {server.log_path}.",
+                            soft_wrap=True,
+                        )
+                        raise typer.Exit(1)
+            finally:
+                with err_console.status("stopping"):
+                    server.stop()
     console.print("stopped", highlight=False)
 
 
@@ -80,19 +77,3 @@ def _print_ready(server: LocalTritonServer) -> None:
     console.print(table)
     console.print(f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False)
     console.print(f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop", soft_wrap=True, highlight=False)
-
-
-@contextlib.contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGINT or SIGTERM, so the server is stopped in order, not interrupted."""
-    stopping = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stopping
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

@@ -79,10 +79,14 @@ class TritonEndpoint:
             return "check the model name; `tritongen serve` lists the ready models"
         return "see the server log"
 
+    def _timeout_kwargs(self) -> dict[str, float]:
+        """GRPC calls take their deadline per call; HTTP has it on the client."""
+        return {"client_timeout": self.timeout_s} if self.protocol == "grpc" else {}
+
     def is_live(self) -> bool:
-        """Whether the server answers its liveness probe."""
+        """Whether the server answers its liveness probe (within the endpoint's timeout)."""
         try:
-            return bool(self._call("liveness", self._connect().is_server_live))
+            return bool(self._call("liveness", self._connect().is_server_live, **self._timeout_kwargs()))
         except ServerError:
             return False
 

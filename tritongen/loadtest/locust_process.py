@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from tritongen.errors import MissingDependencyError
+from tritongen.errors import MissingDependencyError, ServerError
 
 _PR_SET_PDEATHSIG = 1
 
@@ -95,30 +96,36 @@ class LocustProcess:
     def __init__(self, args: LocustArgs, log_path: Path) -> None:
         self.args = args
         self.log_path = log_path
+        argv = args.argv()
         self._log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            args.argv(),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as e:
+            self._log.close()
+            raise ServerError(f"cannot start Locust: {e.strerror}", "reinstall with `make install`") from e
 
     def exited(self) -> bool:
         """Whether Locust has ended."""
         return self.process.poll() is not None
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask Locust to quit (SIGTERM to the master), then SIGKILL the whole group."""
+        """Ask Locust to quit (SIGTERM to the master), then SIGKILL the whole group.
+
+        A second Ctrl-C while waiting only skips the wait: the group is killed either way.
+        """
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
                 self.process.wait(timeout=timeout_s)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            import os
-
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)

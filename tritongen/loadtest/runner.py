@@ -109,12 +109,13 @@ def run_load_test(
         )
     arrays = prepare_inputs(spec, interface)
     rows = int(next(iter(arrays.values())).shape[0]) if interface.batched else 1
-    workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
-    inputs_path = workdir / "inputs.npz"
-    np.savez(inputs_path, **arrays)
-    sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url)).start()
     report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url)
+    workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
+    sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url))
     try:
+        inputs_path = workdir / "inputs.npz"
+        np.savez(inputs_path, **arrays)
+        sampler.start()
         for level in spec.levels:
             run = _LevelRun(spec, level, rows, endpoint, sampler, inputs_path, workdir, progress, stop)
             result = run.execute()
@@ -233,13 +234,17 @@ class _LevelRun:
         except KeyboardInterrupt:
             status, reason = "interrupted", "interrupted by the user"
         finally:
+            stopped_at = time.time()
             locust.stop()
             self.health.close()
         if measure_start is not None and status != "ok":
+            # Windows that were over before the stop, not those cut short by it.
             log.poll()
-            complete_end = int((time.time() - REPORT_GRACE_S - t0) // self.window_s)
-            measured = [w for w in log.span(measure_start, complete_end) if w.ok or w.error_count or w.sent]
-        return self._result(measured, measure_start, t0, log, status, reason)
+            complete_end = int((stopped_at - t0) // self.window_s)
+            measured = log.span(measure_start, max(measure_start, complete_end))
+            while measured and not (measured[-1].ok or measured[-1].error_count or measured[-1].sent):
+                measured.pop()
+        return self._result(measured, measure_start, t0, status, reason)
 
     def _snapshot(self, window_index: int, t0: float) -> None:
         """Statistics at the first poll of each window: the boundaries of the measured span."""
@@ -280,7 +285,6 @@ class _LevelRun:
         measured: list[Window],
         measure_start: int | None,
         t0: float,
-        log: WindowLog,
         status: str,
         reason: str | None,
     ) -> RunResult:
@@ -320,8 +324,8 @@ class _LevelRun:
         )
         if spec.mode == "rate":
             result.achieved_rate = total.sent / elapsed if elapsed else 0.0
-            result.late_sends = sum(log.late_sends.values())
-            result.max_send_lag_us = max(log.max_lag_us.values(), default=0.0)
+            result.late_sends = total.late
+            result.max_send_lag_us = total.max_lag_us
             result.warnings += _schedule_warnings(result, self.level)
         if status == "ok" and not result.stable:
             result.warnings.append(
@@ -352,5 +356,8 @@ def _schedule_warnings(result: RunResult, target: float) -> list[str]:
         )
     backlog = result.errors_by_kind.get("client_backlog", 0)
     if backlog:
-        warnings.append(f"{backlog} requests were not sent: {result.errors_by_kind} in flight hit the cap")
+        warnings.append(
+            f"{backlog} requests were not sent: the requests in flight hit --triton-max-inflight "
+            "(the server is far slower than the rate asked)"
+        )
     return warnings

@@ -31,11 +31,16 @@ class Window:
     errors: dict[str, int] = field(default_factory=dict)
     histogram: HdrHistogram = field(default_factory=new_histogram)
     workers: set[str] = field(default_factory=set)
+    late: int = 0
+    """Open loop: sends that left more than 1 ms after their scheduled time."""
+    max_lag_us: float = 0.0
 
     def add(self, report: dict[str, Any]) -> None:
         """Merge one worker's report for this window."""
         self.ok += int(report.get("ok", 0))
         self.sent += int(report.get("sent", 0))
+        self.late += int(report.get("late", 0))
+        self.max_lag_us = max(self.max_lag_us, float(report.get("max_lag_us", 0.0)))
         for kind, count in report.get("errors", {}).items():
             self.errors[kind] = self.errors.get(kind, 0) + int(count)
         if report.get("hist"):
@@ -58,8 +63,6 @@ class WindowLog:
 
     path: Path
     windows: dict[int, Window] = field(default_factory=dict)
-    late_sends: dict[str, int] = field(default_factory=dict)
-    max_lag_us: dict[str, float] = field(default_factory=dict)
     _offset: int = 0
 
     def poll(self) -> None:
@@ -78,11 +81,6 @@ class WindowLog:
             report = json.loads(line)
             index = int(report["index"])
             self.windows.setdefault(index, Window(index)).add(report)
-            worker = str(report.get("worker", ""))
-            self.late_sends[worker] = max(self.late_sends.get(worker, 0), int(report.get("late", 0)))
-            self.max_lag_us[worker] = max(
-                self.max_lag_us.get(worker, 0.0), float(report.get("max_lag_us", 0.0))
-            )
 
     def first_active(self) -> int | None:
         """Index of the first window in which any request finished."""
@@ -100,6 +98,8 @@ def merge(windows: list[Window]) -> Window:
     for window in windows:
         total.ok += window.ok
         total.sent += window.sent
+        total.late += window.late
+        total.max_lag_us = max(total.max_lag_us, window.max_lag_us)
         for kind, count in window.errors.items():
             total.errors[kind] = total.errors.get(kind, 0) + count
         total.histogram.add(window.histogram)

@@ -157,7 +157,11 @@ class LocalTritonServer:
         self._workdir = Path(tempfile.mkdtemp(prefix="tritongen-server-"))
         if self._log_path is None:
             self._log_path = self._workdir / "tritonserver.log"
-        backends = self._backend_dir(dist, self._workdir)
+        try:
+            backends = self._backend_dir(dist, self._workdir)
+        except OSError as e:
+            self._cleanup_files()
+            raise ServerError(f"cannot prepare the backend directory: {e}", "check /tmp is writable") from e
         argv = self._argv(dist, backends)
         env = self._environment(dist)
         try:
@@ -188,7 +192,8 @@ class LocalTritonServer:
             if process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGINT)
-                with contextlib.suppress(subprocess.TimeoutExpired):
+                # A second Ctrl-C only skips the wait: the group is killed below either way.
+                with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
                     process.wait(timeout=self.stop_timeout_s)
             # Python-backend stubs share the server's process group; leave none behind.
             with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -15,9 +15,13 @@ def pick_free_ports(host: str, count: int) -> list[int]:
     try:
         for _ in range(count):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((host, 0))
             sockets.append(sock)
+            sock.bind((host, 0))
         return [sock.getsockname()[1] for sock in sockets]
+    except OSError as e:
+        raise ServerError(
+            f"cannot bind {host}: {e}", "pass --host with an IPv4 address of this machine"
+        ) from e
     finally:
         for sock in sockets:
             sock.close()
@@ -34,6 +38,8 @@ def check_port_free(host: str, port: int, role: str, option: str) -> None:
         try:
             sock.bind((host, port))
         except OSError as e:
+            if isinstance(e, socket.gaierror):
+                raise ServerError(f"cannot bind {host}: {e}", "pass --host with an IPv4 address") from e
             if e.errno == errno.EADDRINUSE:
                 raise ServerError(
                     f"port {port} ({role}) on {host} is already in use",
