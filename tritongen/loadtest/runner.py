@@ -25,8 +25,10 @@ from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import ServerBreakdown, StatsSnapshot, breakdown
 
 POLL_S = 0.1
-REPORT_GRACE_S = 0.6
-"""How long after a window ends its reports are awaited before it counts as complete."""
+REPORT_GRACE_S = 0.3
+"""A window counts as complete this long after it ends once every worker has reported it..."""
+REPORT_GRACE_MAX_S = 2.0
+"""...or this long after it ends in any case (a worker may have had nothing to report)."""
 START_TIMEOUT_S = 60.0
 HEALTH_FAILURES_TO_ABORT = 3
 LATE_FRACTION_WARNING = 0.01
@@ -224,8 +226,8 @@ class _LevelRun:
                     measure_start = first + 1 + math.ceil(spec.warmup_s / self.window_s)
                 current = int((now - t0) // self.window_s)
                 self._snapshot(current, t0)
-                complete_end = int((now - REPORT_GRACE_S - t0) // self.window_s)
-                measured = log.span(measure_start, max(measure_start, complete_end))
+                complete_end = self._complete_end(log, measure_start, now, t0)
+                measured = log.span(measure_start, complete_end)
                 elapsed = len(measured) * self.window_s
                 stable = is_stable(measured, self.window_s)
                 self._report(measured, elapsed, stable, phase="warm-up" if not measured else "measuring")
@@ -245,6 +247,18 @@ class _LevelRun:
             while measured and not (measured[-1].ok or measured[-1].error_count or measured[-1].sent):
                 measured.pop()
         return self._result(measured, measure_start, t0, status, reason)
+
+    def _complete_end(self, log: WindowLog, start: int, now: float, t0: float) -> int:
+        """End (exclusive) of the run of complete windows from ``start``."""
+        end = start
+        while True:
+            over_for = now - (t0 + (end + 1) * self.window_s)
+            window = log.windows.get(end)
+            reported = window is not None and len(window.workers) >= self.processes
+            if over_for >= REPORT_GRACE_MAX_S or (over_for >= REPORT_GRACE_S and reported):
+                end += 1
+            else:
+                return end
 
     def _snapshot(self, window_index: int, t0: float) -> None:
         """Statistics at the first poll of each window: the boundaries of the measured span."""
