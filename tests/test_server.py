@@ -444,3 +444,16 @@ def test_server_dies_with_its_parent(served_repository: Path, tmp_path: Path) ->
     parent.wait()
     _, alive = psutil.wait_procs(family, timeout=15)
     assert alive == [], f"left behind: {alive}"
+
+
+def test_missing_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pytriton" else real_find_spec(name, *a)
+    )
+    with pytest.raises(MissingDependencyError) as info:
+        find_distribution()
+    assert "nvidia-pytriton" in info.value.message
+    assert "make install" in (info.value.hint or "")
