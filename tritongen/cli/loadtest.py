@@ -206,13 +206,10 @@ def _write_outputs(
     plot_path: Path | None,
     slo: float | None,
 ) -> None:
-    try:
-        if json_path is not None:
-            report.write_json(json_path)
-        if csv_path is not None:
-            report.write_csv(csv_path)
-    except OSError as e:
-        raise ServerError(f"cannot write results: {e}", "choose a writable --json/--csv path") from e
+    if json_path is not None:
+        report.write_json(json_path)
+    if csv_path is not None:
+        report.write_csv(csv_path)
     if plot_path is not None and any(r.latency_us for r in report.runs):
         from tritongen.report.plots import plot_latency_vs_throughput
 

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
 import sys
-from collections import deque
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from tritongen.errors import MissingDependencyError, ServerError
-
-_PR_SET_PDEATHSIG = 1
+from tritongen.server.process import die_with_parent, tail_lines
 
 
 def locustfile_path() -> Path:
@@ -85,11 +82,6 @@ class LocustArgs:
         return argv
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class LocustProcess:
     """A running headless Locust (master plus forked workers), in a process group of its own."""
 
@@ -105,7 +97,7 @@ class LocustProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         except OSError as e:
             self._log.close()
@@ -133,8 +125,4 @@ class LocustProcess:
 
     def log_tail(self, lines: int = 20) -> list[str]:
         """Last lines Locust printed."""
-        try:
-            with self.log_path.open("r", encoding="utf-8", errors="replace") as log:
-                return [line.rstrip() for line in deque(log, maxlen=lines)]
-        except OSError:
-            return []
+        return [line.rstrip() for line in tail_lines(self.log_path, lines)]

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
+from tritongen.errors import RepositoryError
+from tritongen.triton.repository import atomic_write_text
 
 SCHEMA = "tritongen.loadtest/1"
 LATENCY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")
@@ -47,13 +49,6 @@ class RunResult:
     max_send_lag_us: float = 0.0
     warnings: list[str] = field(default_factory=list)
     windows: list[dict[str, float | None]] = field(default_factory=list)
-
-    @property
-    def level(self) -> float:
-        """The concurrency or target rate of this run."""
-        if self.mode == "concurrency":
-            return float(self.concurrency or 0)
-        return float(self.target_rate or 0)
 
 
 @dataclass
@@ -119,7 +114,8 @@ class LoadTestReport:
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RepositoryError(f"cannot create {path.parent}: {e.strerror}", "choose a writable path") from e
+    atomic_write_text(path, text)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -15,7 +14,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -24,9 +22,9 @@ from typing import Any
 from tritongen.errors import ModelLoadError, RepositoryError, ServerError
 from tritongen.server.distribution import TritonDistribution, find_distribution
 from tritongen.server.ports import check_port_free, pick_free_ports
+from tritongen.server.process import die_with_parent, tail_lines
 
 SHM_DIR = Path("/dev/shm")
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -42,13 +40,6 @@ class ModelState:
     def short_reason(self) -> str:
         """The server's reason without the Python traceback it appends."""
         return self.reason.split("\n\nAt:")[0].strip().replace("\n", " ")
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Ask Linux to SIGKILL the child when the process that started it dies."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class LocalTritonServer:
@@ -122,11 +113,7 @@ class LocalTritonServer:
 
     def log_tail(self, lines: int = 40) -> list[str]:
         """The last ``lines`` lines of the server log."""
-        try:
-            with self.log_path.open("r", encoding="utf-8", errors="replace") as log:
-                return list(deque(log, maxlen=lines))
-        except OSError:
-            return []
+        return tail_lines(self.log_path, lines)
 
     def __enter__(self) -> LocalTritonServer:
         self.start()
@@ -173,7 +160,7 @@ class LocalTritonServer:
                     stdin=subprocess.DEVNULL,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
         except OSError as e:
             self._cleanup_files()

@@ -36,11 +36,6 @@ class TensorSpec:
     data_type: str
     dims: tuple[int, ...]
 
-    @property
-    def has_dynamic_dims(self) -> bool:
-        """Whether any non-batch dim is dynamic."""
-        return -1 in self.dims
-
 
 @dataclass(frozen=True)
 class Signature:
