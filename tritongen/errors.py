@@ -45,6 +45,10 @@ class RepositoryError(TritongenError):
     """A model repository cannot be read or written as asked."""
 
 
+class ConversionError(TritongenError):
+    """A converter cannot build an artifact, or the artifact disagrees with the source."""
+
+
 class MissingDependencyError(TritongenError):
     """An optional framework or tool needed for this step is not installed."""
 

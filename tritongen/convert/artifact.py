@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+import numpy.typing as npt
 
 Target = Literal["local", "container"]
 """``local``: the embedded server (Python backend only, CPU); ``container``: the full Triton image."""
 
 TARGETS: tuple[Target, ...] = ("local", "container")
+
+Array = npt.NDArray[Any]
+
+Runner = Callable[[dict[str, Array]], list[Array]]
+"""Runs one batch in-process: inputs by name in, outputs in signature order out."""
 
 
 @dataclass(frozen=True)
@@ -23,3 +31,5 @@ class Artifact:
     parameters: dict[str, str] = field(default_factory=dict)
     python_requirements: tuple[str, ...] = ()
     """Packages a Python-backend wrapper imports (for the container image)."""
+    engine: dict[str, object] = field(default_factory=dict)
+    """Format-specific facts recorded in the model's metadata (engine version, target, shapes)."""
