@@ -20,8 +20,38 @@ from tritongen.cli.batching_options import (
     batching_options,
 )
 from tritongen.cli.common import console, err_console, parse_name_list, user_errors
+from tritongen.cli.engine_options import (
+    Atol,
+    CalibrationCache,
+    CalibrationData,
+    CudaGraphs,
+    DryRun,
+    InputSpecs,
+    KeepFailed,
+    KeepFp32,
+    NoVerify,
+    OptBatchSize,
+    OutputNames,
+    Precision,
+    PrecisionChoice,
+    Rtol,
+    Script,
+    TensorRtVersion,
+    TimingCache,
+    TrtDims,
+    TvmTarget,
+    TvmTuneMinutes,
+    TvmTuneTrials,
+    VerifyData,
+    WorkspaceMb,
+)
 from tritongen.cli.options import Templates
-from tritongen.triton.build import FORMATS, BuildRequest, BuildResult, build_models
+from tritongen.convert.formats import FORMATS, parse_formats
+from tritongen.convert.tensorrt import parse_dim_ranges, tensorrt_options
+from tritongen.convert.tvm import TvmOptions
+from tritongen.errors import TritongenError
+from tritongen.sources.model_source import source_kind
+from tritongen.triton.build import BuildRequest, BuildResult, VerifyOptions, build_models
 from tritongen.triton.model_config import ModelConfig
 
 
@@ -33,7 +63,14 @@ class TargetChoice(str, Enum):
 
 
 def convert_command(
-    source: Annotated[Path, typer.Argument(help="Source model: an .onnx file.", show_default=False)],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Source model: an .onnx file, a TorchScript file (.pt), or a PyTorch factory "
+            "package.module:function returning an nn.Module (imported and run: trusted code only).",
+            show_default=False,
+        ),
+    ],
     name: Annotated[
         str | None, typer.Option("--name", help="Model name (default: the file name).", show_default=False)
     ] = None,
@@ -49,67 +86,177 @@ def convert_command(
     ] = TargetChoice.local,
     formats: Annotated[
         str,
-        typer.Option("--formats", help=f"Formats to build, comma-separated: {', '.join(FORMATS)} or all."),
+        typer.Option(
+            "--formats",
+            help=f"Formats to build, comma-separated: {', '.join(FORMATS)}; "
+            "or all (what this machine can build).",
+        ),
     ] = "onnx",
+    input_spec: InputSpecs = None,
+    output_names: OutputNames = None,
+    script: Script = False,
     max_batch_size: MaxBatchSize = None,
     preferred_batch_sizes: PreferredBatchSizes = None,
     max_queue_delay_us: MaxQueueDelay = None,
     dynamic_batching: DynamicBatchingFlag = None,
     instances: Instances = None,
     kind: Kind = None,
+    tvm_target: TvmTarget = None,
+    tvm_tune_trials: TvmTuneTrials = 0,
+    tvm_tune_minutes: TvmTuneMinutes = None,
+    precision: Precision = PrecisionChoice.fp32,
+    calibration_data: CalibrationData = None,
+    calibration_cache: CalibrationCache = None,
+    keep_fp32: KeepFp32 = None,
+    opt_batch_size: OptBatchSize = None,
+    workspace_mb: WorkspaceMb = None,
+    timing_cache: TimingCache = None,
+    cuda_graphs: CudaGraphs = False,
+    trt_dims: TrtDims = None,
+    tensorrt_version: TensorRtVersion = None,
+    dry_run: DryRun = False,
+    verify_data: VerifyData = None,
+    atol: Atol = None,
+    rtol: Rtol = None,
+    keep_failed: KeepFailed = False,
+    no_verify: NoVerify = False,
     templates: Templates = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace model directories that already exist.")
     ] = False,
 ) -> None:
-    """Convert SOURCE into a Triton model directory per format, with a checked config.pbtxt."""
+    """Convert SOURCE into one verified Triton model directory per format, each with a checked config."""
     options = batching_options(
         max_batch_size, preferred_batch_sizes, max_queue_delay_us, dynamic_batching, instances, kind
     )
-    chosen = FORMATS if formats.strip() == "all" else parse_name_list(formats)
-    request = BuildRequest(
-        source=source,
-        name=name if name is not None else default_name(source),
-        repo=repo,
-        target=target.value,
-        formats=chosen,
-        options=options,
-        force=force,
-        templates_dir=templates,
-    )
-    with user_errors(), err_console.status("converting") as status:
-        result = build_models(request, progress=lambda msg: status.update(msg))
+    with user_errors():
+        chosen = parse_formats(formats, _kind_or_none(source))
+        request = BuildRequest(
+            source=Path(source) if _kind_or_none(source) != "pytorch" else source,
+            name=name if name is not None else default_name(source),
+            repo=repo,
+            target=target.value,
+            formats=chosen,
+            options=options,
+            force=force,
+            templates_dir=templates,
+            input_specs=tuple(input_spec or ()),
+            output_names=parse_name_list(output_names) if output_names else (),
+            torchscript_mode="script" if script else "trace",
+            tvm=TvmOptions(target=tvm_target, tune_trials=tvm_tune_trials, tune_minutes=tvm_tune_minutes),
+            tensorrt=tensorrt_options(
+                precision.value,
+                calibration_data,
+                calibration_cache,
+                parse_name_list(keep_fp32) if keep_fp32 else (),
+                opt_batch_size,
+                workspace_mb,
+                timing_cache,
+                cuda_graphs,
+                dry_run,
+                parse_dim_ranges(trt_dims) if trt_dims else None,
+                tensorrt_version,
+            ),
+            verify=VerifyOptions(
+                data=verify_data, atol=atol, rtol=rtol, keep_failed=keep_failed, skip=no_verify
+            ),
+        )
+        with err_console.status("converting") as status:
+            result = build_models(request, progress=lambda msg: status.update(msg))
     print_summary(result, request)
+    if result.failures:
+        raise typer.Exit(1)
 
 
-def default_name(source: Path) -> str:
-    """Derive a legal model name from a file name: ``My Model.onnx`` -> ``My_Model``."""
-    stem = re.sub(r"[^A-Za-z0-9_.\-]", "_", source.stem).lstrip(".-")
+def _kind_or_none(source: str) -> str | None:
+    try:
+        return source_kind(source)
+    except TritongenError:
+        return None
+
+
+def default_name(source: str | Path) -> str:
+    """Derive a legal model name: ``My Model.onnx`` -> ``My_Model``; ``pkg.models:bert`` -> ``bert``."""
+    text = str(source)
+    stem = text.rpartition(":")[2].rpartition(".")[2] if _kind_or_none(text) == "pytorch" else Path(text).stem
+    stem = re.sub(r"[^A-Za-z0-9_.\-]", "_", stem).lstrip(".-")
     return stem or "model"
 
 
 def print_summary(result: BuildResult, request: BuildRequest) -> None:
-    """Show what was written: one row per model directory."""
+    """Show what was written (one row per model directory), the verification, and what failed."""
     console.print(f"[bold]{result.source}[/]  {result.signature.describe()}", soft_wrap=True, highlight=False)
     for note in result.signature.notes:
         console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
-    table = Table(title=f"wrote {len(result.models)} model(s) to {request.repo} (target {request.target})")
-    table.add_column("model")
-    table.add_column("backend")
-    table.add_column("max batch", justify="right")
-    table.add_column("dynamic batching")
-    table.add_column("instances")
-    table.add_column("files")
-    for model in result.models:
-        table.add_row(
-            model.name,
-            model.config.backend or model.config.platform,
-            str(model.config.max_batch_size),
-            describe_batching(model.config),
-            describe_instances(model.config),
-            ", ".join(model.files),
+    if result.models:
+        table = Table(
+            title=f"wrote {len(result.models)} model(s) to {request.repo} (target {request.target})"
         )
-    console.print(table)
+        table.add_column("model")
+        table.add_column("backend")
+        table.add_column("max batch", justify="right")
+        table.add_column("dynamic batching")
+        table.add_column("instances")
+        table.add_column("files")
+        for model in result.models:
+            table.add_row(
+                model.name,
+                model.config.backend or model.config.platform,
+                str(model.config.max_batch_size),
+                describe_batching(model.config),
+                describe_instances(model.config),
+                ", ".join(model.files),
+            )
+        console.print(table)
+    console.print(verification_table(result))
+    for model in result.models:
+        commands = model.engine.get("commands") if model.engine.get("dry_run") else None
+        if isinstance(commands, dict):
+            console.print(f"[bold]{model.name}[/]: no plan built (dry run); build it with", soft_wrap=True)
+            console.print(f"  {commands['trtexec']}", soft_wrap=True, highlight=False, markup=False)
+            console.print(
+                f"  or on the GPU host: {commands['compose']}", soft_wrap=True, highlight=False, markup=False
+            )
+    for outcome in result.failures:
+        style = "yellow" if outcome.status in ("unavailable", "kept") else "red"
+        line = f"[{style}]{outcome.format} {outcome.status}:[/] {outcome.reason}"
+        err_console.print(line, soft_wrap=True, highlight=False)
+        if outcome.hint:
+            err_console.print(outcome.hint, soft_wrap=True, highlight=False, markup=False)
+
+
+def verification_table(result: BuildResult) -> Table:
+    """Per format: status, the worst error of each output against the source, time taken."""
+    table = Table(title="verification against the source")
+    table.add_column("format")
+    table.add_column("status")
+    table.add_column("output")
+    table.add_column("max abs err", justify="right")
+    table.add_column("max rel err", justify="right")
+    table.add_column("tolerance")
+    table.add_column("samples", justify="right")
+    table.add_column("time s", justify="right")
+    colours = {"built": "green", "kept": "yellow", "failed": "red", "unavailable": "yellow"}
+    for outcome in result.outcomes:
+        status = f"[{colours[outcome.status]}]{outcome.status}[/]"
+        check = outcome.verification
+        if check is None or not check.outputs:
+            note = "not verified" if outcome.status == "built" else (outcome.reason or "")
+            table.add_row(outcome.format, status, note[:60], "", "", "", "", f"{outcome.seconds:.1f}")
+            continue
+        for i, output in enumerate(check.outputs):
+            mark = "" if output.passed else " [red]✗[/]"
+            table.add_row(
+                outcome.format if i == 0 else "",
+                status if i == 0 else "",
+                output.name + mark,
+                f"{output.max_abs:.2e}",
+                f"{output.max_rel:.2e}",
+                f"{check.tolerance.atol:g} + {check.tolerance.rtol:g}·|ref|" if i == 0 else "",
+                str(check.samples) if i == 0 else "",
+                f"{outcome.seconds:.1f}" if i == 0 else "",
+            )
+    return table
 
 
 def describe_batching(config: ModelConfig) -> str:

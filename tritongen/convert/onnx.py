@@ -5,9 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tritongen.convert.artifact import Artifact, Target
+from tritongen.convert.artifact import Array, Artifact, Runner, Target
 from tritongen.convert.wrappers import write_wrapper
 from tritongen.sources.onnx_source import OnnxSource
+from tritongen.sources.signature import Signature
 
 
 def write_onnx_artifact(source: OnnxSource, model_dir: Path, target: Target, version: int = 1) -> Artifact:
@@ -30,3 +31,22 @@ def write_onnx_artifact(source: OnnxSource, model_dir: Path, target: Target, ver
         files=tuple(files),
         python_requirements=("onnxruntime-gpu", "numpy<2"),
     )
+
+
+def onnx_runner(path: Path, signature: Signature, threads: int | None = None) -> Runner:
+    """Run an ONNX file in-process with ONNX Runtime on the CPU."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    names = [t.name for t in signature.outputs]
+
+    def run(feed: dict[str, Array]) -> list[Array]:
+        outputs: list[Array] = session.run(names, feed)
+        return outputs
+
+    return run

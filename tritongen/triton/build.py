@@ -3,32 +3,74 @@
 from __future__ import annotations
 
 import json
+import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from tritongen import __version__
 from tritongen.convert.artifact import TARGETS, Artifact, Target
-from tritongen.errors import ConfigError, SourceError
-from tritongen.sources.onnx_source import OnnxSource
+from tritongen.convert.formats import FORMATS, ConvertOptions, ConvertSession, discard, unavailable_reason
+from tritongen.convert.tensorrt import EngineUnavailableError, TensorRtOptions
+from tritongen.convert.torch_export import TorchScriptMode
+from tritongen.convert.tvm import TvmOptions
+from tritongen.convert.verify import (
+    TOLERANCES,
+    Tolerance,
+    Verification,
+    verification_batches,
+    verify_artifact,
+)
+from tritongen.errors import ConfigError, ConversionError
+from tritongen.sources.model_source import ModelSource, load_source
+from tritongen.sources.samples import Feed
 from tritongen.sources.signature import Signature, TensorSpec
 from tritongen.triton.batching import DEFAULT_MAX_BATCH_SIZE, BatchingOptions, apply_batching, resolve_kind
-from tritongen.triton.model_config import InstanceGroup, ModelConfig, ModelInput, ModelOutput, Reshape
+from tritongen.triton.model_config import (
+    CudaOptimization,
+    InstanceGroup,
+    ModelConfig,
+    ModelInput,
+    ModelOutput,
+    Optimization,
+    Reshape,
+)
 from tritongen.triton.names import check_model_name
 from tritongen.triton.render import render_config
 from tritongen.triton.repository import METADATA_FILE, check_free, ensure_writable_repo, publish, staging_dir
 
-FORMATS = ("onnx",)
-"""Target formats this version can build."""
-
 Progress = Callable[[str], None]
+
+OutcomeStatus = Literal["built", "kept", "failed", "unavailable"]
+"""``kept``: failed verification but written anyway (``--keep-failed``)."""
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """How artifacts are checked against the source before they enter the repository."""
+
+    data: Path | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    keep_failed: bool = False
+    skip: bool = False
+
+    def tolerance(self, precision: str = "fp32") -> Tolerance:
+        """The tolerance for ``precision``: the default, with the user's overrides."""
+        base = TOLERANCES.get(precision, TOLERANCES["fp32"])
+        return Tolerance(
+            atol=base.atol if self.atol is None else self.atol,
+            rtol=base.rtol if self.rtol is None else self.rtol,
+        )
 
 
 @dataclass(frozen=True)
 class BuildRequest:
     """Everything ``tritongen convert`` needs."""
 
-    source: Path
+    source: Path | str
     name: str
     repo: Path
     target: Target = "local"
@@ -36,6 +78,12 @@ class BuildRequest:
     options: BatchingOptions = field(default_factory=BatchingOptions)
     force: bool = False
     templates_dir: Path | None = None
+    input_specs: tuple[str, ...] = ()
+    output_names: tuple[str, ...] = ()
+    torchscript_mode: TorchScriptMode = "trace"
+    tvm: TvmOptions = field(default_factory=TvmOptions)
+    tensorrt: TensorRtOptions = field(default_factory=TensorRtOptions)
+    verify: VerifyOptions = field(default_factory=VerifyOptions)
 
 
 @dataclass(frozen=True)
@@ -47,15 +95,41 @@ class BuiltModel:
     path: Path
     files: tuple[str, ...]
     config: ModelConfig
+    engine: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FormatOutcome:
+    """What happened to one requested format."""
+
+    format: str
+    name: str
+    status: OutcomeStatus
+    reason: str | None = None
+    hint: str | None = None
+    model: BuiltModel | None = None
+    verification: Verification | None = None
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class BuildResult:
     """What a build wrote, and the source signature it was built from."""
 
-    source: Path
+    source: Path | str
     signature: Signature
-    models: tuple[BuiltModel, ...]
+    outcomes: tuple[FormatOutcome, ...]
+    source_kind: str = "onnx"
+
+    @property
+    def models(self) -> tuple[BuiltModel, ...]:
+        """The model directories written (built or kept)."""
+        return tuple(o.model for o in self.outcomes if o.model is not None)
+
+    @property
+    def failures(self) -> tuple[FormatOutcome, ...]:
+        """Formats that were asked for and did not make it into the repository clean."""
+        return tuple(o for o in self.outcomes if o.status != "built")
 
 
 def model_dir_name(name: str, fmt: str) -> str:
@@ -64,69 +138,148 @@ def model_dir_name(name: str, fmt: str) -> str:
 
 
 def build_models(request: BuildRequest, progress: Progress | None = None) -> BuildResult:
-    """Convert ``request.source`` into every requested format and publish the models.
+    """Convert ``request.source`` into every requested format, verify each, publish the good ones.
 
-    Nothing is written into the repository until every format has been converted,
-    configured, rendered and checked; then each model directory is renamed into place.
+    Every format is converted, configured, rendered and verified in a staging directory
+    inside the repository; only then is each passing model directory renamed into
+    place. A format that fails (conversion error, verification outside tolerance, engine
+    missing) is reported in its :class:`FormatOutcome` and the others still build.
 
     Raises:
-        TritongenError: any problem with the source, the options, the templates or the
-            repository; the repository is left as it was.
+        TritongenError: problems with the source, the options, the templates or the
+            repository (nothing is written then).
     """
     say = progress or (lambda _msg: None)
     check_model_name(request.name)
     if request.target not in TARGETS:
         raise ConfigError(f"unknown target {request.target!r}", "use --target local or --target container")
+    if not request.formats:
+        raise ConfigError("no format requested", f"pass --formats with some of: {', '.join(FORMATS)}")
     unknown = [f for f in request.formats if f not in FORMATS]
     if unknown:
         raise ConfigError(f"format {unknown[0]!r} is not supported", f"choose from: {', '.join(FORMATS)}")
-    if not request.formats:
-        raise ConfigError("no format requested", f"pass --formats with some of: {', '.join(FORMATS)}")
     request.options.check()
     names = [model_dir_name(request.name, f) for f in request.formats]
     for name in names:
         check_model_name(name)
 
     say(f"loading {request.source}")
-    source = _load_source(request.source)
+    source = load_source(str(request.source), request.input_specs, request.output_names)
     ensure_writable_repo(request.repo)
     check_free(request.repo, names, request.force)
+    max_batch = resolve_max_batch_size(request.name, source.signature, request.options)
+    batches = (
+        [] if request.verify.skip else verification_batches(source.signature, max_batch, request.verify.data)
+    )
 
-    built: list[BuiltModel] = []
-    with staging_dir(request.repo) as staged:
+    convert_options = ConvertOptions(
+        target=request.target,
+        max_batch_size=max_batch,
+        torchscript_mode=request.torchscript_mode,
+        tvm=request.tvm,
+        tensorrt=request.tensorrt,
+    )
+    outcomes: list[FormatOutcome] = []
+    with staging_dir(request.repo) as staged, tempfile.TemporaryDirectory(prefix="tritongen-") as work:
+        session = ConvertSession(source, Path(work), convert_options, say)
         for fmt, name in zip(request.formats, names, strict=True):
-            say(f"converting to {fmt}")
-            model_dir = staged / name
-            artifact = _convert(fmt, source, model_dir, request.target)
-            config = model_config_for(name, source.signature, artifact, request.options, request.target)
-            text = render_config(config, request.templates_dir)
-            (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
-            metadata = _metadata(request, source.sha256, source.signature, artifact)
-            (model_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-            files = ("config.pbtxt", *artifact.files, METADATA_FILE)
-            built.append(
-                BuiltModel(name=name, format=fmt, path=request.repo / name, files=files, config=config)
-            )
-        say("publishing")
-        publish(staged, request.repo, names, request.force)
-    return BuildResult(source=request.source, signature=source.signature, models=tuple(built))
+            outcomes.append(_build_one(request, session, fmt, name, staged, batches, say))
+        publishable = [o.name for o in outcomes if o.model is not None]
+        if publishable:
+            say("publishing")
+            publish(staged, request.repo, publishable, request.force)
+    return BuildResult(
+        source=request.source, signature=source.signature, outcomes=tuple(outcomes), source_kind=source.kind
+    )
 
 
-def _load_source(path: Path) -> OnnxSource:
-    if path.suffix.lower() != ".onnx":
-        raise SourceError(
-            f"{path} is not an ONNX file (.onnx)",
-            "this version converts ONNX sources; export the model to ONNX",
+def _build_one(
+    request: BuildRequest,
+    session: ConvertSession,
+    fmt: str,
+    name: str,
+    staged: Path,
+    batches: list[Feed],
+    say: Progress,
+) -> FormatOutcome:
+    source = session.source
+    started = time.perf_counter()
+    model_dir = staged / name
+
+    def outcome(status: OutcomeStatus, **kwargs: Any) -> FormatOutcome:
+        return FormatOutcome(
+            format=fmt, name=name, status=status, seconds=time.perf_counter() - started, **kwargs
         )
-    from tritongen.sources.onnx_source import load_onnx
 
-    return load_onnx(path)
+    reason = unavailable_reason(fmt, source.kind)
+    if reason is not None and fmt != "tensorrt":  # TensorRT explains itself: how to build elsewhere
+        return outcome("unavailable", reason=reason)
+    say(f"converting to {fmt}")
+    try:
+        artifact = session.convert(fmt, model_dir, request.repo / name)
+        config = model_config_for(name, source.signature, artifact, request.options, request.target)
+        if request.tensorrt.cuda_graphs and fmt == "tensorrt":
+            config = config.model_copy(
+                update={"optimization": Optimization(cuda=CudaOptimization(graphs=True))}
+            )
+        text = render_config(config, request.templates_dir)
+    except ConversionError as e:
+        discard(model_dir)
+        return outcome(
+            "unavailable" if isinstance(e, EngineUnavailableError) else "failed",
+            reason=e.message,
+            hint=e.hint,
+        )
+    verification: Verification | None = None
+    if batches:
+        runner = session.runner(fmt, model_dir)
+        if runner is not None:
+            say(f"verifying {fmt} against {source.reference_name}")
+            precision = request.tensorrt.precision if fmt == "tensorrt" else "fp32"
+            verification = verify_artifact(
+                fmt,
+                runner,
+                session.reference(),
+                source.reference_name,
+                source.signature,
+                batches,
+                request.verify.tolerance(precision),
+            )
+    (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
+    metadata = _metadata(request, source, artifact, verification)
+    (model_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    files = ("config.pbtxt", *artifact.files, METADATA_FILE)
+    model = BuiltModel(
+        name=name, format=fmt, path=request.repo / name, files=files, config=config, engine=artifact.engine
+    )
+    if verification is not None and not verification.passed:
+        if request.verify.keep_failed:
+            return outcome("kept", reason=verification.failure(), model=model, verification=verification)
+        discard(model_dir)
+        return outcome(
+            "failed",
+            reason=f"verification failed: {verification.failure()}",
+            hint="fix the model or loosen --atol/--rtol; --keep-failed writes it anyway",
+            verification=verification,
+        )
+    return outcome("built", model=model, verification=verification)
 
 
-def _convert(fmt: str, source: OnnxSource, model_dir: Path, target: Target) -> Artifact:
-    from tritongen.convert.onnx import write_onnx_artifact
+def resolve_max_batch_size(name: str, signature: Signature, options: BatchingOptions) -> int:
+    """The max batch size the configs will get (see :func:`model_config_for`).
 
-    return write_onnx_artifact(source, model_dir, target)
+    Raises:
+        ConfigError: batching was asked of a model without a batch dim.
+    """
+    if signature.batched:
+        return DEFAULT_MAX_BATCH_SIZE if options.max_batch_size is None else options.max_batch_size
+    if options.max_batch_size:
+        raise ConfigError(
+            f"'{name}' cannot batch: its inputs have no dynamic leading dim, "
+            f"so --max-batch-size {options.max_batch_size} is impossible",
+            "drop --max-batch-size, or re-export the model with a dynamic batch dim",
+        )
+    return 0
 
 
 def model_config_for(
@@ -142,16 +295,7 @@ def model_config_for(
         ConfigError: batching was asked of a model without a batch dim, or the options
             are illegal.
     """
-    if signature.batched:
-        max_batch = DEFAULT_MAX_BATCH_SIZE if options.max_batch_size is None else options.max_batch_size
-    else:
-        if options.max_batch_size:
-            raise ConfigError(
-                f"'{name}' cannot batch: its inputs have no dynamic leading dim, "
-                f"so --max-batch-size {options.max_batch_size} is impossible",
-                "drop --max-batch-size, or re-export the model with a dynamic batch dim",
-            )
-        max_batch = 0
+    max_batch = resolve_max_batch_size(name, signature, options)
     keep_batch_dim = signature.batched and max_batch == 0
     base = ModelConfig(
         name=name,
@@ -188,14 +332,15 @@ def _tensor_fields(tensor: TensorSpec, keep_batch_dim: bool) -> dict[str, object
 
 
 def _metadata(
-    request: BuildRequest, sha256: str, signature: Signature, artifact: Artifact
+    request: BuildRequest, source: ModelSource, artifact: Artifact, verification: Verification | None
 ) -> dict[str, object]:
+    signature = source.signature
     return {
         "schema": "tritongen.model/1",
         "tritongen_version": __version__,
         "format": artifact.format,
         "target": request.target,
-        "source": {"path": str(request.source), "sha256": sha256},
+        "source": {"path": str(request.source), "kind": source.kind, "sha256": source.sha256},
         "signature": {
             "batched": signature.batched,
             "inputs": [
@@ -205,5 +350,7 @@ def _metadata(
                 {"name": t.name, "data_type": t.data_type, "dims": list(t.dims)} for t in signature.outputs
             ],
         },
+        "engine": artifact.engine,
+        "verification": verification.to_json() if verification is not None else None,
         "python_requirements": list(artifact.python_requirements),
     }

@@ -1,0 +1,197 @@
+"""The target formats: which can be built from a source here, how, and how to run the result.
+
+Each format's converter lives in its own module (``onnx``, ``torchscript``, ``tvm``,
+``tensorrt``); this module dispatches to them and holds what they share: the ONNX file
+a PyTorch source is exported to once, and the reference that every artifact is checked
+against.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritongen.convert.artifact import Artifact, Runner, Target
+from tritongen.convert.tensorrt import TensorRtOptions
+from tritongen.convert.torch_export import TorchScriptMode
+from tritongen.convert.tvm import TvmOptions
+from tritongen.errors import ConfigError
+from tritongen.sources.model_source import ModelSource
+from tritongen.sources.onnx_source import OnnxSource
+
+FORMATS = ("onnx", "torchscript", "tvm", "tensorrt")
+"""Every format tritongen builds, in the order it builds them."""
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Format-specific settings of one conversion."""
+
+    target: Target = "local"
+    max_batch_size: int = 0
+    torchscript_mode: TorchScriptMode = "trace"
+    tvm: TvmOptions = field(default_factory=TvmOptions)
+    tensorrt: TensorRtOptions = field(default_factory=TensorRtOptions)
+
+
+def parse_formats(text: str, source_kind: str | None = None) -> tuple[str, ...]:
+    """Parse ``--formats``: a comma-separated subset of :data:`FORMATS`, or ``all``.
+
+    ``all`` means every format this machine can build from this kind of source.
+
+    Raises:
+        ConfigError: an unknown or repeated format, or an empty list.
+    """
+    items = [item.strip().lower() for item in text.split(",") if item.strip()]
+    if items == ["all"]:
+        return tuple(f for f in FORMATS if unavailable_reason(f, source_kind) is None)
+    if not items:
+        raise ConfigError(
+            "no format requested", f"pass --formats with some of: {', '.join(FORMATS)} (or all)"
+        )
+    for item in items:
+        if item not in FORMATS:
+            raise ConfigError(
+                f"format {item!r} is not supported", f"choose from: {', '.join(FORMATS)} or all"
+            )
+    if len(set(items)) != len(items):
+        raise ConfigError("--formats names a format twice", "list each format once")
+    return tuple(f for f in FORMATS if f in items)
+
+
+def unavailable_reason(fmt: str, source_kind: str | None = None) -> str | None:
+    """Why ``fmt`` cannot be built here from this kind of source; ``None`` when it can."""
+    if fmt == "torchscript":
+        if source_kind == "onnx":
+            return "TorchScript is made from a PyTorch module or file, not from ONNX"
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return "PyTorch is not installed (pip install 'tritongen[torch]')"
+    if fmt == "tvm":
+        from tritongen.convert.tvm import tvm_unavailable_reason
+
+        return tvm_unavailable_reason()
+    if fmt == "tensorrt":
+        from tritongen.convert.tensorrt import tensorrt_unavailable_reason
+
+        return tensorrt_unavailable_reason()
+    return None
+
+
+class ConvertSession:
+    """Builds artifacts from one source; exports the source to ONNX at most once."""
+
+    def __init__(
+        self, source: ModelSource, workdir: Path, options: ConvertOptions, progress: Progress
+    ) -> None:
+        """Hold the source and a scratch directory for intermediate files."""
+        self.source = source
+        self.workdir = workdir
+        self.options = options
+        self.say = progress
+        self._onnx: OnnxSource | None = source.onnx
+
+    def onnx(self) -> OnnxSource:
+        """The source as ONNX: the file itself, or a PyTorch source exported once."""
+        if self._onnx is None:
+            from tritongen.convert.torch_export import export_onnx
+            from tritongen.sources.onnx_source import load_onnx
+
+            assert self.source.torch is not None
+            self.say("exporting to ONNX")
+            path = export_onnx(self.source.torch, self.workdir / "exported.onnx")
+            self._onnx = load_onnx(path)
+        return self._onnx
+
+    def convert(self, fmt: str, model_dir: Path, final_dir: Path | None = None) -> Artifact:
+        """Write the ``fmt`` artifact into ``model_dir`` (published later as ``final_dir``)."""
+        options = self.options
+        signature = self.source.signature
+        if fmt == "onnx":
+            from tritongen.convert.onnx import write_onnx_artifact
+
+            return write_onnx_artifact(self.onnx(), model_dir, options.target)
+        if fmt == "torchscript":
+            from tritongen.convert.torchscript import write_torchscript_artifact
+
+            if self.source.torch is None:
+                raise ConfigError(
+                    f"cannot build TorchScript from {self.source.reference}",
+                    "TorchScript is made from a PyTorch module or file, not from ONNX",
+                )
+            self.say(f"{options.torchscript_mode} to TorchScript")
+            return write_torchscript_artifact(
+                self.source.torch, model_dir, options.target, options.torchscript_mode
+            )
+        if fmt == "tvm":
+            from tritongen.convert.tvm import write_tvm_artifact
+
+            onnx_path = self.onnx().path
+            return write_tvm_artifact(
+                onnx_path,
+                signature,
+                model_dir,
+                options.target,
+                options.tvm,
+                options.max_batch_size,
+                progress=self.say,
+            )
+        if fmt == "tensorrt":
+            from tritongen.convert.tensorrt import write_tensorrt_artifact
+
+            onnx_path = self.onnx().path
+            return write_tensorrt_artifact(
+                onnx_path,
+                signature,
+                model_dir,
+                options.target,
+                options.tensorrt,
+                options.max_batch_size,
+                progress=self.say,
+                repo_model_dir=final_dir,
+            )
+        raise ConfigError(f"format {fmt!r} is not supported", f"choose from: {', '.join(FORMATS)}")
+
+    def runner(self, fmt: str, model_dir: Path, version: int = 1) -> Runner | None:
+        """Run the artifact in-process, as the server will; ``None`` where this machine cannot."""
+        version_dir = model_dir / str(version)
+        signature = self.source.signature
+        if fmt == "onnx":
+            from tritongen.convert.onnx import onnx_runner
+
+            return onnx_runner(version_dir / "model.onnx", signature)
+        if fmt == "torchscript":
+            from tritongen.convert.torchscript import torchscript_runner
+
+            return torchscript_runner(version_dir, signature)
+        if fmt == "tvm":
+            from tritongen.convert.tvm import tvm_runner
+
+            return tvm_runner(version_dir, signature)
+        if fmt == "tensorrt":
+            from tritongen.convert.tensorrt import tensorrt_runner
+
+            return tensorrt_runner(version_dir, signature)
+        return None
+
+    def reference(self) -> Runner:
+        """The source itself, run in-process: ONNX Runtime on an ONNX source, else the module."""
+        signature = self.source.signature
+        if self.source.onnx is not None:
+            from tritongen.convert.onnx import onnx_runner
+
+            return onnx_runner(self.source.onnx.path, signature)
+        from tritongen.convert.torchscript import module_runner
+
+        assert self.source.torch is not None
+        return module_runner(self.source.torch.module, signature)
+
+
+def discard(path: Path) -> None:
+    """Remove a staged model directory that will not be published."""
+    shutil.rmtree(path, ignore_errors=True)

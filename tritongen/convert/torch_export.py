@@ -1,0 +1,119 @@
+"""PyTorch module -> ONNX file and TorchScript file (tracing or scripting)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from tritongen.errors import ConversionError
+from tritongen.sources.samples import random_feed
+from tritongen.sources.torch_source import TorchSource, import_torch
+
+ONNX_OPSET = 17
+
+TorchScriptMode = Literal["trace", "script"]
+
+# The sample that tracing and export run on: batch 2 and 7 for other dynamic dims,
+# so that no dim is 1 (a 1 can be mistaken for a broadcastable dim and baked in).
+_SAMPLE_BATCH = 2
+_SAMPLE_DIM = 7
+
+
+def sample_args(source: TorchSource) -> tuple[Any, ...]:
+    """Example input tensors, positional in ``--input-spec`` order."""
+    torch = import_torch()
+    feed = random_feed(source.signature, _SAMPLE_BATCH, _SAMPLE_DIM, np.random.default_rng(0))
+    return tuple(torch.from_numpy(feed[t.name]) for t in source.signature.inputs)
+
+
+def dynamic_axes(source: TorchSource) -> dict[str, dict[int, str]]:
+    """Named dynamic axes for the exporter: one shared ``batch``; inputs share a name per axis.
+
+    Inputs that are dynamic at the same axis (``input_ids`` and ``attention_mask`` at
+    axis 1) get the same symbol, so backends see that those lengths agree.
+    """
+    signature = source.signature
+    lead = 1 if signature.batched else 0
+    axes: dict[str, dict[int, str]] = {}
+    for tensor in signature.inputs:
+        named = {0: "batch"} if signature.batched else {}
+        named.update({i + lead: f"dim{i + lead}" for i, d in enumerate(tensor.dims) if d == -1})
+        if named:
+            axes[tensor.name] = named
+    for tensor in signature.outputs:
+        named = {0: "batch"} if signature.batched else {}
+        named.update({i + lead: f"{tensor.name}_dim{i + lead}" for i, d in enumerate(tensor.dims) if d == -1})
+        if named:
+            axes[tensor.name] = named
+    return axes
+
+
+def export_onnx(source: TorchSource, path: Path, opset: int = ONNX_OPSET) -> Path:
+    """Export ``source`` to one ONNX file with its dynamic dims kept symbolic.
+
+    Raises:
+        ConversionError: the exporter fails (the message carries its reason).
+    """
+    torch = import_torch()
+    names_in = [t.name for t in source.signature.inputs]
+    names_out = [t.name for t in source.signature.outputs]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                source.module,
+                sample_args(source),
+                str(path),
+                input_names=names_in,
+                output_names=names_out,
+                dynamic_axes=dynamic_axes(source),
+                opset_version=opset,
+                do_constant_folding=True,
+                dynamo=False,
+            )
+    except Exception as e:  # the exporter raises many types
+        raise ConversionError(
+            f"exporting {source.reference} to ONNX failed: {_first_line(e)}",
+            "make forward() exportable (no data-dependent Python control flow), or give an ONNX file",
+        ) from e
+    return path
+
+
+def export_torchscript(source: TorchSource, path: Path, mode: TorchScriptMode = "trace") -> Path:
+    """Trace (or script) ``source`` into a TorchScript file; a TorchScript source is saved as is.
+
+    Raises:
+        ConversionError: tracing or scripting fails.
+    """
+    torch = import_torch()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if source.kind == "torchscript":
+        source.module.save(str(path))
+        return path
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            if mode == "script":
+                scripted = torch.jit.script(source.module)
+            else:
+                scripted = torch.jit.trace(
+                    source.module, sample_args(source), check_trace=False, strict=False
+                )
+            scripted.save(str(path))
+    except Exception as e:
+        hint = (
+            "trace instead (drop --torchscript script), or make forward() scriptable"
+            if mode == "script"
+            else "script instead with --torchscript script, or give a TorchScript file"
+        )
+        raise ConversionError(f"{mode} of {source.reference} failed: {_first_line(e)}", hint) from e
+    return path
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:300]

@@ -1,0 +1,265 @@
+"""Numerical parity of an artifact with its source: same inputs, outputs compared per tensor.
+
+An artifact passes when every element of every output satisfies
+``|artifact - reference| <= atol + rtol * |reference|`` (NaN only where the reference
+is NaN too). ``max_abs`` is the largest absolute difference; ``max_rel`` the largest
+difference relative to the reference, over elements whose reference magnitude is at
+least ``atol`` (smaller ones are judged by the absolute term alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tritongen.convert.artifact import Array, Runner
+from tritongen.errors import SourceError
+from tritongen.sources.samples import Feed, random_feed
+from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed difference: absolute plus relative to the reference."""
+
+    atol: float
+    rtol: float
+
+
+TOLERANCES: dict[str, Tolerance] = {
+    "fp32": Tolerance(atol=1e-4, rtol=1e-3),
+    "fp16": Tolerance(atol=1e-2, rtol=1e-2),
+    "int8": Tolerance(atol=1e-1, rtol=1e-1),
+}
+"""Default tolerance per precision."""
+
+RANDOM_BATCHES: tuple[tuple[int, int], ...] = ((1, 8), (3, 16), (8, 5))
+"""Random batches verified: (batch size, value of every other dynamic dim); capped at max batch."""
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """How one output compared over every verified batch."""
+
+    name: str
+    max_abs: float
+    max_rel: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The verdict on one artifact."""
+
+    format: str
+    reference: str
+    batches: int
+    samples: int
+    tolerance: Tolerance
+    outputs: tuple[OutputCheck, ...]
+    error: str | None = None
+    """Set when the artifact could not run at all."""
+
+    @property
+    def passed(self) -> bool:
+        """Whether the artifact ran and every output is within tolerance."""
+        return self.error is None and all(o.passed for o in self.outputs)
+
+    def failure(self) -> str:
+        """One line naming what failed, e.g. ``output 'logits': max abs error 0.3 > 1e-4``."""
+        if self.error is not None:
+            return self.error
+        bad = [o for o in self.outputs if not o.passed]
+        return "; ".join(
+            f"output '{o.name}': max abs error {o.max_abs:.3g}, max rel {o.max_rel:.3g} "
+            f"(allowed {self.tolerance.atol:g} + {self.tolerance.rtol:g}·|ref|)"
+            for o in bad
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready summary (stored in the model's metadata)."""
+        return {
+            "passed": self.passed,
+            "reference": self.reference,
+            "batches": self.batches,
+            "samples": self.samples,
+            "atol": self.tolerance.atol,
+            "rtol": self.tolerance.rtol,
+            "outputs": [
+                {"name": o.name, "max_abs_err": o.max_abs, "max_rel_err": o.max_rel, "passed": o.passed}
+                for o in self.outputs
+            ],
+            "error": self.error,
+        }
+
+
+def verification_batches(
+    signature: Signature, max_batch_size: int, data: Path | None = None, seed: int = 0
+) -> list[Feed]:
+    """Random batches at several sizes and dynamic-dim values, plus the user's data file.
+
+    Raises:
+        SourceError: the data file cannot be read or does not fit the signature.
+    """
+    rng = np.random.default_rng(seed)
+    cap = max(1, max_batch_size) if signature.batched else 1
+    seen: set[tuple[int, int]] = set()
+    batches: list[Feed] = []
+    for batch, dim_value in RANDOM_BATCHES:
+        key = (min(batch, cap), dim_value)
+        if key not in seen:
+            seen.add(key)
+            batches.append(random_feed(signature, key[0], key[1], rng))
+    if data is not None:
+        batches.extend(load_verify_data(data, signature, cap))
+    return batches
+
+
+def load_verify_data(path: Path, signature: Signature, max_rows: int) -> list[Feed]:
+    """Read ``--verify-data FILE.npz``: one array per input; split into batches of ``max_rows``.
+
+    Raises:
+        SourceError: unreadable file, a missing input, or a dtype/shape that does not fit.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError) as e:
+        raise SourceError(
+            f"cannot read --verify-data {path}: {e}", "give an .npz file with one array per input"
+        ) from e
+    feed: Feed = {}
+    rows: int | None = None
+    for tensor in signature.inputs:
+        if tensor.name not in arrays:
+            raise SourceError(
+                f"--verify-data {path} has no array {tensor.name!r}",
+                f"store one array per input: {', '.join(t.name for t in signature.inputs)}",
+            )
+        array = arrays[tensor.name]
+        dtype = np.dtype(TRITON_TO_NUMPY[tensor.data_type])
+        if not np.can_cast(array.dtype, dtype, "same_kind"):
+            raise SourceError(
+                f"--verify-data {path}: {tensor.name!r} is {array.dtype}, the model wants {dtype}",
+                "save the array with the input's dtype",
+            )
+        expected = (1 if signature.batched else 0) + len(tensor.dims)
+        fixed_ok = all(
+            d == -1 or d == s
+            for d, s in zip(tensor.dims, array.shape[1 if signature.batched else 0 :], strict=False)
+        )
+        if array.ndim != expected or not fixed_ok:
+            lead = ["batch"] if signature.batched else []
+            want = ",".join(lead + [str(d) for d in tensor.dims])
+            raise SourceError(
+                f"--verify-data {path}: {tensor.name!r} has shape {list(array.shape)}, "
+                f"the model wants [{want}]",
+                "save arrays with the batch dim first and the model's fixed dims",
+            )
+        if signature.batched:
+            if rows is not None and array.shape[0] != rows:
+                raise SourceError(
+                    f"--verify-data {path}: inputs have different numbers of rows",
+                    "give every input the same rows",
+                )
+            rows = array.shape[0]
+        feed[tensor.name] = array.astype(dtype, copy=False)
+    if not signature.batched or rows is None:
+        return [feed]
+    return [{k: v[start : start + max_rows] for k, v in feed.items()} for start in range(0, rows, max_rows)]
+
+
+def compare_outputs(
+    names: Sequence[str], got: Sequence[Array], want: Sequence[Array], tolerance: Tolerance
+) -> list[tuple[float, float, bool]]:
+    """Per output: (max abs, max rel, within tolerance) for one batch.
+
+    Raises:
+        ValueError: the artifact returned a different number of outputs or shapes.
+    """
+    if len(got) != len(want):
+        raise ValueError(f"the artifact returned {len(got)} outputs, the source {len(want)}")
+    results = []
+    for name, a, b in zip(names, got, want, strict=True):
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if a.shape != b.shape:
+            raise ValueError(f"output '{name}' has shape {list(a.shape)}, the source's is {list(b.shape)}")
+        if a.dtype.kind not in "fciub" or b.dtype.kind not in "fciub":
+            same = bool(np.array_equal(a, b))
+            results.append((0.0 if same else float("inf"), 0.0 if same else float("inf"), same))
+            continue
+        a64 = a.astype(np.float64)
+        b64 = b.astype(np.float64)
+        both_nan = np.isnan(a64) & np.isnan(b64)
+        diff = np.where(both_nan, 0.0, np.abs(a64 - b64))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        magnitude = np.abs(np.where(both_nan, 0.0, b64))
+        ok = bool(np.all(diff <= tolerance.atol + tolerance.rtol * magnitude))
+        max_abs = float(diff.max()) if diff.size else 0.0
+        judged = magnitude >= max(tolerance.atol, 1e-12)
+        max_rel = float((diff[judged] / magnitude[judged]).max()) if np.any(judged) else 0.0
+        results.append((max_abs, max_rel, ok))
+    return results
+
+
+def verify_artifact(
+    fmt: str,
+    runner: Runner,
+    reference: Runner,
+    reference_name: str,
+    signature: Signature,
+    batches: Sequence[Feed],
+    tolerance: Tolerance,
+) -> Verification:
+    """Run the artifact and the reference on every batch and compare their outputs."""
+    names = [t.name for t in signature.outputs]
+    worst_abs = [0.0] * len(names)
+    worst_rel = [0.0] * len(names)
+    passed = [True] * len(names)
+    samples = 0
+    for feed in batches:
+        try:
+            want = reference(feed)
+        except Exception as e:
+            return _broken(
+                fmt, reference_name, tolerance, f"the reference ({reference_name}) failed: {_one(e)}"
+            )
+        try:
+            got = runner(feed)
+            checks = compare_outputs(names, got, want, tolerance)
+        except Exception as e:  # the artifact's engine may raise anything
+            shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
+            return _broken(fmt, reference_name, tolerance, f"{fmt} artifact failed on {shapes}: {_one(e)}")
+        samples += next(iter(feed.values())).shape[0] if signature.batched else 1
+        for i, (max_abs, max_rel, ok) in enumerate(checks):
+            worst_abs[i] = max(worst_abs[i], max_abs)
+            worst_rel[i] = max(worst_rel[i], max_rel)
+            passed[i] = passed[i] and ok
+    outputs = tuple(
+        OutputCheck(name=n, max_abs=a, max_rel=r, passed=p)
+        for n, a, r, p in zip(names, worst_abs, worst_rel, passed, strict=True)
+    )
+    return Verification(
+        format=fmt,
+        reference=reference_name,
+        batches=len(batches),
+        samples=samples,
+        tolerance=tolerance,
+        outputs=outputs,
+    )
+
+
+def _broken(fmt: str, reference: str, tolerance: Tolerance, error: str) -> Verification:
+    return Verification(
+        format=fmt, reference=reference, batches=0, samples=0, tolerance=tolerance, outputs=(), error=error
+    )
+
+
+def _one(error: BaseException) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:300]

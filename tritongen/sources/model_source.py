@@ -1,0 +1,101 @@
+"""One entry point for every source kind: an ONNX file, a TorchScript file, a PyTorch factory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from tritongen.errors import SourceError
+from tritongen.sources.input_spec import check_specs_match, parse_input_specs
+from tritongen.sources.onnx_source import OnnxSource
+from tritongen.sources.signature import Signature
+from tritongen.sources.torch_source import TorchSource, is_factory_reference
+
+SourceKind = Literal["onnx", "torchscript", "pytorch"]
+
+TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts", ".torchscript", ".jit")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A loaded source; exactly one of ``onnx`` and ``torch`` is set."""
+
+    kind: SourceKind
+    reference: str
+    sha256: str
+    signature: Signature
+    onnx: OnnxSource | None = None
+    torch: TorchSource | None = None
+
+    @property
+    def reference_name(self) -> str:
+        """What artifacts are verified against, in words."""
+        return {
+            "onnx": "ONNX Runtime on the source ONNX",
+            "torchscript": "the source TorchScript module",
+            "pytorch": "the eager PyTorch module",
+        }[self.kind]
+
+
+def source_kind(reference: str) -> SourceKind:
+    """Classify a source reference by its form: file suffix or ``package.module:factory``.
+
+    Raises:
+        SourceError: it is none of the supported kinds.
+    """
+    path = Path(reference)
+    if path.suffix.lower() == ".onnx":
+        return "onnx"
+    if path.suffix.lower() in TORCHSCRIPT_SUFFIXES:
+        return "torchscript"
+    if is_factory_reference(reference):
+        return "pytorch"
+    raise SourceError(
+        f"cannot tell what {reference!r} is",
+        f"give an .onnx file, a TorchScript file ({', '.join(TORCHSCRIPT_SUFFIXES)}) "
+        "or a PyTorch factory as package.module:function",
+    )
+
+
+def load_source(
+    reference: str, input_specs: Sequence[str] = (), output_names: Sequence[str] = ()
+) -> ModelSource:
+    """Load any source and describe its signature.
+
+    Raises:
+        SourceError: unreadable source, malformed or contradicting ``--input-spec``.
+        MissingDependencyError: a PyTorch source without torch installed.
+    """
+    kind = source_kind(reference)
+    specs = parse_input_specs(input_specs)
+    if kind == "onnx":
+        from tritongen.sources.onnx_source import load_onnx
+
+        onnx_source = load_onnx(Path(reference))
+        check_specs_match(specs, onnx_source.signature, reference)
+        declared = [t.name for t in onnx_source.signature.outputs]
+        if output_names and list(output_names) != declared:
+            raise SourceError(
+                f"--output-names {','.join(output_names)} differ from {reference}'s outputs "
+                f"{','.join(declared)}",
+                "drop --output-names for ONNX sources; the graph names its outputs",
+            )
+        return ModelSource(
+            kind="onnx",
+            reference=reference,
+            sha256=onnx_source.sha256,
+            signature=onnx_source.signature,
+            onnx=onnx_source,
+        )
+    from tritongen.sources.torch_source import load_torch_source
+
+    torch_source = load_torch_source(reference, specs, output_names)
+    return ModelSource(
+        kind=kind,
+        reference=reference,
+        sha256=torch_source.sha256,
+        signature=torch_source.signature,
+        torch=torch_source,
+    )
