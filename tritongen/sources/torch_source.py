@@ -191,9 +191,7 @@ def module_sha256(module: Any, reference: str) -> str:
     return digest.hexdigest()
 
 
-def run_module(
-    module: Any, specs: Sequence[InputSpec], feed: Feed
-) -> tuple[list[Array], str, list[str]]:
+def run_module(module: Any, specs: Sequence[InputSpec], feed: Feed) -> tuple[list[Array], str, list[str]]:
     """Run ``module`` on a numpy feed; return outputs, their structure and dict keys (if any)."""
     torch = import_torch()
     tensors = [torch.from_numpy(np.ascontiguousarray(feed[s.name])) for s in specs]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from tritongen.convert.tensorrt import TRTEXEC_IN_IMAGE, check_plan_matches_image
 from tritongen.errors import ConfigError, MissingDependencyError, RepositoryError
 from tritongen.triton.repository import METADATA_FILE
 
@@ -91,23 +92,53 @@ def _repository_models(repo: Path) -> tuple[list[str], list[str]]:
     return models, requirements
 
 
+def plan_tensorrt_version(model_dir: Path) -> str | None:
+    """The TensorRT version recorded for a model's plan (metadata ``engine.tensorrt_version``), or None."""
+    try:
+        meta = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    engine = meta.get("engine") if isinstance(meta, dict) else None
+    version = engine.get("tensorrt_version") if isinstance(engine, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def check_repository_plans(repo: Path, image: str) -> None:
+    """Refuse a repository holding a TensorRT plan built for another TensorRT than ``image`` ships.
+
+    Raises:
+        ConfigError: a model's recorded TensorRT major.minor differs from the image's.
+    """
+    if not repo.is_dir():
+        return
+    for child in sorted(repo.iterdir()):
+        if child.is_dir():
+            try:
+                check_plan_matches_image(plan_tensorrt_version(child), image)
+            except ConfigError as e:
+                raise ConfigError(f"model {child.name}: {e.message}", e.hint) from e
+
+
 def render_compose(spec: ComposeSpec, templates_dir: Path | None = None) -> str:
     """Render ``compose.yaml.j2`` for ``spec`` and check that it is valid YAML.
 
     Raises:
-        TritongenError: the repository is empty, the template is broken, or the
-            result is not YAML.
+        TritongenError: the repository is empty, holds a plan for another TensorRT
+            than the image's, the template is broken, or the result is not YAML.
     """
     import yaml
 
     from tritongen.triton.templates import render_template
 
     models, requirements = _repository_models(spec.repo)
+    image = spec.image or default_triton_image()
+    check_repository_plans(spec.repo, image)
     base = spec.output.parent
     text = render_template(
         COMPOSE_TEMPLATE,
         templates_dir,
-        image=spec.image or default_triton_image(),
+        image=image,
+        trtexec_path=TRTEXEC_IN_IMAGE,
         repo_path=_relative(spec.repo, base),
         locustfile_dir=_relative(spec.locustfile.parent, base),
         locustfile_name=spec.locustfile.name,
