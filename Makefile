@@ -19,18 +19,21 @@ $(STAMP): pyproject.toml Makefile
 $(EXAMPLES)/%.onnx: | $(STAMP)
 	$(BIN)/tritongen example $* -o $@
 
-# Convert the example models, serve them on the embedded Triton server, run inferences,
-# then load-test the MLP and print the table.
+# Convert the example models (the MLP also from PyTorch, into ONNX, TorchScript and TVM),
+# serve them on the embedded Triton server, run inferences, then load-test the MLP.
 demo: install $(EXAMPLES)/mlp.onnx $(EXAMPLES)/text.onnx
 	rm -rf $(DEMO)
 	$(BIN)/tritongen convert $(EXAMPLES)/mlp.onnx --name mlp --repo $(DEMO)/model_repository \
 		--preferred-batch-sizes 4,8,16 --max-queue-delay-us 500
 	$(BIN)/tritongen convert $(EXAMPLES)/text.onnx --name text --repo $(DEMO)/model_repository
+	$(BIN)/tritongen convert tritongen.examples.torch_models:mlp --name mlp_pt --repo $(DEMO)/model_repository \
+		--formats onnx,torchscript,tvm --input-spec input:FP32:-1,16 --output-names logits
 	$(BIN)/tritongen compose $(DEMO)/model_repository -o $(DEMO)/compose.yaml
 	@echo; echo "== $(DEMO)/model_repository/mlp_onnx/config.pbtxt"; cat $(DEMO)/model_repository/mlp_onnx/config.pbtxt; echo
 	$(BIN)/tritongen infer mlp_onnx --serve $(DEMO)/model_repository --batch-size 4
 	$(BIN)/tritongen infer text_onnx --serve $(DEMO)/model_repository --batch-size 2 \
 		--shape input_ids=16 --shape attention_mask=16
+	$(BIN)/tritongen infer mlp_pt_tvm --serve $(DEMO)/model_repository --batch-size 4
 	$(BIN)/tritongen loadtest mlp_onnx --serve $(DEMO)/model_repository --concurrency 1,8,32 \
 		--duration 10s --warmup 2s --json $(DEMO)/loadtest.json --plot $(DEMO)/loadtest.png
 

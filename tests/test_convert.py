@@ -197,3 +197,34 @@ def test_formats_all_means_what_this_machine_builds(example_models: dict[str, Pa
     code, _, err = _run("convert", example_models["mlp"], "--repo", repo, "--formats", "all")
     assert code == 0, err
     assert (repo / "mlp_onnx").is_dir()
+
+
+def test_tensorrt_without_tensorrt_prints_the_build_commands(
+    example_models: dict[str, Path], tmp_path: Path
+) -> None:
+    from tritongen.convert.tensorrt import tensorrt_unavailable_reason
+
+    if tensorrt_unavailable_reason() is None:
+        pytest.skip("TensorRT is installed here; the unavailable path cannot be shown")
+    repo = tmp_path / "repo"
+    args = ["convert", example_models["mlp"], "--repo", repo, "--target", "container"]
+    code, _, err = _run(*args, "--formats", "onnx,tensorrt", "--precision", "fp16")
+    assert code == 1
+    assert "tensorrt unavailable" in err
+    assert "trtexec --onnx=" in err and "--fp16" in err
+    assert "docker compose run --rm trt-build" in err
+    assert (repo / "mlp_onnx").is_dir() and not (repo / "mlp_tensorrt").exists()
+    code, out, err = _run(*args, "--formats", "tensorrt", "--dry-run", "--opt-batch-size", "8")
+    assert code == 0, err
+    assert "no plan built (dry run)" in out and "--optShapes=input:8x16" in out
+    model = repo / "mlp_tensorrt"
+    assert (model / "trt-build" / "model.onnx").is_file()
+    config = read_config(model / "config.pbtxt")
+    assert config.platform == "tensorrt_plan"
+    assert _metadata(model)["engine"]["dry_run"] is True
+
+
+def test_tensorrt_cannot_target_the_embedded_server(example_models: dict[str, Path], tmp_path: Path) -> None:
+    code, _, err = _run("convert", example_models["mlp"], "--repo", tmp_path / "r", "--formats", "tensorrt")
+    assert code == 1
+    assert "--target container" in err

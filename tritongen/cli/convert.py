@@ -208,7 +208,7 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
                 ", ".join(model.files),
             )
         console.print(table)
-    console.print(verification_table(result))
+    console.print(verification_table(result, skipped=request.verify.skip))
     for model in result.models:
         commands = model.engine.get("commands") if model.engine.get("dry_run") else None
         if isinstance(commands, dict):
@@ -225,7 +225,7 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
             err_console.print(outcome.hint, soft_wrap=True, highlight=False, markup=False)
 
 
-def verification_table(result: BuildResult) -> Table:
+def verification_table(result: BuildResult, skipped: bool = False) -> Table:
     """Per format: status, the worst error of each output against the source, time taken."""
     table = Table(title="verification against the source")
     table.add_column("format")
@@ -241,8 +241,13 @@ def verification_table(result: BuildResult) -> Table:
         status = f"[{colours[outcome.status]}]{outcome.status}[/]"
         check = outcome.verification
         if check is None or not check.outputs:
-            note = "not verified" if outcome.status == "built" else (outcome.reason or "")
-            table.add_row(outcome.format, status, note[:60], "", "", "", "", f"{outcome.seconds:.1f}")
+            if outcome.status == "built":
+                dry = outcome.model is not None and bool(outcome.model.engine.get("dry_run"))
+                note = "no plan yet (dry run)" if dry else ""
+                note = note or ("not verified (--no-verify)" if skipped else "not verified: cannot run here")
+            else:
+                note = "see below"
+            table.add_row(outcome.format, status, note, "", "", "", "", f"{outcome.seconds:.1f}")
             continue
         for i, output in enumerate(check.outputs):
             mark = "" if output.passed else " [red]✗[/]"
