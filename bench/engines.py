@@ -20,14 +20,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from rich.console import Console
 from rich.table import Table
 
 console = Console()
+Array = npt.NDArray[Any]
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ MODELS = {
 BATCHES = (1, 32)
 
 
-def _feed(model: BenchModel, batch: int) -> dict[str, np.ndarray]:
+def _feed(model: BenchModel, batch: int) -> dict[str, Array]:
     rng = np.random.default_rng(batch)
     if model.seq is None:
         return {"input": rng.standard_normal((batch, 16)).astype(np.float32)}
@@ -103,12 +106,12 @@ def _build(model: BenchModel, repo: Path, tune_minutes: float, tune_trials: int)
     return result
 
 
-def _runners(result: Any, repo: Path, threads: int) -> dict[str, Callable[[dict[str, np.ndarray]], Any]]:
+def _runners(result: Any, repo: Path, threads: int) -> dict[str, Callable[[dict[str, Array]], Any]]:
     from tritongen.convert.onnx import onnx_runner
     from tritongen.convert.torchscript import torchscript_runner
     from tritongen.convert.tvm import tvm_runner
 
-    runners: dict[str, Callable[[dict[str, np.ndarray]], Any]] = {}
+    runners: dict[str, Callable[[dict[str, Array]], Any]] = {}
     for outcome in result.outcomes:
         if outcome.model is None:
             console.log(f"[red]{outcome.format} not built[/]: {outcome.reason}")
@@ -154,9 +157,7 @@ def main() -> None:
                 feed = _feed(model, batch)
                 heavy = model.seq is not None and batch > 1
                 for engine, run in runners.items():
-                    samples = _time(
-                        lambda run=run, feed=feed: run(feed), args.budget_s, 3 if heavy else 20, 2000
-                    )
+                    samples = _time(partial(run, feed), args.budget_s, 3 if heavy else 20, 2000)
                     fmt = {"onnxruntime": "onnx"}.get(engine, engine)
                     rows.append(
                         {

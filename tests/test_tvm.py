@@ -232,3 +232,18 @@ def test_tuning_builds_a_tuned_library_and_reuses_the_cache(
     assert tuning["cache_hit"] is True
     assert any("reusing cached tuning records" in m for m in messages)
     assert not any("trials done" in m for m in messages)
+
+
+def test_cli_names_the_op_and_still_builds_the_other_formats(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tritongen.cli.main import app
+
+    repo = tmp_path / "repo"
+    source = _celu_model(tmp_path / "celu.onnx")
+    result = CliRunner().invoke(app, ["convert", str(source), "--repo", str(repo), "--formats", "onnx,tvm"])
+    assert result.exit_code == 1
+    assert "tvm failed: TVM's ONNX frontend does not support op 'Celu'" in result.stderr
+    assert (repo / "celu_onnx" / "config.pbtxt").is_file()
+    assert not (repo / "celu_tvm").exists()
+    assert not [p for p in repo.iterdir() if p.name.startswith(".")]

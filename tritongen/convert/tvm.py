@@ -520,6 +520,10 @@ def _tune(
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
     tasks = [t for t in ms.relax_integration.extract_tasks(module, target) if not _is_scheduled(t)]
+    # The matmuls hold nearly all the FLOPs of dense and transformer models; a budget spread
+    # over every element-wise task reaches them too late. The rest keep the dlight schedules.
+    heavy = [t for t in tasks if any(k in t.task_name for k in ("matmul", "dense", "conv"))]
+    tasks = heavy or tasks
     trials = options.tune_trials if options.tune_trials > 0 else 1_000_000
     deadline = time.monotonic() + 60.0 * options.tune_minutes if options.tune_minutes else float("inf")
     say(f"TVM: tuning {len(tasks)} tasks, {_budget_text(options)}")
