@@ -247,3 +247,33 @@ def test_cli_names_the_op_and_still_builds_the_other_formats(tmp_path: Path) -> 
     assert (repo / "celu_onnx" / "config.pbtxt").is_file()
     assert not (repo / "celu_tvm").exists()
     assert not [p for p in repo.iterdir() if p.name.startswith(".")]
+
+
+def test_container_compose_image_installs_tvm(example_models: dict[str, Path], tmp_path: Path) -> None:
+    import yaml
+    from typer.testing import CliRunner
+
+    from tritongen.cli.main import app
+
+    repo = tmp_path / "repo"
+    runner = CliRunner()
+    built = runner.invoke(
+        app,
+        [
+            "convert",
+            str(example_models["mlp"]),
+            "--repo",
+            str(repo),
+            "--target",
+            "container",
+            "--formats",
+            "tvm",
+        ],
+    )
+    assert built.exit_code == 0, built.stderr
+    compose = tmp_path / "compose.yaml"
+    written = runner.invoke(app, ["compose", str(repo), "-o", str(compose)])
+    assert written.exit_code == 0, written.stderr
+    service = yaml.safe_load(compose.read_text())["services"]["tritonserver"]
+    dockerfile = service["build"]["dockerfile_inline"]
+    assert "apache-tvm==" in dockerfile and "apache-tvm-ffi==" in dockerfile
