@@ -109,7 +109,7 @@ def _build(model: BenchModel, repo: Path, tune_minutes: float, tune_trials: int)
 def _runners(result: Any, repo: Path, threads: int) -> dict[str, Callable[[dict[str, Array]], Any]]:
     from tritongen.convert.onnx import onnx_runner
     from tritongen.convert.torchscript import torchscript_runner
-    from tritongen.convert.tvm import tvm_runner
+    from tritongen.convert.wrappers import wrapper_runner
 
     runners: dict[str, Callable[[dict[str, Array]], Any]] = {}
     for outcome in result.outcomes:
@@ -121,8 +121,8 @@ def _runners(result: Any, repo: Path, threads: int) -> dict[str, Callable[[dict[
             runners["onnxruntime"] = onnx_runner(version / "model.onnx", result.signature, threads)
         elif outcome.format == "torchscript":
             runners["torchscript"] = torchscript_runner(version, result.signature, threads)
-        elif outcome.format == "tvm":
-            runners["tvm"] = tvm_runner(version, result.signature)
+        elif outcome.format == "tvm":  # the served model.py, in-process
+            runners["tvm"] = wrapper_runner(version, result.signature, 32, threads)
     return runners
 
 

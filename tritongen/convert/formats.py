@@ -169,10 +169,10 @@ class ConvertSession:
             from tritongen.convert.torchscript import torchscript_runner
 
             return torchscript_runner(version_dir, signature)
-        if fmt == "tvm":
-            from tritongen.convert.tvm import tvm_runner
+        if fmt == "tvm":  # the served wrapper itself: same libraries, same input conversion
+            from tritongen.convert.wrappers import wrapper_runner
 
-            return tvm_runner(version_dir, signature)
+            return wrapper_runner(version_dir, signature, self.options.max_batch_size)
         if fmt == "tensorrt":
             from tritongen.convert.tensorrt import tensorrt_runner
 
