@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -355,12 +356,30 @@ def test_trtexec_build_records_the_version_from_its_log(
         ("nvcr.io/nvidia/tritonserver:24.08-py3", "10.3.0"),
         ("24.05", "10.0.1"),
         ("tritongen-tritonserver:25.01-py3", "10.8.0"),
+        # entries read in the Triton release notes (rel-24-10, rel-24-12, rel-25-01)
+        ("nvcr.io/nvidia/tritonserver:24.10-py3", "10.5.0"),
+        ("nvcr.io/nvidia/tritonserver:24.12-py3", "10.7.0"),
+        ("25.01", "10.8.0"),
+        # releases no source gave a TensorRT line for stay unknown
+        ("nvcr.io/nvidia/tritonserver:25.03-py3", None),
+        ("nvcr.io/nvidia/tritonserver:26.01-py3", None),
         ("nvcr.io/nvidia/tritonserver:19.01-py3", None),
         ("my-registry:5000/triton:latest", None),
     ],
 )
 def test_image_tensorrt_versions(image: str, version: str | None) -> None:
     assert tensorrt_version_for_image(image) == version
+
+
+def test_tensorrt_version_table_is_well_formed() -> None:
+    releases = list(trt_mod.TRITON_TENSORRT_VERSIONS)
+    assert releases == sorted(releases)
+    for release, version in trt_mod.TRITON_TENSORRT_VERSIONS.items():
+        assert re.fullmatch(r"\d{2}\.\d{2}", release)
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version)
+    # a later release never ships an older TensorRT than an earlier one
+    versions = [tuple(int(p) for p in v.split(".")) for v in trt_mod.TRITON_TENSORRT_VERSIONS.values()]
+    assert versions == sorted(versions)
 
 
 def test_plan_version_mismatch_is_refused() -> None:

@@ -59,23 +59,31 @@ TRTEXEC_IN_IMAGE = "/usr/src/tensorrt/bin/trtexec"
 DEFAULT_DYNAMIC_DIM: tuple[int, int, int] = (1, 128, 512)
 """min/opt/max of a dynamic non-batch dim (e.g. sequence length) that has no override."""
 
-# Triton container release -> TensorRT version it ships (the ``-py3`` images), from the
-# Triton and NGC framework release notes. Releases not listed are unknown (None).
+# Triton container release -> TensorRT version it ships (the ``-py3`` images); releases
+# not listed are unknown (None). Only the ``-py3`` images count: the
+# ``-trtllm-python-py3`` images ship another TensorRT (24.10: 10.4.0 there, 10.5.0 here),
+# so the TRT-LLM compatibility matrix is no source for this table.
+# "source" entries were read in the Triton release notes, as kept in
+# github.com/triton-inference-server/server docs/introduction/release_notes.md, mirroring
+# https://docs.nvidia.com/deeplearning/triton-inference-server/release-notes/rel-YY-MM.html
+# ("The container also includes the following: ... NVIDIA TensorRT X.Y.Z.B").
+# "unverified" entries were checked against no source; no source seen contradicts them.
+# 25.03 and later: unknown (no source seen lists their TensorRT line).
 TRITON_TENSORRT_VERSIONS: dict[str, str] = {
-    "24.01": "8.6.1",
-    "24.02": "8.6.3",
-    "24.03": "8.6.3",
-    "24.04": "8.6.3",
-    "24.05": "10.0.1",
-    "24.06": "10.1.0",
-    "24.07": "10.2.0",
-    "24.08": "10.3.0",
-    "24.09": "10.4.0",
-    "24.10": "10.5.0",
-    "24.11": "10.6.0",
-    "24.12": "10.7.0",
-    "25.01": "10.8.0",
-    "25.02": "10.8.0",
+    "24.01": "8.6.1",  # unverified
+    "24.02": "8.6.3",  # unverified
+    "24.03": "8.6.3",  # unverified
+    "24.04": "8.6.3",  # unverified
+    "24.05": "10.0.1",  # unverified
+    "24.06": "10.1.0",  # unverified
+    "24.07": "10.2.0",  # unverified
+    "24.08": "10.3.0",  # unverified
+    "24.09": "10.4.0",  # unverified
+    "24.10": "10.5.0",  # source: rel-24-10.html, NVIDIA TensorRT 10.5.0.18
+    "24.11": "10.6.0",  # unverified
+    "24.12": "10.7.0",  # source: rel-24-12.html, NVIDIA TensorRT 10.7.0.23
+    "25.01": "10.8.0",  # source: rel-25-01.html, NVIDIA TensorRT 10.8.0.43
+    "25.02": "10.8.0",  # unverified
 }
 
 Progress = Callable[[str], None]
