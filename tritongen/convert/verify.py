@@ -226,15 +226,17 @@ def verify_artifact(
         try:
             want = reference(feed)
         except Exception as e:
-            return _broken(
-                fmt, reference_name, tolerance, f"the reference ({reference_name}) failed: {_one(e)}"
+            return broken_verification(
+                fmt, reference_name, tolerance, f"the reference ({reference_name}) failed: {one_line(e)}"
             )
         try:
             got = runner(feed)
             checks = compare_outputs(names, got, want, tolerance)
         except Exception as e:  # the artifact's engine may raise anything
             shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
-            return _broken(fmt, reference_name, tolerance, f"{fmt} artifact failed on {shapes}: {_one(e)}")
+            return broken_verification(
+                fmt, reference_name, tolerance, f"{fmt} artifact failed on {shapes}: {one_line(e)}"
+            )
         samples += next(iter(feed.values())).shape[0] if signature.batched else 1
         for i, (max_abs, max_rel, ok) in enumerate(checks):
             worst_abs[i] = max(worst_abs[i], max_abs)
@@ -254,12 +256,14 @@ def verify_artifact(
     )
 
 
-def _broken(fmt: str, reference: str, tolerance: Tolerance, error: str) -> Verification:
+def broken_verification(fmt: str, reference: str, tolerance: Tolerance, error: str) -> Verification:
+    """The verdict on an artifact that could not run at all."""
     return Verification(
         format=fmt, reference=reference, batches=0, samples=0, tolerance=tolerance, outputs=(), error=error
     )
 
 
-def _one(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
+    """The first line of an exception's message (its type name when empty), at most 300 characters."""
     text = str(error).strip()
     return (text.splitlines()[0] if text else type(error).__name__)[:300]

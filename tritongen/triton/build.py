@@ -20,10 +20,12 @@ from tritongen.convert.verify import (
     TOLERANCES,
     Tolerance,
     Verification,
+    broken_verification,
+    one_line,
     verification_batches,
     verify_artifact,
 )
-from tritongen.errors import ConfigError, ConversionError
+from tritongen.errors import ConfigError, ConversionError, MissingDependencyError
 from tritongen.sources.model_source import ModelSource, load_source
 from tritongen.sources.samples import Feed
 from tritongen.sources.signature import Signature, TensorSpec
@@ -223,7 +225,7 @@ def _build_one(
                 update={"optimization": Optimization(cuda=CudaOptimization(graphs=True))}
             )
         text = render_config(config, request.templates_dir)
-    except ConversionError as e:
+    except (ConversionError, MissingDependencyError) as e:  # this format fails, the others go on
         discard(model_dir)
         return outcome(
             "unavailable" if isinstance(e, EngineUnavailableError) else "failed",
@@ -232,18 +234,19 @@ def _build_one(
         )
     verification: Verification | None = None
     if batches:
-        runner = session.runner(fmt, model_dir)
+        precision = request.tensorrt.precision if fmt == "tensorrt" else "fp32"
+        tolerance = request.verify.tolerance(precision)
+        try:
+            runner = session.runner(fmt, model_dir)
+        except Exception as e:  # the artifact does not even load: that is its verdict
+            runner = None
+            verification = broken_verification(
+                fmt, source.reference_name, tolerance, f"the {fmt} artifact does not load: {one_line(e)}"
+            )
         if runner is not None:
             say(f"verifying {fmt} against {source.reference_name}")
-            precision = request.tensorrt.precision if fmt == "tensorrt" else "fp32"
             verification = verify_artifact(
-                fmt,
-                runner,
-                session.reference(),
-                source.reference_name,
-                source.signature,
-                batches,
-                request.verify.tolerance(precision),
+                fmt, runner, session.reference(), source.reference_name, source.signature, batches, tolerance
             )
     (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
     metadata = _metadata(request, source, artifact, verification)
