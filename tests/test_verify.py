@@ -103,3 +103,11 @@ def test_verify_artifact_names_the_failing_output_and_crashes() -> None:
 
     broken = verify_artifact("tvm", crash, reference, "ref", SIG, batches, TOL)
     assert not broken.passed and "kernel missing" in broken.failure()
+
+
+def test_shaped_batches_cover_a_specialised_shape() -> None:
+    from tritongen.convert.verify import shaped_batches
+
+    (batch,) = shaped_batches(SIG, {"ids": (32, 128), "x": (32, 4)})
+    assert batch["ids"].shape == (32, 128) and batch["ids"].dtype == np.int64
+    assert shaped_batches(SIG, {}) == [] and shaped_batches(SIG, {"ids": (2, 3)}) == []

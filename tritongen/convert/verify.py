@@ -18,7 +18,7 @@ import numpy as np
 
 from tritongen.convert.artifact import Array, Runner
 from tritongen.errors import SourceError
-from tritongen.sources.samples import Feed, random_feed
+from tritongen.sources.samples import Feed, random_array, random_feed
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
 
 
@@ -117,6 +117,14 @@ def verification_batches(
     if data is not None:
         batches.extend(load_verify_data(data, signature, cap))
     return batches
+
+
+def shaped_batches(signature: Signature, shapes: dict[str, tuple[int, ...]], seed: int = 1) -> list[Feed]:
+    """One random batch at exactly ``shapes`` (full shapes by input name); none when empty."""
+    if not shapes or any(t.name not in shapes for t in signature.inputs):
+        return []
+    rng = np.random.default_rng(seed)
+    return [{t.name: random_array(t.data_type, shapes[t.name], rng) for t in signature.inputs}]
 
 
 def load_verify_data(path: Path, signature: Signature, max_rows: int) -> list[Feed]:

@@ -22,6 +22,7 @@ from tritongen.convert.verify import (
     Verification,
     broken_verification,
     one_line,
+    shaped_batches,
     verification_batches,
     verify_artifact,
 )
@@ -245,8 +246,9 @@ def _build_one(
             )
         if runner is not None:
             say(f"verifying {fmt} against {source.reference_name}")
+            checked = batches + shaped_batches(source.signature, _tuned_shapes(artifact))
             verification = verify_artifact(
-                fmt, runner, session.reference(), source.reference_name, source.signature, batches, tolerance
+                fmt, runner, session.reference(), source.reference_name, source.signature, checked, tolerance
             )
     (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
     metadata = _metadata(request, source, artifact, verification)
@@ -266,6 +268,13 @@ def _build_one(
             verification=verification,
         )
     return outcome("built", model=model, verification=verification)
+
+
+def _tuned_shapes(artifact: Artifact) -> dict[str, tuple[int, ...]]:
+    """Input shapes an engine was specialised for (TVM tuning): verified on top of the random batches."""
+    tuning = artifact.engine.get("tuning")
+    shapes = tuning.get("shapes") if isinstance(tuning, dict) else None
+    return {str(k): tuple(int(d) for d in v) for k, v in shapes.items()} if isinstance(shapes, dict) else {}
 
 
 def resolve_max_batch_size(name: str, signature: Signature, options: BatchingOptions) -> int:
