@@ -215,6 +215,7 @@ def test_tuning_builds_a_tuned_library_and_reuses_the_cache(
     assert tuning["cache_hit"] is False
     assert tuning["trials"] >= 1
     assert tuning["shapes"] == {"input": [4, 16]}
+    assert tuning["tuned_kernels"] >= 1  # the records matched the kernels they were tuned on
     assert f"1/{TUNED_LIBRARY}" in first.files
 
     run = tvm_runner(tmp_path / "a" / "1", source.signature)

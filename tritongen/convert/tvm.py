@@ -378,8 +378,21 @@ def _legalize_and_fuse(module: Any, target: Any) -> Any:
         return tvm.transform.Sequential(passes)(module)
 
 
-def _compile(module: Any, target: Any, on_cuda: bool, database: Any) -> Any:
-    """Legalize, fuse, apply tuned schedules where the database has them, dlight for the rest."""
+def _compile(
+    module: Any,
+    target: Any,
+    on_cuda: bool,
+    database: Any,
+    legalized: bool = False,
+    applied: dict[str, int] | None = None,
+) -> Any:
+    """Legalize, fuse, apply tuned schedules where the database has them, dlight for the rest.
+
+    ``legalized``: ``module`` was already legalized and fused (the module tuning ran on).
+    It must not be fused again: a second fusion changes the kernels, so the tuning
+    records would no longer match them. ``applied["kernels"]`` receives how many kernels
+    the tuning records scheduled.
+    """
     import tvm
     from tvm import relax
     from tvm.s_tir import dlight as dl
@@ -392,10 +405,13 @@ def _compile(module: Any, target: Any, on_cuda: bool, database: Any) -> Any:
 
     @tvm.transform.module_pass(opt_level=0)  # type: ignore[untyped-decorator]
     def pipeline(mod: Any, _ctx: Any) -> Any:
-        mod = _legalize_and_fuse(mod, target)
+        if not legalized:
+            mod = _legalize_and_fuse(mod, target)
         with target:
             if database is not None:
                 mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+                if applied is not None:
+                    applied["kernels"] = _scheduled_kernels(mod)
             mod = dl.ApplyDefaultSchedule(*rules)(mod)
             return tvm.transform.Sequential(_lowering_passes(target))(mod)
 
@@ -409,6 +425,17 @@ def _compile(module: Any, target: Any, on_cuda: bool, database: Any) -> Any:
             f"TVM failed to compile the model: {_first_line(str(e)) or type(e).__name__}",
             "try another target, or skip the tvm format",
         ) from e
+
+
+def _scheduled_kernels(mod: Any) -> int:
+    """How many TIR functions of ``mod`` carry a schedule already."""
+    return sum(
+        1
+        for _, func in mod.functions.items()
+        if type(func).__name__ == "PrimFunc"
+        and func.attrs is not None
+        and func.attrs.get("tirx.is_scheduled", False)
+    )
 
 
 def _lowering_passes(target: Any) -> list[Any]:
@@ -493,9 +520,12 @@ def _tune_and_compile(
         facts["cache_hit"] = False
         summary_path.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
     say("TVM: compiling the tuned library")
-    executable = _compile(static, target, on_cuda, database)
+    applied: dict[str, int] = {}
+    executable = _compile(static, target, on_cuda, database, legalized=True, applied=applied)
+    say(f"TVM: tuning records scheduled {applied.get('kernels', 0)} kernels")
     facts.update(
         shapes=shapes,
+        tuned_kernels=applied.get("kernels", 0),
         cache_key=key,
         cache_dir=str(work_dir),
         compile_s=round(time.perf_counter() - started, 3),
