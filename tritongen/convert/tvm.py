@@ -400,7 +400,7 @@ def _compile(
     rules = (
         [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
         if on_cuda
-        else [dl.cpu.GEMV(), dl.cpu.Reduction()]
+        else [dl.cpu.GEMV(), dl.cpu.Reduction(), _cpu_parallel_rule()]
     )
 
     @tvm.transform.module_pass(opt_level=0)  # type: ignore[untyped-decorator]
@@ -425,6 +425,40 @@ def _compile(
             f"TVM failed to compile the model: {_first_line(str(e)) or type(e).__name__}",
             "try another target, or skip the tvm format",
         ) from e
+
+
+def _cpu_parallel_rule() -> Any:
+    """A last-resort CPU schedule: inline what can be inlined, run the spatial loops in parallel.
+
+    Without it every kernel that no tuning record and no dlight rule covers (element-wise
+    ops, layer norms, softmax, and the matmuls of a symbolic-shape library) runs on one
+    core. Each block's spatial loops move outside its reduction loops and are fused into
+    one parallel loop.
+    """
+    from tvm import s_tir
+    from tvm.s_tir import dlight as dl
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    class CpuParallel(dl.ScheduleRule):  # type: ignore[misc]
+        def apply(self, func: Any, target: Any, _tunable: bool) -> Any:
+            if type(func).__name__ != "PrimFunc" or "cpu" not in target.keys:
+                return None
+            sch = s_tir.Schedule(func)
+            infos = normalize_prim_func(sch)
+            if infos is None:
+                return None
+            for info in dl.try_inline(sch, infos):
+                spatial: list[Any] = []
+                other: list[Any] = []
+                for loop, kind in zip(sch.get_loops(info.block_rv), info.dom_kind(), strict=False):
+                    (spatial if kind == "S" else other).append(loop)
+                if not spatial:
+                    continue
+                sch.reorder(*spatial, *other)
+                sch.parallel(sch.fuse(*spatial))
+            return sch
+
+    return CpuParallel()
 
 
 def _scheduled_kernels(mod: Any) -> int:
