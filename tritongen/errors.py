@@ -64,3 +64,9 @@ class ModelLoadError(ServerError):
         self.reasons = dict(reasons)
         names = ", ".join(sorted(reasons))
         super().__init__(f"{len(reasons)} model(s) failed to load: {names}", hint)
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (its type name when empty), for one-line errors."""
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:limit]

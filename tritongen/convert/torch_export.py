@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tritongen.errors import ConversionError
+from tritongen.errors import ConversionError, first_line
 from tritongen.sources.samples import random_feed
 from tritongen.sources.torch_source import TorchSource, import_torch
 
@@ -77,7 +77,7 @@ def export_onnx(source: TorchSource, path: Path, opset: int = ONNX_OPSET) -> Pat
             )
     except Exception as e:  # the exporter raises many types
         raise ConversionError(
-            f"exporting {source.reference} to ONNX failed: {_first_line(e)}",
+            f"exporting {source.reference} to ONNX failed: {first_line(e)}",
             "make forward() exportable (no data-dependent Python control flow), or give an ONNX file",
         ) from e
     return path
@@ -110,10 +110,5 @@ def export_torchscript(source: TorchSource, path: Path, mode: TorchScriptMode = 
             if mode == "script"
             else "script instead with --torchscript script, or give a TorchScript file"
         )
-        raise ConversionError(f"{mode} of {source.reference} failed: {_first_line(e)}", hint) from e
+        raise ConversionError(f"{mode} of {source.reference} failed: {first_line(e)}", hint) from e
     return path
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return (text.splitlines()[0] if text else type(error).__name__)[:300]

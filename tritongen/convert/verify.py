@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tritongen.convert.artifact import Array, Runner
-from tritongen.errors import SourceError
+from tritongen.errors import SourceError, first_line
 from tritongen.sources.samples import Feed, random_array, random_feed
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
 
@@ -235,7 +235,7 @@ def verify_artifact(
             want = reference(feed)
         except Exception as e:
             return broken_verification(
-                fmt, reference_name, tolerance, f"the reference ({reference_name}) failed: {one_line(e)}"
+                fmt, reference_name, tolerance, f"the reference ({reference_name}) failed: {first_line(e)}"
             )
         try:
             got = runner(feed)
@@ -243,7 +243,7 @@ def verify_artifact(
         except Exception as e:  # the artifact's engine may raise anything
             shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
             return broken_verification(
-                fmt, reference_name, tolerance, f"{fmt} artifact failed on {shapes}: {one_line(e)}"
+                fmt, reference_name, tolerance, f"{fmt} artifact failed on {shapes}: {first_line(e)}"
             )
         samples += next(iter(feed.values())).shape[0] if signature.batched else 1
         for i, (max_abs, max_rel, ok) in enumerate(checks):
@@ -269,9 +269,3 @@ def broken_verification(fmt: str, reference: str, tolerance: Tolerance, error: s
     return Verification(
         format=fmt, reference=reference, batches=0, samples=0, tolerance=tolerance, outputs=(), error=error
     )
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an exception's message (its type name when empty), at most 300 characters."""
-    text = str(error).strip()
-    return (text.splitlines()[0] if text else type(error).__name__)[:300]

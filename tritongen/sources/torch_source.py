@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tritongen.errors import MissingDependencyError, SourceError
+from tritongen.errors import MissingDependencyError, SourceError, first_line
 from tritongen.sources.input_spec import InputSpec, input_tensors, specs_batched
 from tritongen.sources.samples import Array, Feed, random_feed
 from tritongen.sources.signature import Signature, TensorSpec
@@ -136,9 +136,8 @@ def load_torchscript(path: Path) -> Any:
     try:
         module = torch.jit.load(str(path), map_location="cpu")
     except Exception as e:  # torch raises RuntimeError, ValueError, zip errors ...
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SourceError(
-            f"{path} is not a loadable TorchScript file: {first[:200]}",
+            f"{path} is not a loadable TorchScript file: {first_line(e, 200)}",
             "save the model with torch.jit.trace(...).save() or torch.jit.script(...).save()",
         ) from e
     return module.eval()
@@ -241,9 +240,8 @@ def torch_signature(
             raise
         except Exception as e:
             shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise SourceError(
-                f"{where} rejects inputs shaped as --input-spec says ({shapes}): {first[:200]}",
+                f"{where} rejects inputs shaped as --input-spec says ({shapes}): {first_line(e, 200)}",
                 "fix --input-spec: names in forward() order, the right dtypes, -1 where a dim varies",
             ) from e
     (first_out, structure, keys), (second_out, _, _) = runs

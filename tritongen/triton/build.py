@@ -21,12 +21,11 @@ from tritongen.convert.verify import (
     Tolerance,
     Verification,
     broken_verification,
-    one_line,
     shaped_batches,
     verification_batches,
     verify_artifact,
 )
-from tritongen.errors import ConfigError, ConversionError, MissingDependencyError
+from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, first_line
 from tritongen.sources.model_source import ModelSource, load_source
 from tritongen.sources.samples import Feed
 from tritongen.sources.signature import Signature, TensorSpec
@@ -242,7 +241,7 @@ def _build_one(
         except Exception as e:  # the artifact does not even load: that is its verdict
             runner = None
             verification = broken_verification(
-                fmt, source.reference_name, tolerance, f"the {fmt} artifact does not load: {one_line(e)}"
+                fmt, source.reference_name, tolerance, f"the {fmt} artifact does not load: {first_line(e)}"
             )
         if runner is not None:
             say(f"verifying {fmt} against {source.reference_name}")
