@@ -14,6 +14,7 @@ from tritongen.cli.infer import infer_command
 from tritongen.cli.loadtest import loadtest_command
 from tritongen.cli.render import render_command
 from tritongen.cli.serve import serve_command
+from tritongen.cli.tune import tune_command
 
 app = typer.Typer(
     name="tritongen",
@@ -29,6 +30,7 @@ app.command("serve")(serve_command)
 app.command("infer")(infer_command)
 app.command("loadtest")(loadtest_command)
 app.command("example")(example_command)
+app.command("tune")(tune_command)
 
 
 def _version(value: bool) -> None:

@@ -42,3 +42,44 @@ def plot_latency_vs_throughput(report: LoadTestReport, path: Path, slo_p99_ms: f
     finally:
         plt.close(fig)
     return path
+
+
+def plot_tune(
+    points: list[tuple[str, float, float, bool, bool]], path: Path, title: str, slo_p99_ms: float | None
+) -> Path:
+    """Plot each trial's throughput against its P99: feasible region shaded, the front joined.
+
+    ``points``: (label, infer_per_s, p99_ms, feasible, on_front) per measured trial.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    if slo_p99_ms is not None:
+        ax.axhspan(0, slo_p99_ms, color="green", alpha=0.08, label=f"feasible (P99 ≤ {slo_p99_ms:g} ms)")
+        ax.axhline(slo_p99_ms, color="red", linestyle="--", linewidth=1)
+    for ok, marker, name in ((True, "o", "feasible"), (False, "x", "over the SLO")):
+        chosen = [p for p in points if p[3] is ok]
+        if chosen:
+            ax.scatter([p[1] for p in chosen], [p[2] for p in chosen], marker=marker, label=name)
+    front = sorted((p for p in points if p[4]), key=lambda p: p[2])
+    if front:
+        ax.plot([p[1] for p in front], [p[2] for p in front], "-", color="black", linewidth=1, label="front")
+        for label, x, y, _, _ in front:
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel("inferences / s")
+    ax.set_ylabel("P99 latency (ms)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    except OSError as e:
+        raise RepositoryError(f"cannot write the plot {path}: {e}", "check the path") from e
+    finally:
+        plt.close(fig)
+    return path

@@ -1,0 +1,248 @@
+"""``tritongen tune``: preferred batch sizes, queue delay, instances and max batch against a P99 SLO."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tritongen.cli.common import (
+    EXIT_INTERRUPTED,
+    console,
+    err_console,
+    parse_int_list,
+    stop_on_signals,
+    user_errors,
+)
+from tritongen.cli.loadtest import _spec as load_spec
+from tritongen.cli.options import ProtocolChoice, Shapes
+from tritongen.errors import ConfigError
+from tritongen.loadtest.spec import LoadSpec
+from tritongen.server.local import LocalTritonServer
+from tritongen.triton.proto import read_config
+from tritongen.triton.rerender import model_target, rerender_model
+from tritongen.tune.control import ModelControl
+from tritongen.tune.runner import TuneReport, TuneRequest, run_tune
+from tritongen.tune.space import Baseline, Candidate, SearchSpace, parse_preferred_sets
+from tritongen.tune.trial import TrialRecord
+
+
+def tune_command(
+    model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
+    repo: Annotated[Path, typer.Option("--repo", help="Model repository holding MODEL.")] = Path(
+        "model_repository"
+    ),
+    slo_p99_ms: Annotated[
+        float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.", show_default=False)
+    ] = None,
+    max_batch_size: Annotated[
+        str | None,
+        typer.Option(
+            "--max-batch-size",
+            help="Max batch sizes to try, e.g. 8,16,32 (default: the model's).",
+            show_default=False,
+        ),
+    ] = None,
+    preferred: Annotated[
+        str, typer.Option("--preferred-batch-sizes", help="Sets of preferred sizes, e.g. '4,8;8,16;none'.")
+    ] = "none",
+    delays: Annotated[
+        str, typer.Option("--max-queue-delay-us", help="Queue delays to try in µs, e.g. 0,100,500,1000,2000.")
+    ] = "0,100,500,1000,2000",
+    instances: Annotated[str, typer.Option("--instances", help="Instance counts to try, e.g. 1,2.")] = "1,2",
+    strategy: Annotated[str, typer.Option("--strategy", help="grid (every legal config) or adaptive.")] = (
+        "adaptive"
+    ),
+    max_trials: Annotated[
+        int | None,
+        typer.Option(
+            "--max-trials",
+            help="Trials at most (default: grid all, adaptive 30%).",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    max_memory_mb: Annotated[
+        float | None,
+        typer.Option("--max-memory-mb", help="Memory cap of a feasible config.", show_default=False),
+    ] = None,
+    concurrency: Annotated[
+        str | None,
+        typer.Option("--concurrency", help="Closed-loop levels per trial (default 8).", show_default=False),
+    ] = None,
+    rate: Annotated[
+        str | None,
+        typer.Option("--rate", help="Open-loop levels per trial (requests/s).", show_default=False),
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1,
+    shapes: Shapes = None,
+    duration: Annotated[str, typer.Option("--duration", help="Measured time per level.")] = "10s",
+    warmup: Annotated[str, typer.Option("--warmup", help="Load before measuring each trial.")] = "2s",
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="A running server in explicit model-control mode (HTTP host:port) "
+            "instead of the embedded one.",
+            show_default=False,
+        ),
+    ] = None,
+    protocol: Annotated[ProtocolChoice, typer.Option("--protocol", help="Load-test protocol.")] = (
+        ProtocolChoice.http
+    ),
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Trial directory (default tune-MODEL).", show_default=False)
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            "--resume",
+            help="Continue a tune in this directory, skipping finished trials.",
+            show_default=False,
+        ),
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the results JSON.", show_default=False)
+    ] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Write a throughput-vs-P99 PNG.", show_default=False)
+    ] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Write the best config into the repository (.bak kept).")
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the adaptive search and the inputs.")] = 0,
+) -> None:
+    """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO."""
+    with user_errors():
+        model_dir = repo / model
+        base = read_config(model_dir / "config.pbtxt")
+        mb_values = parse_int_list(max_batch_size, "--max-batch-size") or (base.max_batch_size,)
+        space = SearchSpace(
+            max_batch_sizes=mb_values,
+            preferred_batch_sizes=parse_preferred_sets(preferred),
+            max_queue_delays_us=parse_int_list(delays, "--max-queue-delay-us") or (0,),
+            instance_counts=parse_int_list(instances, "--instances") or (1,),
+        )
+        space.check()
+        if base.max_batch_size == 0:
+            raise ConfigError(f"'{model}' has max_batch_size 0: there is no batching to tune",
+                              "convert the model with a dynamic batch dim")  # fmt: skip
+        spec = load_spec(
+            model, None, protocol.value, concurrency if concurrency or rate else "8", rate, "constant",
+            batch_size, shapes, "random", duration, warmup, None, None, "auto", None, seed,
+        )  # fmt: skip
+        request = TuneRequest(
+            model=model, space=space, load=spec, slo_p99_ms=slo_p99_ms, strategy=strategy,
+            max_trials=max_trials, max_memory_mb=max_memory_mb,
+            out_dir=resume or out or Path(f"tune-{model}"), seed=seed,
+        )  # fmt: skip
+        if resume is not None and not resume.is_dir():
+            raise ConfigError(f"--resume {resume} does not exist", "pass the directory of an earlier tune")
+        console.print(
+            f"tuning [bold]{model}[/]: {space.size} legal configs, "
+            f"{len(space.skipped())} skipped as illegal, strategy {strategy}, "
+            f"SLO P99 {slo_p99_ms if slo_p99_ms is not None else '∞'} ms",
+            highlight=False,
+        )
+        with _server(repo, model, url, spec) as (control_url, spec), stop_on_signals() as stopping:
+            control = ModelControl(control_url, model)
+            try:
+                report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
+                winner = report.best
+                if apply and winner is not None and isinstance(winner.candidate, Candidate):
+                    control.load(rerender_model(model_dir, winner.candidate.to_options()))
+            except KeyboardInterrupt as e:
+                err_console.print(f"interrupted: model config restored, partial results in {request.out_dir}")
+                raise typer.Exit(EXIT_INTERRUPTED) from e
+            finally:
+                control.close()
+        _outputs(report, json_path, plot_path)
+        _print(report)
+        if apply and winner is not None:
+            console.print(f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)")
+        if winner is None:
+            raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
+
+
+@contextlib.contextmanager
+def _server(repo: Path, model: str, url: str | None, spec: LoadSpec) -> Iterator[tuple[str, LoadSpec]]:
+    if url is not None:
+        yield url, replace(spec, url=url if spec.protocol == "http" else spec.url)
+        return
+    with err_console.status("starting the embedded Triton server"):
+        server = LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model])
+        server.start()
+    try:
+        target = server.http_url if spec.protocol == "http" else server.grpc_url
+        yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
+    finally:
+        server.stop()
+
+
+def _run(request: TuneRequest, control: ModelControl, base, target, stopping) -> TuneReport:  # type: ignore[no-untyped-def]
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err_console, transient=True,
+    ) as bar:  # fmt: skip
+        task = bar.add_task("trials", total=None)
+
+        def started(number: int, total: int, candidate: Candidate | Baseline) -> None:
+            bar.update(task, total=total + 1, description=f"trial {number}/{total}: {candidate.key}")
+
+        def done(record: TrialRecord, reused: bool) -> None:
+            bar.advance(task)
+            m = record.measurement
+            what = "reused" if reused else ("failed" if m.failed else "ok")
+            p99 = f"{m.p99_us / 1000:.2f} ms" if m.p99_us is not None else "-"
+            mark = "✓" if record.feasible else "✗"
+            err_console.print(f"  {mark} {record.key}: {m.infer_per_s:,.0f} infer/s, P99 {p99} ({what})"
+                              + (f" {record.reason}" if record.reason else ""), highlight=False)  # fmt: skip
+
+        return run_tune(request, control, base, target, started, done, None, stopping)
+
+
+def _outputs(report: TuneReport, json_path: Path | None, plot_path: Path | None) -> None:
+    report.write_json(report.request.out_dir / "tune.json")
+    if json_path is not None:
+        report.write_json(json_path)
+    if plot_path is not None:
+        from tritongen.report.plots import plot_tune
+
+        front = {t.key for t in report.front}
+        points = [
+            (t.key, t.measurement.infer_per_s, t.measurement.p99_us / 1000, t.feasible, t.key in front)
+            for t in report.trials
+            if t.measurement.p99_us is not None
+        ]
+        plot_tune(points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms)
+
+
+def _print(report: TuneReport) -> None:
+    table = Table(title=f"{report.request.model}: {len(report.trials)} trials ({report.request.strategy})")
+    for column in ("config", "infer/s", "P99 ms", "feasible", "front"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    front = {t.key for t in report.front}
+    rows = ([report.baseline] if report.baseline else []) + sorted(
+        report.trials, key=lambda t: -t.measurement.infer_per_s
+    )
+    for t in rows:
+        m = t.measurement
+        table.add_row(
+            t.key, f"{m.infer_per_s:,.0f}", "-" if m.p99_us is None else f"{m.p99_us / 1000:.2f}",
+            "yes" if t.feasible else "no", "●" if t.key in front else "",
+        )  # fmt: skip
+    console.print(table)
+    winner = report.best
+    if winner is not None:
+        gain = report.gain
+        console.print(
+            f"best: [bold]{winner.key}[/] {winner.measurement.infer_per_s:,.0f} infer/s"
+            + (f", {gain:.2f}× the baseline ({report.baseline.key})" if gain and report.baseline else ""),
+            highlight=False,
+        )

@@ -1,0 +1,177 @@
+"""One tuning trial: reload the model with a candidate config, check it, load-test it, record it.
+
+Every trial owns a directory, ``trials/<key>/``, holding the rendered ``config.pbtxt`` and
+either ``result.json`` (the load test and its verdict) or ``failed.json`` (why it could
+not be measured). A directory with either file is a finished trial; ``--resume`` skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tritongen.errors import TritongenError
+from tritongen.loadtest.result import LoadTestReport
+from tritongen.loadtest.runner import ProgressCallback, run_load_test
+from tritongen.loadtest.spec import LoadSpec
+from tritongen.triton.batching import apply_batching
+from tritongen.triton.model_config import ModelConfig
+from tritongen.triton.render import render_config
+from tritongen.triton.repository import atomic_write_text
+from tritongen.tune.control import ModelControl
+from tritongen.tune.objective import Measurement, feasible
+from tritongen.tune.space import Baseline, Candidate
+
+RESULT_FILE = "result.json"
+FAILED_FILE = "failed.json"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A finished trial: what was tried and what it measured."""
+
+    key: str
+    candidate: Candidate | Baseline
+    measurement: Measurement
+    feasible: bool
+    result: dict[str, Any] | None
+    reason: str | None = None
+    seconds: float = 0.0
+
+    def config_json(self) -> dict[str, Any]:
+        """The ``config`` object of the tune JSON."""
+        return self.candidate.to_json()
+
+    def to_json(self) -> dict[str, Any]:
+        """One entry of the tune JSON's ``trials``."""
+        return {
+            "key": self.key,
+            "config": self.config_json(),
+            "status": "failed" if self.measurement.failed else "ok",
+            "reason": self.reason,
+            "infer_per_s": self.measurement.infer_per_s,
+            "p99_us": self.measurement.p99_us,
+            "feasible": self.feasible,
+            "seconds": round(self.seconds, 3),
+            "result": self.result,
+        }
+
+
+def candidate_config(base: ModelConfig, candidate: Candidate | Baseline, target: str | None) -> ModelConfig:
+    """The model's config with ``candidate`` applied.
+
+    Raises:
+        ConfigError: the candidate is illegal for this model.
+    """
+    return apply_batching(base, candidate.to_options(), target)
+
+
+def summarise(report: LoadTestReport, slo_p99_ms: float | None) -> Measurement:
+    """One figure per trial: the best throughput among load levels that meet the SLO.
+
+    Without a feasible level, the level with the lowest P99 stands for the trial.
+    """
+    runs = [r for r in report.runs if r.latency_us and r.status == "ok" and r.errors == 0]
+    if not runs:
+        return Measurement(infer_per_s=0.0, p99_us=None, failed=True)
+    points = [Measurement(infer_per_s=r.infer_per_s, p99_us=(r.latency_us or {}).get("p99")) for r in runs]
+    good = [m for m in points if feasible(m, slo_p99_ms)]
+    if good:
+        return max(good, key=lambda m: m.infer_per_s)
+    return min(points, key=lambda m: m.p99_us if m.p99_us is not None else float("inf"))
+
+
+def read_finished(trial_dir: Path) -> dict[str, Any] | None:
+    """The saved outcome of a finished trial, or ``None``."""
+    for name in (RESULT_FILE, FAILED_FILE):
+        path = trial_dir / name
+        if path.is_file():
+            try:
+                data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError:
+                return None
+            return data
+    return None
+
+
+def run_trial(
+    control: ModelControl,
+    base: ModelConfig,
+    target: str | None,
+    candidate: Candidate | Baseline,
+    spec: LoadSpec,
+    slo_p99_ms: float | None,
+    trials_dir: Path,
+    progress: ProgressCallback | None = None,
+    stop: threading.Event | None = None,
+) -> TrialRecord:
+    """Reload the model with ``candidate``, check the server runs it, load-test it, save it.
+
+    A candidate the server refuses, or a load test that fails, is a failed trial, not an
+    error: the sweep goes on. Ctrl-C (KeyboardInterrupt) propagates.
+    """
+    key = candidate.key
+    trial_dir = trials_dir / key
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    config = candidate_config(base, candidate, target)
+    atomic_write_text(trial_dir / "config.pbtxt", render_config(config))
+    try:
+        control.load(config)
+        control.check_serving(config)
+        report = run_load_test(replace(spec, model=control.model), progress=progress, stop=stop)
+    except TritongenError as e:
+        record = TrialRecord(
+            key=key,
+            candidate=candidate,
+            measurement=Measurement(infer_per_s=0.0, p99_us=None, failed=True),
+            feasible=False,
+            result=None,
+            reason=e.one_line(),
+            seconds=time.perf_counter() - started,
+        )
+        atomic_write_text(trial_dir / FAILED_FILE, json.dumps(record.to_json(), indent=2) + "\n")
+        return record
+    if report.status == "interrupted":
+        raise KeyboardInterrupt
+    measurement = summarise(report, slo_p99_ms)
+    reason: str | None = None
+    if measurement.failed:
+        reason = (report.runs[-1].reason if report.runs else None) or "no load level finished without errors"
+    record = TrialRecord(
+        key=key,
+        candidate=candidate,
+        measurement=measurement,
+        feasible=feasible(measurement, slo_p99_ms),
+        result=report.to_json(),
+        reason=reason,
+        seconds=time.perf_counter() - started,
+    )
+    name = FAILED_FILE if measurement.failed else RESULT_FILE
+    atomic_write_text(trial_dir / name, json.dumps(record.to_json(), indent=2) + "\n")
+    return record
+
+
+def record_from_saved(
+    data: dict[str, Any], candidate: Candidate | Baseline, slo_p99_ms: float | None
+) -> TrialRecord:
+    """Rebuild a finished trial from its saved JSON (for ``--resume``)."""
+    failed = data.get("status") == "failed"
+    measurement = Measurement(
+        infer_per_s=float(data.get("infer_per_s") or 0.0),
+        p99_us=data.get("p99_us"),
+        failed=failed,
+    )
+    return TrialRecord(
+        key=str(data.get("key")),
+        candidate=candidate,
+        measurement=measurement,
+        feasible=feasible(measurement, slo_p99_ms),
+        result=data.get("result"),
+        reason=data.get("reason"),
+        seconds=float(data.get("seconds") or 0.0),
+    )
