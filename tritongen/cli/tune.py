@@ -70,7 +70,11 @@ def tune_command(
     ] = None,
     max_memory_mb: Annotated[
         float | None,
-        typer.Option("--max-memory-mb", help="Memory cap of a feasible config.", show_default=False),
+        typer.Option(
+            "--max-memory-mb",
+            help="GPU memory cap of a feasible config (where the server reports GPU memory).",
+            show_default=False,
+        ),
     ] = None,
     concurrency: Annotated[
         str | None,

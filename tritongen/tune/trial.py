@@ -73,16 +73,30 @@ def candidate_config(base: ModelConfig, candidate: Candidate | Baseline, target:
 def summarise(report: LoadTestReport, slo_p99_ms: float | None) -> Measurement:
     """One figure per trial: the best throughput among load levels that meet the SLO.
 
-    Without a feasible level, the level with the lowest P99 stands for the trial.
+    Without a feasible level, the level with the lowest P99 stands for the trial. Memory is
+    the peak GPU memory the server reports (none on a CPU-only server).
     """
     runs = [r for r in report.runs if r.latency_us and r.status == "ok" and r.errors == 0]
     if not runs:
         return Measurement(infer_per_s=0.0, p99_us=None, failed=True)
-    points = [Measurement(infer_per_s=r.infer_per_s, p99_us=(r.latency_us or {}).get("p99")) for r in runs]
+    points = [
+        Measurement(
+            infer_per_s=r.infer_per_s,
+            p99_us=(r.latency_us or {}).get("p99"),
+            memory_bytes=_gpu_memory(r.gpu),
+        )
+        for r in runs
+    ]
     good = [m for m in points if feasible(m, slo_p99_ms)]
     if good:
         return max(good, key=lambda m: m.infer_per_s)
     return min(points, key=lambda m: m.p99_us if m.p99_us is not None else float("inf"))
+
+
+def _gpu_memory(gpu: dict[str, float | int | None] | None) -> int | None:
+    """Peak GPU memory of a run, where the server reports a GPU (what ``--max-memory-mb`` caps)."""
+    value = (gpu or {}).get("mem_max_bytes")
+    return int(value) if value is not None else None
 
 
 def read_finished(trial_dir: Path) -> dict[str, Any] | None:

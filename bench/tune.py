@@ -1,0 +1,200 @@
+"""Grid against adaptive search on the embedded server: trials, best objective, wall time, gain.
+
+For each model (the example MLP, and MiniLM-L6 as ONNX on the local target when the
+torch extra is installed) both strategies tune the same space against the same SLO,
+one after the other on one embedded server. Printed and written as JSON: trials used,
+the best feasible inferences/s, wall time, and the best config's gain over the baseline
+(dynamic batching off, one instance) at the same P99 budget.
+
+Usage: ``.venv/bin/python bench/tune.py [--models mlp,minilm] [--duration 2] [--json PATH]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tritongen.loadtest.spec import LoadSpec
+from tritongen.server.local import LocalTritonServer
+from tritongen.triton.batching import BatchingOptions
+from tritongen.triton.build import BuildRequest, build_models
+from tritongen.triton.proto import read_config
+from tritongen.tune.control import ModelControl
+from tritongen.tune.runner import TuneRequest, run_tune
+from tritongen.tune.space import SearchSpace, parse_preferred_sets
+
+console = Console()
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    """A model, its source, and the load and SLO it is tuned for."""
+
+    name: str
+    source: str
+    input_specs: tuple[str, ...]
+    shapes: dict[str, tuple[int, ...]]
+    concurrency: int
+    slo_p99_ms: float
+    space: SearchSpace
+
+
+def _models() -> dict[str, BenchModel]:
+    space = SearchSpace(
+        max_batch_sizes=(8, 16, 32),
+        preferred_batch_sizes=parse_preferred_sets("4,8;8,16;none"),
+        max_queue_delays_us=(0, 100, 500, 1000, 2000),
+        instance_counts=(1, 2),
+    )
+    return {
+        "mlp": BenchModel(
+            "mlp", "tritongen.examples.torch_models:mlp", ("input:FP32:-1,16",), {}, 16, 20.0, space
+        ),
+        "minilm": BenchModel(
+            "minilm",
+            "tritongen.examples.minilm:encoder",
+            ("input_ids:INT64:-1,-1", "attention_mask:INT64:-1,-1"),
+            {"input_ids": (32,), "attention_mask": (32,)},
+            8,
+            400.0,
+            space,
+        ),
+    }
+
+
+def _build(model: BenchModel, repo: Path) -> str:
+    result = build_models(
+        BuildRequest(
+            source=model.source,
+            name=model.name,
+            repo=repo,
+            formats=("onnx",),
+            options=BatchingOptions(max_batch_size=32),
+            input_specs=model.input_specs,
+            force=True,
+        )
+    )
+    return result.models[0].name
+
+
+def main() -> None:
+    """Run grid and adaptive for each model; print the table and write the JSON."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models", default="mlp,minilm")
+    parser.add_argument("--duration", type=float, default=2.0, help="measured seconds per trial")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/tune.json"))
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tritongen-tune-bench-") as tmp:
+        root = Path(tmp)
+        for key in args.models.split(","):
+            model = _models()[key.strip()]
+            name = _build(model, root / "repo")
+            base = read_config(root / "repo" / name / "config.pbtxt")
+            with LocalTritonServer(
+                root / "repo", http_port=0, grpc_port=0, metrics_port=0, models=[name]
+            ) as server:
+                control = ModelControl(server.http_url, name)
+                for strategy in ("grid", "adaptive"):
+                    load = LoadSpec(
+                        model=name,
+                        url=server.http_url,
+                        levels=(model.concurrency,),
+                        shapes=model.shapes,
+                        duration_s=args.duration,
+                        warmup_s=1.0,
+                        max_duration_s=args.duration,
+                        metrics_url=server.metrics_url,
+                    )
+                    request = TuneRequest(
+                        model=name,
+                        space=model.space,
+                        load=load,
+                        slo_p99_ms=model.slo_p99_ms,
+                        strategy=strategy,
+                        out_dir=root / f"{name}-{strategy}",
+                    )
+                    started = time.perf_counter()
+                    report = run_tune(
+                        request,
+                        control,
+                        base,
+                        "local",
+                        on_done=lambda r, _reused: console.log(
+                            f"{r.key}: {r.measurement.infer_per_s:,.0f}/s P99 "
+                            f"{(r.measurement.p99_us or 0) / 1000:.2f} ms"
+                        ),
+                    )
+                    wall = time.perf_counter() - started
+                    winner = report.best
+                    rows.append(
+                        {
+                            "model": model.name,
+                            "strategy": strategy,
+                            "slo_p99_ms": model.slo_p99_ms,
+                            "concurrency": model.concurrency,
+                            "grid_size": model.space.size,
+                            "trials": len(report.trials),
+                            "best_key": winner.key if winner else None,
+                            "best_infer_per_s": winner.measurement.infer_per_s if winner else None,
+                            "best_p99_ms": (winner.measurement.p99_us or 0) / 1000 if winner else None,
+                            "baseline_infer_per_s": report.baseline.measurement.infer_per_s
+                            if report.baseline
+                            else None,
+                            "baseline_p99_ms": (report.baseline.measurement.p99_us or 0) / 1000
+                            if report.baseline
+                            else None,
+                            "gain_over_baseline": report.gain,
+                            "wall_s": wall,
+                        }
+                    )
+                control.close()
+    for model_name in {r["model"] for r in rows}:
+        grid = next(r for r in rows if r["model"] == model_name and r["strategy"] == "grid")
+        for row in rows:
+            if row["model"] == model_name and grid["best_infer_per_s"] and row["best_infer_per_s"]:
+                row["vs_grid_best"] = row["best_infer_per_s"] / grid["best_infer_per_s"]
+                row["vs_grid_trials"] = row["trials"] / grid["trials"]
+    table = Table(title="grid vs adaptive (embedded server)")
+    for column in (
+        "model",
+        "strategy",
+        "trials",
+        "best infer/s",
+        "vs grid",
+        "P99 ms",
+        "baseline/s",
+        "gain",
+        "wall s",
+    ):
+        table.add_column(column, justify="left" if column in ("model", "strategy") else "right")
+    for r in rows:
+        table.add_row(
+            r["model"],
+            f"{r['strategy']} ({r['best_key']})",
+            f"{r['trials']}/{r['grid_size']}",
+            f"{r['best_infer_per_s'] or 0:,.0f}",
+            f"{r.get('vs_grid_best', 0):.2f}",
+            f"{r['best_p99_ms'] or 0:.2f}",
+            f"{r['baseline_infer_per_s'] or 0:,.0f}",
+            f"{r['gain_over_baseline'] or 0:.2f}×",
+            f"{r['wall_s']:.0f}",
+        )
+    console.print(table)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"schema": "tritongen.bench.tune/1", "results": rows}, indent=2))
+    console.print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
