@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +128,38 @@ def test_bad_tune_settings_are_one_line_errors(
     assert code == 1 and "error:" in stderr
     code, _, stderr = _tune(triton_server, served_repository, "--strategy", "random", "--out", tmp_path / "t")
     assert code == 1 and "unknown search strategy" in stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_restores_the_config_and_keeps_what_was_measured(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
+) -> None:
+    before = _served_batching(triton_server)
+    out = tmp_path / "tune"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tritongen", "tune", MODEL, "--repo", str(served_repository),
+         "--url", triton_server.http_url, "--max-batch-size", "16", "--preferred-batch-sizes", "4,8",
+         "--max-queue-delay-us", "0,100,200,300", "--instances", "1", "--strategy", "grid",
+         "--duration", "20s", "--warmup", "0.5s", "--concurrency", "2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "trials").is_dir() or len(list((out / "trials").iterdir())) < 2:
+            assert time.monotonic() < deadline and cli.poll() is None, (
+                "the tune never reached its second trial"
+            )
+            time.sleep(0.5)
+        time.sleep(3)  # inside the first candidate's load test
+        cli.send_signal(signal.SIGINT)
+        code = cli.wait(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    stderr = cli.stderr.read() if cli.stderr else ""
+    assert code == 130, stderr
+    assert "model config restored" in stderr
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["status"] == "interrupted"
+    assert (out / "trials" / doc["baseline"]["key"] / "result.json").is_file()
+    assert _served_batching(triton_server) == before

@@ -97,6 +97,9 @@ def tune_command(
             show_default=False,
         ),
     ] = None,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Tune on the embedded server started on --repo (the default).")
+    ] = False,
     protocol: Annotated[ProtocolChoice, typer.Option("--protocol", help="Load-test protocol.")] = (
         ProtocolChoice.http
     ),
@@ -124,6 +127,10 @@ def tune_command(
 ) -> None:
     """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO."""
     with user_errors():
+        if serve and url is not None:
+            raise ConfigError(
+                "--serve and --url exclude each other", "tune the embedded server or a running one"
+            )
         model_dir = repo / model
         base = read_config(model_dir / "config.pbtxt")
         mb_values = parse_int_list(max_batch_size, "--max-batch-size") or (base.max_batch_size,)
