@@ -163,3 +163,61 @@ def test_ctrl_c_restores_the_config_and_keeps_what_was_measured(
     assert doc["status"] == "interrupted"
     assert (out / "trials" / doc["baseline"]["key"] / "result.json").is_file()
     assert _served_batching(triton_server) == before
+
+
+PICKY_MODEL_PY = """
+import json
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        if int(config["max_batch_size"]) > 8:
+            raise ValueError("this model cannot run batches above 8")
+
+    def execute(self, requests):
+        inputs = [pb_utils.get_input_tensor_by_name(r, "x").as_numpy() for r in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("y", x)]) for x in inputs]
+"""
+
+
+def test_a_config_the_server_refuses_is_a_failed_trial_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    from tritongen.triton.model_config import (
+        DynamicBatching,
+        InstanceGroup,
+        ModelConfig,
+        ModelInput,
+        ModelOutput,
+    )
+    from tritongen.triton.render import render_config
+
+    repo = tmp_path / "repo"
+    model = repo / "picky"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "model.py").write_text(PICKY_MODEL_PY)
+    config = ModelConfig(
+        name="picky", backend="python", max_batch_size=8,
+        input=[ModelInput(name="x", data_type="TYPE_FP32", dims=[4])],
+        output=[ModelOutput(name="y", data_type="TYPE_FP32", dims=[4])],
+        dynamic_batching=DynamicBatching(), instance_group=[InstanceGroup(count=1, kind="KIND_CPU")],
+    )  # fmt: skip
+    (model / "config.pbtxt").write_text(render_config(config))
+    with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0) as server:
+        result = runner.invoke(
+            app,
+            ["tune", "picky", "--repo", str(repo), "--url", server.http_url, *FAST,
+             "--max-batch-size", "8,16", "--max-queue-delay-us", "0", "--instances", "1",
+             "--strategy", "grid", "--out", str(tmp_path / "t")],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+        doc = json.loads((tmp_path / "t" / "tune.json").read_text())
+        by_key = {t["key"]: t for t in doc["trials"]}
+        assert by_key["mb16-pbauto-qd0-i1"]["status"] == "failed"
+        assert "cannot run batches above 8" in by_key["mb16-pbauto-qd0-i1"]["reason"]
+        assert (tmp_path / "t" / "trials" / "mb16-pbauto-qd0-i1" / "failed.json").is_file()
+        assert by_key["mb8-pbauto-qd0-i1"]["status"] == "ok" and doc["best"]["key"] == "mb8-pbauto-qd0-i1"
+        control = ModelControl(server.http_url, "picky")
+        assert int(control.served_config()["max_batch_size"]) == 8  # back on its own config
+        control.close()

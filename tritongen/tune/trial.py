@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tritongen.errors import TritongenError
+from tritongen.errors import ModelLoadError, TritongenError
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.spec import LoadSpec
@@ -93,6 +93,13 @@ def summarise(report: LoadTestReport, slo_p99_ms: float | None) -> Measurement:
     return min(points, key=lambda m: m.p99_us if m.p99_us is not None else float("inf"))
 
 
+def _why(error: TritongenError) -> str:
+    """One line: the server's own reason for a refused config, else the error."""
+    if isinstance(error, ModelLoadError):
+        return "the server refused the config: " + "; ".join(error.reasons.values())
+    return error.one_line()
+
+
 def _gpu_memory(gpu: dict[str, float | int | None] | None) -> int | None:
     """Peak GPU memory of a run, where the server reports a GPU (what ``--max-memory-mb`` caps)."""
     value = (gpu or {}).get("mem_max_bytes")
@@ -145,7 +152,7 @@ def run_trial(
             measurement=Measurement(infer_per_s=0.0, p99_us=None, failed=True),
             feasible=False,
             result=None,
-            reason=e.one_line(),
+            reason=_why(e),
             seconds=time.perf_counter() - started,
         )
         atomic_write_text(trial_dir / FAILED_FILE, json.dumps(record.to_json(), indent=2) + "\n")
