@@ -231,7 +231,9 @@ def _outputs(report: TuneReport, json_path: Path | None, plot_path: Path | None)
             for t in report.trials
             if t.measurement.p99_us is not None
         ]
-        plot_tune(points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms)
+        base = report.baseline.measurement if report.baseline else None
+        reference = (base.infer_per_s, base.p99_us / 1000) if base and base.p99_us is not None else None
+        plot_tune(points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms, reference)
 
 
 def _print(report: TuneReport) -> None:

@@ -45,11 +45,16 @@ def plot_latency_vs_throughput(report: LoadTestReport, path: Path, slo_p99_ms: f
 
 
 def plot_tune(
-    points: list[tuple[str, float, float, bool, bool]], path: Path, title: str, slo_p99_ms: float | None
+    points: list[tuple[str, float, float, bool, bool]],
+    path: Path,
+    title: str,
+    slo_p99_ms: float | None,
+    baseline: tuple[float, float] | None = None,
 ) -> Path:
     """Plot each trial's throughput against its P99: feasible region shaded, the front joined.
 
-    ``points``: (label, infer_per_s, p99_ms, feasible, on_front) per measured trial.
+    ``points``: (label, infer_per_s, p99_ms, feasible, on_front) per measured trial;
+    ``baseline``: (infer_per_s, p99_ms) of the baseline, drawn as a star.
     """
     import matplotlib
 
@@ -64,6 +69,8 @@ def plot_tune(
         chosen = [p for p in points if p[3] is ok]
         if chosen:
             ax.scatter([p[1] for p in chosen], [p[2] for p in chosen], marker=marker, label=name)
+    if baseline is not None:
+        ax.scatter([baseline[0]], [baseline[1]], marker="*", s=120, color="grey", label="baseline")
     front = sorted((p for p in points if p[4]), key=lambda p: p[2])
     if front:
         ax.plot([p[1] for p in front], [p[2] for p in front], "-", color="black", linewidth=1, label="front")
