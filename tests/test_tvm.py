@@ -18,10 +18,10 @@ from tritongen.convert.tvm import (
     TUNED_LIBRARY,
     TvmOptions,
     resolve_target,
-    tvm_runner,
     tvm_unavailable_reason,
     write_tvm_artifact,
 )
+from tritongen.convert.wrappers import wrapper_runner
 from tritongen.errors import ConversionError
 from tritongen.sources.onnx_source import load_onnx
 
@@ -57,7 +57,7 @@ def built(example_models: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 @pytest.mark.parametrize("batch", [1, 3, 32])
 def test_mlp_matches_onnxruntime(built: dict[str, Path], example_models: dict[str, Path], batch: int) -> None:
     source = load_onnx(example_models["mlp"])
-    run = tvm_runner(built["mlp"] / "1", source.signature)
+    run = wrapper_runner(built["mlp"] / "1", source.signature, MAX_BATCH)
     feed = {"input": np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)}
     (got,) = run(feed)
     (want,) = _ort(source.path).run(None, feed)
@@ -70,7 +70,7 @@ def test_text_encoder_matches_onnxruntime(
     built: dict[str, Path], example_models: dict[str, Path], batch: int, seq: int
 ) -> None:
     source = load_onnx(example_models["text"])
-    run = tvm_runner(built["text"] / "1", source.signature)
+    run = wrapper_runner(built["text"] / "1", source.signature, MAX_BATCH)
     feed = _text_feed(np.random.default_rng(seq), batch, seq)
     (got,) = run(feed)
     (want,) = _ort(source.path).run(None, feed)
@@ -218,7 +218,7 @@ def test_tuning_builds_a_tuned_library_and_reuses_the_cache(
     assert tuning["tuned_kernels"] >= 1  # the records matched the kernels they were tuned on
     assert f"1/{TUNED_LIBRARY}" in first.files
 
-    run = tvm_runner(tmp_path / "a" / "1", source.signature)
+    run = wrapper_runner(tmp_path / "a" / "1", source.signature, MAX_BATCH)
     session = _ort(source.path)
     for batch in (4, 5):  # 4 runs the tuned library, 5 the symbolic one
         feed = {"input": np.random.default_rng(batch).standard_normal((batch, 16)).astype(np.float32)}

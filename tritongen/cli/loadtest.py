@@ -102,7 +102,7 @@ def loadtest_command(
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level."""
     with user_errors():
-        spec = _spec(
+        spec = load_spec(
             model, url, protocol.value, concurrency, rate, arrival, batch_size, shapes, input_data,
             duration, warmup, max_duration, window, processes, metrics_url, seed,
         )  # fmt: skip
@@ -113,7 +113,7 @@ def loadtest_command(
         _finish(report, slo_p99_ms)
 
 
-def _spec(
+def load_spec(
     model: str,
     url: str | None,
     protocol: str,
@@ -131,6 +131,11 @@ def _spec(
     metrics_url: str | None,
     seed: int,
 ) -> LoadSpec:
+    """The load spec from the command-line values (shared by ``loadtest`` and ``tune``).
+
+    Raises:
+        ConfigError: contradictory or malformed values.
+    """
     if concurrency and rate:
         raise ConfigError("--concurrency and --rate exclude each other", "use one: closed or open loop")
     if arrival not in ("constant", "poisson"):

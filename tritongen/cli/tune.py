@@ -20,7 +20,7 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
-from tritongen.cli.loadtest import _spec as load_spec
+from tritongen.cli.loadtest import load_spec
 from tritongen.cli.options import ProtocolChoice, Shapes
 from tritongen.errors import ConfigError
 from tritongen.loadtest.spec import LoadSpec

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tritongen.convert.artifact import Array, Artifact, Runner, Target
+from tritongen.convert.artifact import Artifact, Target
 from tritongen.convert.wrappers import write_wrapper
 from tritongen.errors import ConversionError, MissingDependencyError
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
@@ -201,49 +201,6 @@ def write_tvm_artifact(
         python_requirements=tvm_requirements(),
         engine=facts,
     )
-
-
-def tvm_runner(version_dir: Path, signature: Signature) -> Runner:
-    """Load the compiled libraries in-process; the runner picks one per call as the server does.
-
-    Raises:
-        MissingDependencyError: TVM is not installed.
-        ConversionError: the version directory holds no TVM artifact.
-    """
-    reason = tvm_unavailable_reason()
-    if reason is not None:
-        raise MissingDependencyError(reason, "install apache-tvm and apache-tvm-ffi<0.1.15")
-    facts_path = version_dir / METADATA
-    if not facts_path.is_file():
-        raise ConversionError(f"{version_dir} holds no {METADATA}", "build the TVM artifact first")
-    facts = json.loads(facts_path.read_text(encoding="utf-8"))
-
-    import tvm
-    from tvm import relax
-
-    device = tvm.cuda(0) if facts.get("device") == "cuda" else tvm.cpu(0)
-    main = relax.VirtualMachine(tvm.runtime.load_module(str(version_dir / facts["library"])), device)["main"]
-    tuned = facts.get("tuning") or None
-    tuned_main: Any = None
-    tuned_shapes: dict[str, tuple[int, ...]] = {}
-    if tuned:
-        lib = tvm.runtime.load_module(str(version_dir / tuned["library"]))
-        tuned_main = relax.VirtualMachine(lib, device)["main"]
-        tuned_shapes = {name: tuple(shape) for name, shape in tuned["shapes"].items()}
-    names = [spec.name for spec in signature.inputs]
-    dtypes = {spec.name: np.dtype(_numpy_dtype(spec.data_type)) for spec in signature.inputs}
-
-    def run(feed: dict[str, Array]) -> list[Array]:
-        arrays = [np.ascontiguousarray(feed[name], dtype=dtypes[name]) for name in names]
-        use_tuned = tuned_main is not None and all(
-            a.shape == tuned_shapes.get(n) for n, a in zip(names, arrays, strict=True)
-        )
-        function = tuned_main if use_tuned else main
-        result = function(*(tvm.runtime.tensor(a, device=device) for a in arrays))
-        values = [result] if hasattr(result, "numpy") else list(result)
-        return [np.asarray(value.numpy()) for value in values]
-
-    return run
 
 
 def check_supported_ops(model: onnx.ModelProto) -> None:

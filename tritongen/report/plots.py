@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tritongen.errors import RepositoryError
 from tritongen.loadtest.result import LoadTestReport
@@ -34,14 +35,7 @@ def plot_latency_vs_throughput(report: LoadTestReport, path: Path, slo_p99_ms: f
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    except OSError as e:
-        raise RepositoryError(f"cannot write {path}: {e.strerror}", "choose a writable --plot path") from e
-    finally:
-        plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_tune(
@@ -82,11 +76,18 @@ def plot_tune(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` as PNG and release it."""
+    import matplotlib.pyplot as plt
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path)
     except OSError as e:
-        raise RepositoryError(f"cannot write the plot {path}: {e}", "check the path") from e
+        raise RepositoryError(f"cannot write {path}: {e.strerror}", "choose a writable --plot path") from e
     finally:
         plt.close(fig)
     return path
