@@ -446,5 +446,5 @@ def test_cli_helpers(tmp_path: Path, no_tensorrt: None) -> None:
     with pytest.raises(ConfigError, match="unknown TensorRT precision"):
         trt_mod.tensorrt_options("bf16")
     assert "not available" in str(trt_mod.tensorrt_unavailable_reason())
-    assert trt_mod.EngineUnavailableError is TensorRtUnavailableError
+    assert issubclass(TensorRtUnavailableError, trt_mod.EngineUnavailableError)
     assert trt_mod.tensorrt_runner(tmp_path, MLP) is None

@@ -49,6 +49,10 @@ class ConversionError(TritongenError):
     """A converter cannot build an artifact, or the artifact disagrees with the source."""
 
 
+class UnavailableHereError(ConversionError):
+    """A format cannot be built or served here (engine not installed, or not servable on the target)."""
+
+
 class MissingDependencyError(TritongenError):
     """An optional framework or tool needed for this step is not installed."""
 

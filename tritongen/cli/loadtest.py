@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from tritongen.cli.common import (
@@ -91,6 +90,10 @@ def loadtest_command(
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Write a latency-vs-throughput PNG.", show_default=False)
     ] = None,
+    html_path: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
+    ] = None,
     slo_p99_ms: Annotated[
         float | None,
         typer.Option(
@@ -108,7 +111,7 @@ def loadtest_command(
         )  # fmt: skip
         with _server(spec, serve) as spec:
             report = _run(spec)
-        _write_outputs(report, json_path, csv_path, plot_path, slo_p99_ms)
+        _write_outputs(report, json_path, csv_path, plot_path, slo_p99_ms, html_path)
         _print_report(report)
         _finish(report, slo_p99_ms)
 
@@ -210,6 +213,7 @@ def _write_outputs(
     csv_path: Path | None,
     plot_path: Path | None,
     slo: float | None,
+    html_path: Path | None = None,
 ) -> None:
     if json_path is not None:
         report.write_json(json_path)
@@ -219,38 +223,17 @@ def _write_outputs(
         from tritongen.report.plots import plot_latency_vs_throughput
 
         plot_latency_vs_throughput(report, plot_path, slo)
+    if html_path is not None:
+        from tritongen.report.html import write_documents
 
-
-def _fmt_ms(value: float | None) -> str:
-    return f"{value / 1000:.2f}" if value is not None else "–"
+        write_documents([(report.model, report.to_json())], html_path)
 
 
 def _print_report(report: LoadTestReport) -> None:
-    table = Table(title=f"{report.model} over {report.protocol} ({report.url}), latency in ms")
-    for column in ("level", "req/s", "infer/s", "P50", "P90", "P99", "P99.9", "max", "err",
-                   "queue µs", "infer µs", "batch", "CPU%", "stable"):  # fmt: skip
-        table.add_column(column, justify="right", no_wrap=True)
-    for run in report.runs:
-        latency = run.latency_us or {}
-        server = run.server_us or {}
-        cpu = (run.cpu or {}).get("util_mean")
-        table.add_row(
-            _level(run),
-            f"{run.qps:,.0f}",
-            f"{run.infer_per_s:,.0f}",
-            _fmt_ms(latency.get("p50")),
-            _fmt_ms(latency.get("p90")),
-            _fmt_ms(latency.get("p99")),
-            _fmt_ms(latency.get("p999")),
-            _fmt_ms(latency.get("max")),
-            str(run.errors),
-            f"{server['queue']:.0f}" if server.get("queue") is not None else "–",
-            f"{server['compute_infer']:.0f}" if server.get("compute_infer") is not None else "–",
-            f"{run.avg_batch:.2f}" if run.avg_batch is not None else "–",
-            f"{cpu * 100:.0f}" if cpu is not None else "–",
-            "yes" if run.stable else "no",
-        )
-    console.print(table)
+    from tritongen.report.tables import loadtest_table, to_rich
+
+    table = loadtest_table(report.to_json())
+    console.print(to_rich(table))
     for run in report.runs:
         if run.errors_by_kind:
             console.print(f"{_level(run)} errors: {run.errors_by_kind}", highlight=False, soft_wrap=True)

@@ -7,12 +7,14 @@ from typing import Annotated
 import typer
 
 from tritongen import __version__
+from tritongen.cli.compare import compare_command
 from tritongen.cli.compose import compose_command
 from tritongen.cli.convert import convert_command
 from tritongen.cli.example import example_command
 from tritongen.cli.infer import infer_command
 from tritongen.cli.loadtest import loadtest_command
 from tritongen.cli.render import render_command
+from tritongen.cli.report import report_command
 from tritongen.cli.serve import serve_command
 from tritongen.cli.tune import tune_command
 
@@ -31,6 +33,8 @@ app.command("infer")(infer_command)
 app.command("loadtest")(loadtest_command)
 app.command("example")(example_command)
 app.command("tune")(tune_command)
+app.command("compare")(compare_command)
+app.command("report")(report_command)
 
 
 def _version(value: bool) -> None:

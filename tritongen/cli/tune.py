@@ -10,7 +10,6 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from tritongen.cli.common import (
     EXIT_INTERRUPTED,
@@ -120,6 +119,10 @@ def tune_command(
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Write a throughput-vs-P99 PNG.", show_default=False)
     ] = None,
+    html_path: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
+    ] = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="Write the best config into the repository (.bak kept).")
     ] = False,
@@ -173,7 +176,7 @@ def tune_command(
                 raise typer.Exit(EXIT_INTERRUPTED) from e
             finally:
                 control.close()
-        _outputs(report, json_path, plot_path)
+        _outputs(report, json_path, plot_path, html_path)
         _print(report)
         if apply and winner is not None:
             console.print(f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)")
@@ -218,39 +221,27 @@ def _run(request: TuneRequest, control: ModelControl, base, target, stopping) ->
         return run_tune(request, control, base, target, started, done, None, stopping)
 
 
-def _outputs(report: TuneReport, json_path: Path | None, plot_path: Path | None) -> None:
+def _outputs(
+    report: TuneReport, json_path: Path | None, plot_path: Path | None, html_path: Path | None = None
+) -> None:
     report.write_json(report.request.out_dir / "tune.json")
     if json_path is not None:
         report.write_json(json_path)
     if plot_path is not None:
-        from tritongen.report.plots import plot_tune
+        from tritongen.report.plots import plot_tune, tune_points
 
-        front = {t.key for t in report.front}
-        points = [
-            (t.key, t.measurement.infer_per_s, t.measurement.p99_us / 1000, t.feasible, t.key in front)
-            for t in report.trials
-            if t.measurement.p99_us is not None
-        ]
-        base = report.baseline.measurement if report.baseline else None
-        reference = (base.infer_per_s, base.p99_us / 1000) if base and base.p99_us is not None else None
+        points, reference = tune_points(report.to_json())
         plot_tune(points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms, reference)
+    if html_path is not None:
+        from tritongen.report.html import write_documents
+
+        write_documents([(report.request.model, report.to_json())], html_path)
 
 
 def _print(report: TuneReport) -> None:
-    table = Table(title=f"{report.request.model}: {len(report.trials)} trials ({report.request.strategy})")
-    for column in ("config", "infer/s", "P99 ms", "feasible", "front"):
-        table.add_column(column, justify="left" if column == "config" else "right")
-    front = {t.key for t in report.front}
-    rows = ([report.baseline] if report.baseline else []) + sorted(
-        report.trials, key=lambda t: -t.measurement.infer_per_s
-    )
-    for t in rows:
-        m = t.measurement
-        table.add_row(
-            t.key, f"{m.infer_per_s:,.0f}", "-" if m.p99_us is None else f"{m.p99_us / 1000:.2f}",
-            "yes" if t.feasible else "no", "●" if t.key in front else "",
-        )  # fmt: skip
-    console.print(table)
+    from tritongen.report.tables import to_rich, tune_table
+
+    console.print(to_rich(tune_table(report.to_json())))
     winner = report.best
     if winner is not None:
         gain = report.gain

@@ -41,7 +41,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from tritongen.convert.artifact import Array, Artifact, Runner, Target
-from tritongen.errors import ConfigError, ConversionError
+from tritongen.errors import ConfigError, ConversionError, UnavailableHereError
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
 
 Precision = Literal["fp32", "fp16", "int8"]
@@ -188,7 +188,7 @@ class TensorRtCommands:
         return shlex.join(self.compose)
 
 
-class TensorRtUnavailableError(ConversionError):
+class TensorRtUnavailableError(UnavailableHereError):
     """Neither the ``tensorrt`` module nor ``trtexec`` exists here; ``commands`` build the plan elsewhere."""
 
     def __init__(self, commands: TensorRtCommands) -> None:
@@ -204,8 +204,8 @@ class TensorRtUnavailableError(ConversionError):
         super().__init__("TensorRT is not available here (no `tensorrt` module, no `trtexec` on PATH)", hint)
 
 
-EngineUnavailableError = TensorRtUnavailableError
-"""The name the repository builder catches to report an ``unavailable`` outcome."""
+EngineUnavailableError = UnavailableHereError
+"""What the repository builder catches to report an ``unavailable`` outcome."""
 
 
 def tensorrt_options(
@@ -836,7 +836,7 @@ def write_tensorrt_artifact(
         ConfigError: the options contradict the model.
     """
     if target == "local":
-        raise ConversionError(
+        raise UnavailableHereError(
             "the embedded server has no TensorRT backend, so a plan cannot be served with --target local",
             "use --target container and serve it with the Triton image on a GPU host",
         )

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,18 @@ class LoadTestReport:
             "host": {"machine": platform.machine(), "python": platform.python_version()},
             "runs": [asdict(run) for run in self.runs],
         }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> LoadTestReport:
+        """Read a ``tritongen.loadtest/1`` document (keys it does not know are ignored)."""
+        known = {f.name for f in fields(RunResult)}
+        return cls(
+            model=str(document.get("model", "")),
+            protocol=str(document.get("protocol", "http")),
+            url=str(document.get("url", "")),
+            runs=[RunResult(**{k: v for k, v in r.items() if k in known}) for r in document.get("runs", [])],
+            status=str(document.get("status", "ok")),
+        )
 
     def write_json(self, path: Path) -> None:
         """Write the JSON document (atomically)."""

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from tritongen.compare.result import CompareReport
 from tritongen.errors import RepositoryError
 from tritongen.loadtest.result import LoadTestReport
 
+TunePoint = tuple[str, float, float, bool, bool]
+"""(label, infer_per_s, p99_ms, feasible, on_front) of one measured trial."""
 
-def plot_latency_vs_throughput(report: LoadTestReport, path: Path, slo_p99_ms: float | None = None) -> Path:
-    """Plot P50/P99 latency against inferences/s, one point per run, levels annotated."""
+
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_latency_vs_throughput(report: LoadTestReport, path: Path, slo_p99_ms: float | None = None) -> Path:
+    """Plot P50/P99 latency against inferences/s, one point per run, levels annotated."""
+    return _save(latency_figure(report, slo_p99_ms), path)
+
+
+def latency_figure(report: LoadTestReport, slo_p99_ms: float | None = None) -> Any:
+    """The latency-vs-throughput figure of a load test."""
+    plt = _pyplot()
     runs = [r for r in report.runs if r.latency_us]
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for key, style in (("p50", "o-"), ("p99", "s-")):
@@ -25,8 +40,13 @@ def plot_latency_vs_throughput(report: LoadTestReport, path: Path, slo_p99_ms: f
     for run in runs:
         if run.latency_us:
             label = f"c={run.concurrency}" if run.mode == "concurrency" else f"{run.target_rate:g}/s"
-            ax.annotate(label, (run.infer_per_s, run.latency_us["p99"] / 1000), textcoords="offset points",
-                        xytext=(4, 4), fontsize=8)  # fmt: skip
+            ax.annotate(
+                label,
+                (run.infer_per_s, run.latency_us["p99"] / 1000),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=8,
+            )
     if slo_p99_ms is not None:
         ax.axhline(slo_p99_ms, color="red", linestyle="--", linewidth=1, label=f"P99 SLO {slo_p99_ms:g} ms")
     ax.set_xlabel("inferences / s")
@@ -35,26 +55,43 @@ def plot_latency_vs_throughput(report: LoadTestReport, path: Path, slo_p99_ms: f
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
+
+
+def tune_points(document: dict[str, Any]) -> tuple[list[TunePoint], tuple[float, float] | None]:
+    """The measured trials of a ``tritongen.tune/1`` document, and its baseline (infer/s, P99 ms)."""
+    front = set(document.get("front") or [])
+    points = [
+        (t["key"], t["infer_per_s"], t["p99_us"] / 1000, bool(t["feasible"]), t["key"] in front)
+        for t in document.get("trials") or []
+        if t.get("p99_us") is not None
+    ]
+    base = document.get("baseline")
+    reference = None
+    if isinstance(base, dict) and base.get("p99_us") is not None:
+        reference = (float(base["infer_per_s"]), float(base["p99_us"]) / 1000)
+    return points, reference
 
 
 def plot_tune(
-    points: list[tuple[str, float, float, bool, bool]],
+    points: list[TunePoint],
     path: Path,
     title: str,
     slo_p99_ms: float | None,
     baseline: tuple[float, float] | None = None,
 ) -> Path:
-    """Plot each trial's throughput against its P99: feasible region shaded, the front joined.
+    """Plot each trial's throughput against its P99 (see :func:`tune_figure`) into ``path``."""
+    return _save(tune_figure(points, title, slo_p99_ms, baseline), path)
 
-    ``points``: (label, infer_per_s, p99_ms, feasible, on_front) per measured trial;
+
+def tune_figure(
+    points: list[TunePoint], title: str, slo_p99_ms: float | None, baseline: tuple[float, float] | None = None
+) -> Any:
+    """Each trial's throughput against its P99: feasible region shaded, the front joined.
+
     ``baseline``: (infer_per_s, p99_ms) of the baseline, drawn as a star.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     if slo_p99_ms is not None:
         ax.axhspan(0, slo_p99_ms, color="green", alpha=0.08, label=f"feasible (P99 ≤ {slo_p99_ms:g} ms)")
@@ -76,7 +113,86 @@ def plot_tune(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
+
+
+def engines_figure(report: CompareReport) -> Any:
+    """Bars per engine: P99 of single requests, throughput at batch 32, peak memory."""
+    plt = _pyplot()
+    measured = [e for e in report.engines if e.ok]
+    panels = (
+        ("P99 latency, batch 1 (ms)", [e.p99_ms_b1 for e in measured], "lower is better"),
+        ("inferences/s at batch 32", [e.infer_per_s_b32 for e in measured], "higher is better"),
+        (
+            "peak memory (MB)",
+            [None if e.peak_mem_bytes is None else e.peak_mem_bytes / 1e6 for e in measured],
+            "lower is better",
+        ),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(11, max(2.2, 0.55 * len(measured) + 1.4)), dpi=110)
+    labels = [e.label for e in measured]
+    for ax, (title, values, note) in zip(axes, panels, strict=True):
+        heights = [v if v is not None else 0.0 for v in values]
+        bars = ax.barh(labels, heights, color="#4c72b0")
+        for bar, value in zip(bars, values, strict=True):
+            text = "n/a" if value is None else (f"{value:,.0f}" if value >= 100 else f"{value:.3g}")
+            ax.annotate(
+                text,
+                (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
+        ax.set_title(f"{title}\n({note})", fontsize=9)
+        ax.invert_yaxis()
+        ax.margins(x=0.25)
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(f"{report.name}: engines", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def compare_latency_figure(report: CompareReport) -> Any:
+    """Per engine, P99 against inferences/s over its measured runs (batch 1, then the ramp)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for engine in report.engines:
+        runs = [r for r in engine.latency_runs if r.get("latency_us")]
+        if not runs:
+            continue
+        ramp = [r for r in runs if r.get("batch_size", 1) > 1] or runs
+        xs = [float(r["infer_per_s"]) for r in ramp]
+        ys = [float(r["latency_us"]["p99"]) / 1000 for r in ramp]
+        line = ax.plot(xs, ys, "o-", label=f"{engine.label} (batch {ramp[0].get('batch_size', 1)})")[0]
+        for r, x, y in zip(ramp, xs, ys, strict=True):
+            ax.annotate(
+                f"c={r.get('concurrency')}",
+                (x, y),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color=line.get_color(),
+            )
+    ax.set_xlabel("inferences / s")
+    ax.set_ylabel("P99 latency (ms)")
+    ax.set_title(f"{report.name}: latency vs throughput per engine")
+    ax.grid(True, alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def png_bytes(fig: Any) -> bytes:
+    """The figure as PNG bytes (for pages that embed their images); the figure is released."""
+    plt = _pyplot()
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png")
+    finally:
+        plt.close(fig)
+    return buffer.getvalue()
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -47,7 +47,8 @@ class LocalTritonServer:
 
     ``with LocalTritonServer(repo, http_port=0) as server:`` starts ``tritonserver`` from
     the nvidia-pytriton wheel in explicit model-control mode (so models can be reloaded
-    live), waits until every requested model is loaded, and stops it on exit: SIGINT,
+    live), waits until every requested model is loaded (all by default, none with
+    ``models=[]``), and stops it on exit: SIGINT,
     then SIGKILL of its process group after ``stop_timeout_s``. Port 0 picks a free port.
     The server dies with its parent process and leaves no ``/dev/shm`` region behind.
     """
@@ -70,7 +71,7 @@ class LocalTritonServer:
         self.repo = repo
         self.host = host
         self.requested_ports = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
-        self.models = list(models) if models else None
+        self.models = list(models) if models is not None else None
         self.ready_timeout_s = ready_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.extra_args = list(extra_args or [])
@@ -273,7 +274,7 @@ class LocalTritonServer:
             "--strict-readiness=false",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
-        for model in self.models or ["*"]:
+        for model in self.models if self.models is not None else ["*"]:
             argv.append(f"--load-model={model}")
         return argv + self.extra_args
 
@@ -307,6 +308,8 @@ class LocalTritonServer:
         self._check_models()
 
     def _check_models(self) -> None:
+        if self.models == []:
+            return  # started empty on purpose: models are loaded later through the API
         index = self.repository_index()
         by_name = {m.name: m for m in index}
         if self.models:

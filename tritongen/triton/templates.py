@@ -26,7 +26,7 @@ def _pbtxt_quote(value: object) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _environment(user_dir: str | None) -> jinja2.Environment:
+def _environment(user_dir: str | None, html: bool = False) -> jinja2.Environment:
     loaders: list[jinja2.BaseLoader] = []
     if user_dir is not None:
         loaders.append(jinja2.FileSystemLoader(user_dir))
@@ -37,7 +37,8 @@ def _environment(user_dir: str | None) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        autoescape=False,
+        # Pages escape every value; configs and compose files are not HTML.
+        autoescape=html,
     )
     env.filters["q"] = _pbtxt_quote
     return env
@@ -55,7 +56,7 @@ def render_template(name: str, templates_dir: Path | None = None, **context: Any
             f"templates directory {templates_dir} does not exist",
             "pass --templates a directory holding your *.j2 overrides",
         )
-    env = _environment(str(templates_dir) if templates_dir is not None else None)
+    env = _environment(str(templates_dir) if templates_dir is not None else None, name.endswith(".html.j2"))
     context.setdefault("tritongen_version", __version__)
     try:
         template = env.get_template(name)

@@ -1,0 +1,94 @@
+"""A server's model repository API: which models it has, load and unload them, its version."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tritongen.client.endpoint import normalise_url
+from tritongen.errors import ModelLoadError, ServerError
+
+UNLOAD_TIMEOUT_S = 60.0
+
+
+class RepositoryControl:
+    """Load and unload models on a server in explicit model-control mode (HTTP)."""
+
+    def __init__(self, url: str, timeout_s: float = 600.0) -> None:
+        """Connect to ``host:port`` (HTTP); loads may take ``timeout_s``."""
+        import tritonclient.http as httpclient
+
+        self.url = normalise_url(url)
+        self.client = httpclient.InferenceServerClient(
+            self.url, connection_timeout=10, network_timeout=timeout_s
+        )
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            return fn(*args, **kwargs)
+        except InferenceServerException as e:
+            raise ServerError(
+                f"{what}: {(e.message() or str(e)).split(chr(10))[0]}", "see the server log"
+            ) from e
+        except (ConnectionError, OSError) as e:
+            raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
+
+    def index(self) -> dict[str, str]:
+        """Every model in the repository and its state (``READY``, ``UNAVAILABLE``, …)."""
+        entries = self._call("repository index", self.client.get_model_repository_index)
+        states: dict[str, str] = {}
+        for entry in entries:
+            name = str(entry.get("name", ""))
+            state = str(entry.get("state", "") or "UNAVAILABLE")
+            # Several versions: the model is ready if any is.
+            if states.get(name) != "READY":
+                states[name] = state
+        return states
+
+    def load(self, model: str) -> None:
+        """Load ``model`` and return once the server reports it loaded.
+
+        Raises:
+            ModelLoadError: the server refused to load it (the reason is the server's).
+            ServerError: the server cannot be reached.
+        """
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            self.client.load_model(model)
+        except InferenceServerException as e:
+            reason = (e.message() or str(e)).split("\n\nAt:")[0].replace("\n", " ").strip()
+            raise ModelLoadError({model: reason}, "see the server log") from e
+        except (ConnectionError, OSError) as e:
+            raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
+
+    def unload(self, model: str, timeout_s: float = UNLOAD_TIMEOUT_S) -> None:
+        """Unload ``model`` and wait until it is gone (its requests drained, its processes ended)."""
+        self._call(f"unloading '{model}'", self.client.unload_model, model)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.index().get(model) != "UNLOADING" and not self._ready(model):
+                return
+            time.sleep(0.1)
+        raise ServerError(f"'{model}' did not unload within {timeout_s:.0f} s", "see the server log")
+
+    def _ready(self, model: str) -> bool:
+        try:
+            return bool(self.client.is_model_ready(model))
+        except Exception:  # an unknown or unloaded model is simply not ready
+            return False
+
+    def server_version(self) -> str | None:
+        """The server's version string, e.g. ``2.51.0``."""
+        try:
+            metadata = self._call("server metadata", self.client.get_server_metadata)
+        except ServerError:
+            return None
+        version = metadata.get("version") if isinstance(metadata, dict) else None
+        return str(version) if version else None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.client.close()

@@ -1,0 +1,163 @@
+"""What a comparison found: one row per engine, the recommendations, and the JSON form."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from tritongen import __version__
+from tritongen.errors import ConfigError, RepositoryError
+from tritongen.triton.repository import atomic_write_text
+
+SCHEMA = "tritongen.compare/1"
+
+EngineStatus = Literal["ok", "unavailable", "failed", "pending"]
+"""``pending``: not measured yet (a partial report written while the comparison runs)."""
+
+ENGINE_LABELS = {
+    "onnx": "ONNX Runtime",
+    "torchscript": "TorchScript",
+    "tvm": "TVM",
+    "tensorrt": "TensorRT",
+}
+
+
+def engine_label(fmt: str, precision: str | None = None) -> str:
+    """How tables name a format's engine, e.g. ``ONNX Runtime`` or ``TensorRT fp16``."""
+    label = ENGINE_LABELS.get(fmt, fmt)
+    return f"{label} {precision}" if precision and precision != "fp32" else label
+
+
+@dataclass
+class EngineResult:
+    """One engine's measurements (``None`` where not measured)."""
+
+    format: str
+    model: str
+    status: EngineStatus = "pending"
+    reason: str | None = None
+    precision: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    tolerance: dict[str, float] | None = None
+    p99_ms_b1: float | None = None
+    p50_ms_b1: float | None = None
+    infer_per_s_b1: float | None = None
+    infer_per_s_b32: float | None = None
+    p99_ms_b32: float | None = None
+    batch_size_throughput: int | None = None
+    """The batch of the throughput figure: 32, or the model's max batch when smaller."""
+    concurrency_b32: int | None = None
+    """The concurrency that gave the most throughput."""
+    peak_mem_bytes: int | None = None
+    memory_kind: str | None = None
+    """``cpu_rss`` (the backend processes' resident memory) or ``gpu`` (from the metrics endpoint)."""
+    first_infer_s: float | None = None
+    load_s: float | None = None
+    errors: int = 0
+    convert_s: float | None = None
+    latency_runs: list[dict[str, Any]] = field(default_factory=list)
+    """The load-test runs behind the figures (``tritongen.loadtest/1`` run objects)."""
+
+    @property
+    def label(self) -> str:
+        """The engine's name in tables."""
+        return engine_label(self.format, self.precision)
+
+    @property
+    def ok(self) -> bool:
+        """Measured without failure."""
+        return self.status == "ok"
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EngineResult:
+        """Read one engine entry (unknown keys ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Recommendation:
+    """The engine to choose in one situation, and why, in numbers."""
+
+    situation: str
+    title: str
+    format: str | None
+    metric: str
+    value: float | None
+    runner_up: str | None
+    runner_up_value: float | None
+    ratio: float | None
+    reason: str
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Recommendation:
+        """Read one recommendation."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class CompareReport:
+    """Every engine of one source, measured on one server, and what to choose."""
+
+    source: str
+    name: str
+    hardware: dict[str, Any]
+    settings: dict[str, Any]
+    engines: list[EngineResult] = field(default_factory=list)
+    recommendations: list[Recommendation] = field(default_factory=list)
+    status: str = "ok"
+    """``ok``, ``interrupted`` (Ctrl-C) or ``aborted`` (the server went away)."""
+
+    def engine(self, fmt: str) -> EngineResult:
+        """The entry of ``fmt``."""
+        for engine in self.engines:
+            if engine.format == fmt:
+                return engine
+        raise KeyError(fmt)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``tritongen.compare/1`` document."""
+        return {
+            "schema": SCHEMA,
+            "tritongen_version": __version__,
+            "source": self.source,
+            "name": self.name,
+            "status": self.status,
+            "hardware": self.hardware,
+            "settings": self.settings,
+            "engines": [asdict(e) for e in self.engines],
+            "recommendations": [asdict(r) for r in self.recommendations],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompareReport:
+        """Read a ``tritongen.compare/1`` document.
+
+        Raises:
+            ConfigError: it is another kind of document.
+        """
+        if data.get("schema") != SCHEMA:
+            raise ConfigError(f"not a {SCHEMA} document (schema {data.get('schema')!r})", "")
+        return cls(
+            source=str(data.get("source", "")),
+            name=str(data.get("name", "")),
+            hardware=dict(data.get("hardware") or {}),
+            settings=dict(data.get("settings") or {}),
+            engines=[EngineResult.from_json(e) for e in data.get("engines", [])],
+            recommendations=[Recommendation.from_json(r) for r in data.get("recommendations", [])],
+            status=str(data.get("status", "ok")),
+        )
+
+    def write_json(self, path: Path) -> None:
+        """Write the document atomically."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RepositoryError(
+                f"cannot create {path.parent}: {e.strerror}", "choose a writable path"
+            ) from e
+        atomic_write_text(path, json.dumps(self.to_json(), indent=2) + "\n")

@@ -1,0 +1,293 @@
+"""Compare engines: convert and verify each format, serve them, measure them one at a time.
+
+Engines are measured one at a time on one server, every other compared model unloaded,
+so each gets the whole machine and its cold start is a real one. A running deployment
+(``url``) is left as it was found: the models it had loaded are loaded again at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritongen.client.endpoint import normalise_url
+from tritongen.client.repository import RepositoryControl
+from tritongen.compare.measure import (
+    EngineMeasurement,
+    Interrupted,
+    MeasureSettings,
+    ServerGone,
+    ServerHandle,
+)
+from tritongen.compare.recommend import RANK_KEYS, rank, recommend
+from tritongen.compare.result import CompareReport, EngineResult
+from tritongen.errors import ConfigError, TritongenError
+from tritongen.loadtest.runner import Progress, metrics_url_for
+from tritongen.metrics.hardware import describe_host, server_gpus
+from tritongen.metrics.process_memory import local_server_pid
+from tritongen.server.local import LocalTritonServer
+from tritongen.triton.build import BuildRequest, BuildResult, FormatOutcome, build_models, model_dir_name
+from tritongen.triton.repository import METADATA_FILE
+
+Say = Callable[[str], None]
+Update = Callable[[CompareReport], None]
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """What to compare, where, and how to measure."""
+
+    source: str
+    name: str
+    formats: tuple[str, ...]
+    settings: MeasureSettings
+    build: BuildRequest | None = None
+    """Convert the source into ``build.repo`` first; ``None`` measures models that exist."""
+    repo: Path | None = None
+    """The repository holding the models (their metadata gives precision and error)."""
+    url: str | None = None
+    """A running server (HTTP ``host:port``) instead of the embedded one."""
+    metrics_url: str | None = None
+    rank_by: str = "throughput"
+    unavailable: tuple[tuple[str, str], ...] = ()
+    """Formats not attempted, with the reason (shown as ``unavailable`` rows)."""
+
+    def check(self) -> None:
+        """Reject impossible requests.
+
+        Raises:
+            ConfigError: nothing to measure, or an unknown ranking.
+        """
+        self.settings.check()
+        if self.rank_by not in RANK_KEYS:
+            raise ConfigError(f"--rank-by {self.rank_by!r} is unknown", f"use one of: {', '.join(RANK_KEYS)}")
+        if self.build is None and self.repo is None and self.url is None:
+            raise ConfigError("nothing to measure", "give a source to convert, --repo or --url")
+        if self.build is None and self.url is None and self.repo is not None and not self.repo.is_dir():
+            raise ConfigError(f"--repo {self.repo} does not exist", "pass a model repository")
+
+
+def run_compare(
+    request: CompareRequest,
+    say: Say | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    on_update: Update | None = None,
+    stop: threading.Event | None = None,
+) -> CompareReport:
+    """Build (or find) every engine, measure each, rank them and recommend.
+
+    ``on_update`` is called with the report after the build and after every engine, so a
+    partial result can be saved; a stop (Ctrl-C) or a server that goes away ends the
+    comparison with status ``interrupted`` or ``aborted`` and what was measured.
+
+    Raises:
+        TritongenError: the source, options or repository are unusable, or the server
+            cannot be started or reached (nothing measured then).
+    """
+    report = prepare_compare(request, say)
+    if on_update is not None:
+        on_update(report)
+    return measure_compare(request, report, say, progress, on_update, stop)
+
+
+def prepare_compare(request: CompareRequest, say: Say | None = None) -> CompareReport:
+    """The report before measuring: every engine converted and verified, or found in the repository.
+
+    Raises:
+        TritongenError: the source, options or repository are unusable.
+    """
+    request.check()
+    tell = say or (lambda _msg: None)
+    report = CompareReport(
+        source=request.source,
+        name=request.name,
+        hardware={"host": describe_host()},
+        settings={**request.settings.to_json(), "rank_by": request.rank_by, "url": request.url},
+        engines=[EngineResult(format=f, model=model_dir_name(request.name, f)) for f in request.formats],
+    )
+    for fmt, reason in request.unavailable:
+        model = model_dir_name(request.name, fmt)
+        report.engines.append(EngineResult(format=fmt, model=model, status="unavailable", reason=reason))
+    if request.build is not None:
+        apply_build(report, build_models(request.build, progress=tell))
+    elif request.repo is not None:
+        apply_metadata(report, request.repo)
+    return report
+
+
+def measure_compare(
+    request: CompareRequest,
+    report: CompareReport,
+    say: Say | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    on_update: Update | None = None,
+    stop: threading.Event | None = None,
+) -> CompareReport:
+    """Serve the prepared engines and measure each one; rank them and recommend.
+
+    Raises:
+        TritongenError: the server cannot be started or reached (nothing measured then).
+    """
+    tell = say or (lambda _msg: None)
+    update = on_update or (lambda _report: None)
+    pending = [e for e in report.engines if e.status == "pending"]
+    if pending:
+        with _serving(request, tell) as server:
+            report.hardware["server"] = describe_server(server)
+            _measure_all(request, report, server, pending, tell, progress, update, stop)
+    finish(report, request.rank_by)
+    update(report)
+    return report
+
+
+def finish(report: CompareReport, rank_by: str) -> None:
+    """Rank the engines and compute the recommendations."""
+    report.engines = rank(report.engines, rank_by)
+    report.recommendations = recommend(report.engines)
+
+
+def apply_build(report: CompareReport, build: BuildResult) -> None:
+    """Status, precision and verification error of each engine from the conversion."""
+    for outcome in build.outcomes:
+        engine = report.engine(outcome.format)
+        engine.convert_s = round(outcome.seconds, 3)
+        _apply_verification(engine, outcome)
+        if outcome.status == "built":
+            engine.precision = _precision(outcome.model.engine if outcome.model else {})
+        elif outcome.status == "unavailable":
+            engine.status, engine.reason = "unavailable", outcome.reason
+        else:
+            engine.status, engine.reason = "failed", outcome.reason
+
+
+def _apply_verification(engine: EngineResult, outcome: FormatOutcome) -> None:
+    check = outcome.verification
+    if check is None or not check.outputs:
+        return
+    engine.max_abs_err = max(o.max_abs for o in check.outputs)
+    engine.max_rel_err = max(o.max_rel for o in check.outputs)
+    engine.tolerance = {"atol": check.tolerance.atol, "rtol": check.tolerance.rtol}
+
+
+def _precision(facts: dict[str, Any]) -> str:
+    precision = facts.get("precision")
+    return str(precision) if precision else "fp32"
+
+
+def apply_metadata(report: CompareReport, repo: Path) -> None:
+    """Precision and verification error from each model's metadata in an existing repository."""
+    for engine in report.engines:
+        model_dir = repo / engine.model
+        if not model_dir.is_dir():
+            engine.status = "unavailable"
+            engine.reason = f"no model directory {engine.model} in {repo}"
+            continue
+        try:
+            meta = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # built elsewhere: measured, but precision and error are unknown
+        facts = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+        engine.precision = _precision(facts)
+        verification = meta.get("verification")
+        if isinstance(verification, dict) and verification.get("outputs"):
+            outputs = verification["outputs"]
+            engine.max_abs_err = max(float(o["max_abs_err"]) for o in outputs)
+            engine.max_rel_err = max(float(o["max_rel_err"]) for o in outputs)
+            engine.tolerance = {"atol": float(verification["atol"]), "rtol": float(verification["rtol"])}
+            if not verification.get("passed", True):
+                engine.status = "failed"
+                engine.reason = "its verification against the source failed when it was built"
+
+
+@contextlib.contextmanager
+def _serving(request: CompareRequest, say: Say) -> Iterator[ServerHandle]:
+    if request.url is not None:
+        http = normalise_url(request.url)
+        yield ServerHandle(
+            http_url=http,
+            grpc_url=f"{http.rpartition(':')[0]}:8001",
+            metrics_url=request.metrics_url or metrics_url_for(http),
+            pid=local_server_pid(http),
+        )
+        return
+    repo = request.build.repo if request.build is not None else request.repo
+    assert repo is not None
+    say("starting the embedded Triton server")
+    with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[]) as server:
+        yield ServerHandle(server.http_url, server.grpc_url, server.metrics_url, server.pid)
+
+
+def describe_server(server: ServerHandle) -> dict[str, Any]:
+    """The server the engines ran on: address, Triton version, GPUs it reports."""
+    control = RepositoryControl(server.http_url)
+    try:
+        version = control.server_version()
+    finally:
+        control.close()
+    try:
+        with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
+            gpus = server_gpus(response.read().decode("utf-8", errors="replace"))
+    except (urllib.error.URLError, OSError, ValueError):
+        gpus = []
+    return {
+        "url": server.http_url,
+        "triton_version": version,
+        "gpus": gpus,
+        "local_pid": server.pid is not None,
+    }
+
+
+def _measure_all(
+    request: CompareRequest,
+    report: CompareReport,
+    server: ServerHandle,
+    pending: list[EngineResult],
+    say: Say,
+    progress: Callable[[Progress], None] | None,
+    update: Update,
+    stop: threading.Event | None,
+) -> None:
+    control = RepositoryControl(server.http_url)
+    compared = {e.model for e in report.engines}
+    states = control.index()
+    was_loaded = sorted(m for m in compared if states.get(m) == "READY")
+    try:
+        for engine in pending:
+            if stop is not None and stop.is_set():
+                report.status = "interrupted"
+                return
+            if engine.model not in states:
+                engine.status = "unavailable"
+                engine.reason = f"the server at {server.http_url} has no model {engine.model}"
+                continue
+            for model in compared:
+                if control.index().get(model) == "READY":
+                    control.unload(model)
+            measurement = EngineMeasurement(server, engine, request.settings, say, progress, stop)
+            try:
+                measurement.run(functools.partial(control.load, engine.model))
+            except Interrupted:
+                report.status = "interrupted"
+                engine.reason = "interrupted while it was measured"
+                return
+            except ServerGone as e:
+                report.status = "aborted"
+                engine.status, engine.reason = "failed", f"the server stopped answering: {e}"
+                return
+            with contextlib.suppress(TritongenError):
+                control.unload(engine.model)
+            update(report)
+    finally:
+        if request.url is not None and report.status != "aborted":
+            for model in was_loaded:  # leave the deployment as it was found
+                with contextlib.suppress(TritongenError):
+                    control.load(model)
+        control.close()

@@ -1,0 +1,237 @@
+"""One self-contained HTML page from loadtest, tune and compare JSON: tables and embedded plots.
+
+The page has no external assets: its style is inline and every plot is a PNG inside an
+``data:`` URI, so the file can be mailed, attached to a CI run or opened offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritongen import __version__
+from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
+from tritongen.compare.result import CompareReport
+from tritongen.errors import ConfigError, RepositoryError
+from tritongen.loadtest.result import SCHEMA as LOADTEST_SCHEMA
+from tritongen.loadtest.result import LoadTestReport
+from tritongen.report.tables import TableData, compare_table, loadtest_table, tune_table
+from tritongen.triton.repository import atomic_write_text
+from tritongen.tune.runner import SCHEMA as TUNE_SCHEMA
+
+REPORT_TEMPLATE = "report.html.j2"
+SCHEMAS = (LOADTEST_SCHEMA, TUNE_SCHEMA, COMPARE_SCHEMA)
+
+
+@dataclass
+class Figure:
+    """One embedded plot."""
+
+    caption: str
+    png_base64: str
+
+
+@dataclass
+class Section:
+    """One result document on the page."""
+
+    kind: str
+    title: str
+    source: str
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    tables: list[TableData] = field(default_factory=list)
+    recommendations: list[tuple[str, str]] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """Read a result JSON written by tritongen.
+
+    Raises:
+        ConfigError: the file is missing, not JSON, or not a loadtest, tune or compare result.
+    """
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path} does not exist", "pass a JSON written by loadtest, tune or compare") from e
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path} is not a JSON document: {e}", "pass the file written by --json") from e
+    schema = document.get("schema") if isinstance(document, dict) else None
+    if schema not in SCHEMAS:
+        raise ConfigError(
+            f"{path} is not a tritongen result (schema {schema!r})",
+            f"report reads {', '.join(SCHEMAS)}",
+        )
+    return dict(document)
+
+
+def _figure(caption: str, fig: Any) -> Figure:
+    from tritongen.report.plots import png_bytes
+
+    return Figure(caption, base64.b64encode(png_bytes(fig)).decode("ascii"))
+
+
+def loadtest_section(document: dict[str, Any], source: str) -> Section:
+    """Runs table and latency-vs-throughput plot of a load test."""
+    from tritongen.report.plots import latency_figure
+
+    report = LoadTestReport.from_json(document)
+    section = Section(
+        kind="load test",
+        title=f"Load test of {report.model}",
+        source=source,
+        facts=[
+            ("model", report.model),
+            ("server", f"{report.url} ({report.protocol})"),
+            ("status", report.status),
+            ("runs", str(len(report.runs))),
+        ],
+        tables=[loadtest_table(document)],
+    )
+    if any(r.latency_us for r in report.runs):
+        section.figures.append(
+            _figure("Latency against throughput, one point per run", latency_figure(report))
+        )
+    return section
+
+
+def tune_section(document: dict[str, Any], source: str) -> Section:
+    """Trials table and throughput/P99 front of a tune."""
+    from tritongen.report.plots import tune_figure, tune_points
+
+    best = document.get("best")
+    slo = document.get("slo_p99_ms")
+    facts = [
+        ("model", str(document.get("model"))),
+        ("P99 budget", f"{slo:g} ms" if slo is not None else "none"),
+        (
+            "strategy",
+            f"{document.get('strategy')} ({len(document.get('trials') or [])} trials "
+            f"of {document.get('grid_size')} legal configs)",
+        ),
+        ("status", str(document.get("status"))),
+    ]
+    if isinstance(best, dict):
+        gain = best.get("gain_over_baseline")
+        facts.append(
+            (
+                "best",
+                f"{best['key']}: {float(best['infer_per_s']):,.0f} infer/s"
+                + (f", {gain:.2f}× the baseline" if gain else ""),
+            )
+        )
+    section = Section(
+        kind="tune",
+        title=f"Tuning of {document.get('model')}",
+        source=source,
+        facts=facts,
+        tables=[tune_table(document)],
+    )
+    points, baseline = tune_points(document)
+    if points:
+        section.figures.append(
+            _figure(
+                "Throughput against P99 per trial; the front joins the configs nothing beats on both",
+                tune_figure(points, f"tune {document.get('model')}", slo, baseline),
+            )
+        )
+    if best is None:
+        section.warnings.append("no config met the P99 budget")
+    return section
+
+
+def compare_section(document: dict[str, Any], source: str) -> Section:
+    """Engines table, recommendations, bars and per-engine latency curves of a comparison."""
+    from tritongen.report.plots import compare_latency_figure, engines_figure
+
+    report = CompareReport.from_json(document)
+    host = report.hardware.get("host") or {}
+    server = report.hardware.get("server") or {}
+    gpus = server.get("gpus") or host.get("gpus") or []
+    settings = report.settings
+    facts = [
+        ("source", report.source),
+        (
+            "hardware",
+            f"{host.get('cpu', '?')}, {host.get('cpus', '?')} CPUs"
+            + (f", {len(gpus)} GPU(s)" if gpus else ", no GPU"),
+        ),
+        ("server", f"Triton {server.get('triton_version') or '?'} at {server.get('url') or '?'}"),
+        (
+            "load",
+            f"{settings.get('duration_s')} s per measurement after {settings.get('warmup_s')} s warm-up; "
+            f"concurrency {settings.get('concurrency_levels')} "
+            f"at batch {settings.get('batch_size_throughput')}",
+        ),
+        ("status", report.status),
+    ]
+    section = Section(
+        kind="compare",
+        title=f"Engines for {report.name}",
+        source=source,
+        facts=facts,
+        tables=[compare_table(report)],
+        recommendations=[(r.title, r.reason) for r in report.recommendations],
+    )
+    if any(e.ok for e in report.engines):
+        section.figures.append(_figure("Each engine's figures side by side", engines_figure(report)))
+    if any(e.latency_runs for e in report.engines):
+        section.figures.append(
+            _figure("P99 against throughput as concurrency rises, per engine", compare_latency_figure(report))
+        )
+    if report.status != "ok":
+        section.warnings.append(f"the comparison ended early ({report.status}): the figures are partial")
+    return section
+
+
+def section_for(document: dict[str, Any], source: str) -> Section:
+    """The section of one document, by its schema."""
+    schema = document.get("schema")
+    if schema == LOADTEST_SCHEMA:
+        return loadtest_section(document, source)
+    if schema == TUNE_SCHEMA:
+        return tune_section(document, source)
+    return compare_section(document, source)
+
+
+def render_report(documents: list[tuple[str, dict[str, Any]]], templates_dir: Path | None = None) -> str:
+    """The HTML page of ``documents`` ((source name, document) each), in the order given."""
+    from tritongen.triton.templates import render_template
+
+    sections = [section_for(document, source) for source, document in documents]
+    return render_template(
+        REPORT_TEMPLATE,
+        templates_dir,
+        sections=sections,
+        generated=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        version=__version__,
+    )
+
+
+def write_report(paths: list[Path], output: Path, templates_dir: Path | None = None) -> Path:
+    """Read result JSON files and write their report page to ``output`` (atomically).
+
+    Raises:
+        ConfigError: an input is missing or not a tritongen result.
+        RepositoryError: ``output`` cannot be written.
+    """
+    documents = [(path.name, read_document(path)) for path in paths]
+    return write_documents(documents, output, templates_dir)
+
+
+def write_documents(
+    documents: list[tuple[str, dict[str, Any]]], output: Path, templates_dir: Path | None = None
+) -> Path:
+    """Write the report page of in-memory documents to ``output`` (atomically)."""
+    html = render_report(documents, templates_dir)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(output, html)
+    except OSError as e:
+        raise RepositoryError(f"cannot write {output}: {e.strerror or e}", "choose a writable -o path") from e
+    return output

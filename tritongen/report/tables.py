@@ -1,0 +1,230 @@
+"""The result tables, built once from the results and shown in the console, Markdown and HTML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritongen.compare.result import CompareReport, EngineResult
+
+
+@dataclass(frozen=True)
+class TableData:
+    """A table as text cells: what every output form shows."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    right: tuple[bool, ...]
+    """Per column: right-aligned (numbers)."""
+    notes: list[str] = field(default_factory=list)
+    styles: list[str | None] = field(default_factory=list)
+    """Per row: ``good``, ``bad`` or ``None`` (colour in the console and HTML)."""
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:#.{digits}g}"
+
+
+def _ms(us: float | None) -> str:
+    return f"{us / 1000:.2f}" if us is not None else "–"
+
+
+def compare_table(report: CompareReport) -> TableData:
+    """Engines in ranked order: latency, throughput, memory, cold start, precision, error."""
+    batch = report.settings.get("batch_size_throughput", 32)
+    kinds = {e.memory_kind for e in report.engines if e.memory_kind}
+    memory = "memory MB" + (" (GPU)" if kinds == {"gpu"} else " (RSS)" if kinds == {"cpu_rss"} else "")
+    headers = (
+        "#",
+        "engine",
+        "status",
+        "P99 ms b1",
+        f"infer/s b{batch}",
+        memory,
+        "cold start s",
+        "precision",
+        "max abs err",
+    )
+    rows: list[tuple[str, ...]] = []
+    styles: list[str | None] = []
+    notes = []
+    rank = 0
+    for engine in report.engines:
+        if engine.ok:
+            rank += 1
+        rows.append(
+            (
+                str(rank) if engine.ok else "",
+                engine.label,
+                engine.status,
+                _num(engine.p99_ms_b1),
+                _num(engine.infer_per_s_b32),
+                _num(engine.peak_mem_bytes / 1e6 if engine.peak_mem_bytes is not None else None),
+                _num(engine.first_infer_s),
+                engine.precision or "–",
+                f"{engine.max_abs_err:.1e}" if engine.max_abs_err is not None else "–",
+            )
+        )
+        styles.append(None if engine.ok else "bad" if engine.status == "failed" else "muted")
+        if not engine.ok and engine.reason:
+            notes.append(f"{engine.label} {engine.status}: {engine.reason}")
+        elif engine.batch_size_throughput not in (None, batch):
+            notes.append(
+                f"{engine.label}: throughput at batch {engine.batch_size_throughput} (its max batch)"
+            )
+    ranked_by = report.settings.get("rank_by", "throughput")
+    return TableData(
+        title=f"{report.name}: engines ranked by {ranked_by}",
+        headers=headers,
+        rows=rows,
+        right=(True, False, False, True, True, True, True, False, True),
+        notes=notes,
+        styles=styles,
+    )
+
+
+def recommendation_lines(report: CompareReport) -> list[tuple[str, str]]:
+    """(situation title, reason) per recommendation."""
+    return [(r.title, r.reason) for r in report.recommendations]
+
+
+def engine_detail(engine: EngineResult) -> str:
+    """One line of the figures behind an engine's row (for notes)."""
+    return (
+        f"{engine.label}: P50 {_num(engine.p50_ms_b1)} ms at batch 1; "
+        f"best throughput at concurrency {engine.concurrency_b32} with P99 {_num(engine.p99_ms_b32)} ms"
+    )
+
+
+def loadtest_table(document: dict[str, Any]) -> TableData:
+    """One row per run of a ``tritongen.loadtest/1`` document (latency in ms)."""
+    headers = (
+        "level",
+        "req/s",
+        "infer/s",
+        "P50",
+        "P90",
+        "P99",
+        "P99.9",
+        "max",
+        "err",
+        "queue µs",
+        "infer µs",
+        "batch",
+        "CPU%",
+        "stable",
+    )
+    rows: list[tuple[str, ...]] = []
+    notes: list[str] = []
+    styles: list[str | None] = []
+    for run in document.get("runs", []):
+        latency = run.get("latency_us") or {}
+        server = run.get("server_us") or {}
+        cpu = (run.get("cpu") or {}).get("util_mean")
+        level = run_level(run)
+        rows.append(
+            (
+                level,
+                f"{run['qps']:,.0f}",
+                f"{run['infer_per_s']:,.0f}",
+                _ms(latency.get("p50")),
+                _ms(latency.get("p90")),
+                _ms(latency.get("p99")),
+                _ms(latency.get("p999")),
+                _ms(latency.get("max")),
+                str(run.get("errors", 0)),
+                f"{server['queue']:.0f}" if server.get("queue") is not None else "–",
+                f"{server['compute_infer']:.0f}" if server.get("compute_infer") is not None else "–",
+                f"{run['avg_batch']:.2f}" if run.get("avg_batch") is not None else "–",
+                f"{cpu * 100:.0f}" if cpu is not None else "–",
+                "yes" if run.get("stable") else "no",
+            )
+        )
+        styles.append("bad" if run.get("errors") or run.get("status", "ok") != "ok" else None)
+        if run.get("errors_by_kind"):
+            notes.append(f"{level} errors: {run['errors_by_kind']}")
+        notes += [f"{level}: {w}" for w in run.get("warnings", [])]
+    where = f"{document.get('protocol')} ({document.get('url')})"
+    return TableData(
+        title=f"{document.get('model')} over {where}, latency in ms",
+        headers=headers,
+        rows=rows,
+        right=(True,) * len(headers),
+        notes=notes,
+        styles=styles,
+    )
+
+
+def run_level(run: dict[str, Any]) -> str:
+    """A run's level: ``c=8`` or ``500/s``."""
+    if run.get("mode") == "rate":
+        return f"{run.get('target_rate'):g}/s"
+    return f"c={run.get('concurrency')}"
+
+
+def tune_table(document: dict[str, Any]) -> TableData:
+    """The baseline, then the trials by throughput, of a ``tritongen.tune/1`` document."""
+    front = set(document.get("front") or [])
+    best = (document.get("best") or {}).get("key")
+    trials = sorted(document.get("trials") or [], key=lambda t: -float(t.get("infer_per_s") or 0.0))
+    baseline = document.get("baseline")
+    rows: list[tuple[str, ...]] = []
+    styles: list[str | None] = []
+    for trial in ([baseline] if baseline else []) + trials:
+        p99 = trial.get("p99_us")
+        rows.append(
+            (
+                str(trial["key"]),
+                f"{float(trial.get('infer_per_s') or 0.0):,.0f}",
+                "-" if p99 is None else f"{p99 / 1000:.2f}",
+                "yes" if trial.get("feasible") else "no",
+                "●" if trial["key"] in front else "",
+            )
+        )
+        styles.append("good" if trial["key"] == best else "bad" if trial.get("status") == "failed" else None)
+    notes = [
+        f"{t['key']} failed: {t['reason']}" for t in trials if t.get("status") == "failed" and t.get("reason")
+    ]
+    return TableData(
+        title=f"{document.get('model')}: {len(trials)} trials ({document.get('strategy')})",
+        headers=("config", "infer/s", "P99 ms", "feasible", "front"),
+        rows=rows,
+        right=(False, True, True, True, True),
+        notes=notes,
+        styles=styles,
+    )
+
+
+def to_markdown(table: TableData) -> str:
+    """The table as GitHub-flavoured Markdown, its notes as a list below it."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [f"**{cell(table.title)}**", ""]
+    lines.append("| " + " | ".join(cell(h) for h in table.headers) + " |")
+    lines.append("|" + "|".join("---:" if r else ":---" for r in table.right) + "|")
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table.rows]
+    if table.notes:
+        lines.append("")
+        lines += [f"- {cell(note)}" for note in table.notes]
+    return "\n".join(lines) + "\n"
+
+
+def to_rich(table: TableData) -> Any:
+    """The table as a ``rich`` table."""
+    from rich.table import Table
+
+    out = Table(title=table.title)
+    for header, right in zip(table.headers, table.right, strict=True):
+        out.add_column(header, justify="right" if right else "left", no_wrap=right)
+    colours = {"good": "bold green", "bad": "red", "muted": "dim"}
+    for index, row in enumerate(table.rows):
+        style = table.styles[index] if index < len(table.styles) else None
+        out.add_row(*row, style=colours.get(style or ""))
+    return out
