@@ -1,0 +1,181 @@
+"""``tritongen compare`` on the real embedded server: conversion, measurement, ranking, outputs, faults."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.client.repository import RepositoryControl
+from tritongen.server.local import LocalTritonServer
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+runner = CliRunner()
+FAST = ["--duration", "1s", "--warmup", "0.5s", "--concurrency", "1,2"]
+
+
+def _run(*args: str | Path) -> tuple[int, str, str]:
+    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one error line, got: {stderr!r}"
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def _servers_under(path: Path) -> list[psutil.Process]:
+    """tritonserver processes serving a repository below ``path``."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if argv and argv[0].endswith("tritonserver") and any(str(path) in a for a in argv):
+            found.append(process)
+    return found
+
+
+def _check_measured(engine: dict[str, Any]) -> None:
+    assert engine["status"] == "ok" and engine["reason"] is None, engine["reason"]
+    assert 0 < engine["p50_ms_b1"] <= engine["p99_ms_b1"]
+    assert engine["batch_size_throughput"] == 32 and engine["concurrency_b32"] in (1, 2)
+    # Batches of 32 move more inferences per second than single requests.
+    assert engine["infer_per_s_b32"] > 2 * engine["infer_per_s_b1"] > 0
+    assert engine["memory_kind"] == "cpu_rss" and engine["peak_mem_bytes"] > 20e6
+    assert 0 < engine["load_s"] <= engine["first_infer_s"] < 120
+    assert engine["precision"] == "fp32"
+    assert engine["errors"] == 0
+    assert engine["latency_runs"][0]["batch_size"] == 1 and len(engine["latency_runs"]) >= 2
+    assert all(r["status"] == "ok" for r in engine["latency_runs"])
+
+
+def test_compare_converts_serves_and_measures_every_engine(
+    example_models: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "work"
+    code, stdout, stderr = _run(
+        "compare", example_models["mlp"], *FAST, "--out", out, "--json", tmp_path / "c.json",
+        "--markdown", tmp_path / "c.md", "--html", tmp_path / "c.html",
+    )  # fmt: skip
+    assert code == 0, stderr
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc == json.loads((out / "compare.json").read_text())
+    assert doc["schema"] == "tritongen.compare/1" and doc["status"] == "ok" and doc["name"] == "mlp"
+    assert doc["source"] == str(example_models["mlp"])
+    engines = {e["format"]: e for e in doc["engines"]}
+    assert set(engines) == {"onnx", "tvm", "torchscript", "tensorrt"}
+    for fmt in ("onnx", "tvm"):
+        _check_measured(engines[fmt])
+        assert engines[fmt]["max_abs_err"] <= 1e-4 and engines[fmt]["tolerance"] == {
+            "atol": 1e-4,
+            "rtol": 1e-3,
+        }
+    # What cannot be built here is listed with the reason, not silently dropped.
+    assert engines["torchscript"]["status"] == "unavailable"
+    assert "TorchScript is made from a PyTorch module" in engines["torchscript"]["reason"]
+    assert engines["tensorrt"]["status"] == "unavailable" and "TensorRT" in engines["tensorrt"]["reason"]
+    # Ranked by throughput: measured engines first, best first.
+    ranked = [e["infer_per_s_b32"] for e in doc["engines"] if e["status"] == "ok"]
+    assert ranked == sorted(ranked, reverse=True) and doc["engines"][-1]["status"] == "unavailable"
+    situations = {r["situation"]: r for r in doc["recommendations"]}
+    assert set(situations) == {"latency", "throughput", "memory"}
+    for rec in situations.values():
+        best = engines[rec["format"]]
+        assert rec["value"] == best[rec["metric"]] and rec["runner_up"] in engines
+        others = [e[rec["metric"]] for e in engines.values() if e["status"] == "ok"]
+        assert rec["value"] == (max(others) if rec["situation"] == "throughput" else min(others))
+    assert doc["hardware"]["host"]["cpus"] >= 1 and doc["hardware"]["server"]["triton_version"]
+    # The models were written into the working repository, verified.
+    assert (out / "model_repository" / "mlp_onnx" / "config.pbtxt").is_file()
+    assert "ONNX Runtime" in stdout and "recommendations" in stdout and "latency-bound" in stdout
+    markdown = (tmp_path / "c.md").read_text()
+    assert "| 1 | " in markdown and "memory-bound edge deployment" in markdown
+    html = (tmp_path / "c.html").read_text()
+    assert "<table>" in html and html.count("data:image/png;base64,") == 2
+    assert 'src="http' not in html and 'href="http' not in html
+    assert not _servers_under(out)
+
+
+def test_compare_measures_an_existing_deployment_and_leaves_it_as_found(
+    triton_server: LocalTritonServer, served_repository: Path, example_models: dict[str, Path], tmp_path: Path
+) -> None:
+    control = RepositoryControl(triton_server.http_url)
+    try:
+        before = {m: s for m, s in control.index().items() if s == "READY"}
+        code, _, stderr = _run(
+            "compare", example_models["mlp"], "--name", "mlp", "--url", triton_server.http_url,
+            "--metrics-url", triton_server.metrics_url, "--repo", served_repository, *FAST,
+            "--out", tmp_path, "--rank-by", "latency",
+        )  # fmt: skip
+        assert code == 0, stderr
+        after = {m: s for m, s in control.index().items() if s == "READY"}
+    finally:
+        control.close()
+    assert after == before  # every model that was loaded is loaded again
+    doc = json.loads((tmp_path / "compare.json").read_text())
+    assert doc["settings"]["rank_by"] == "latency" and doc["settings"]["url"] == triton_server.http_url
+    engines = {e["format"]: e for e in doc["engines"]}
+    _check_measured(engines["onnx"])
+    # Precision and error come from the model's metadata in the repository.
+    assert engines["onnx"]["max_abs_err"] is not None
+    # The server runs on this machine: its backend processes' memory was read from /proc.
+    assert doc["hardware"]["server"]["local_pid"] is True
+    assert (
+        engines["tvm"]["status"] == "unavailable" and "no model directory mlp_tvm" in engines["tvm"]["reason"]
+    )
+
+
+def test_ctrl_c_stops_the_comparison_and_keeps_what_was_measured(
+    example_models: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "work"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tritongen", "compare", str(example_models["mlp"]), "--formats", "onnx",
+         "--duration", "30s", "--warmup", "0.5s", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not _servers_under(out):
+            assert time.monotonic() < deadline and cli.poll() is None, "the comparison never started serving"
+            time.sleep(0.2)
+        time.sleep(6)  # inside the first load test
+        cli.send_signal(signal.SIGINT)
+        code = cli.wait(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    stderr = cli.stderr.read() if cli.stderr else ""
+    assert code == 130, stderr
+    assert "partial results written" in stderr
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["status"] == "interrupted"
+    onnx = doc["engines"][0]
+    assert onnx["first_infer_s"] > 0 and onnx["reason"] == "interrupted while it was measured"
+    assert not _servers_under(out)
+    assert not [p for p in Path("/dev/shm").glob(f"tritongen_{cli.pid}_*")]
+
+
+def test_compare_refuses_unusable_input_with_one_line(tmp_path: Path) -> None:
+    code, _, stderr = _run("compare", "x.onnx", "--repo", tmp_path / "missing", "--formats", "onnx")
+    assert code == 1 and "does not exist" in _error_line(stderr)
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    code, _, stderr = _run("compare", broken, "--out", tmp_path / "w")
+    assert code == 1 and "broken.onnx" in _error_line(stderr)
+    assert not (tmp_path / "w" / "model_repository" / "broken_onnx").exists()
+    code, _, stderr = _run("compare", broken, "--rank-by", "speed")
+    assert code == 1 and "--rank-by 'speed' is unknown" in _error_line(stderr)
+    code, _, stderr = _run("compare", broken, "--formats", "onnx,caffe")
+    assert code == 1 and "'caffe' is not supported" in _error_line(stderr)

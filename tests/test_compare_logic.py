@@ -1,0 +1,204 @@
+"""Ranking, recommendations, tables and the compare JSON: pure logic, no server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tritongen.client.inputs import InputSpec, ModelInterface
+from tritongen.compare.measure import MeasureSettings, request_shapes
+from tritongen.compare.recommend import rank, recommend
+from tritongen.compare.result import SCHEMA, CompareReport, EngineResult, Recommendation
+from tritongen.errors import ConfigError
+from tritongen.metrics.hardware import describe_host, server_gpus
+from tritongen.metrics.process_memory import backend_processes, local_server_pid
+from tritongen.report.tables import compare_table, to_markdown
+
+
+def _engine(fmt: str, p99: float | None, qps: float | None, mem_mb: float | None, **kw: Any) -> EngineResult:
+    kw.setdefault("status", "ok")
+    mem = None if mem_mb is None else int(mem_mb * 1e6)
+    return EngineResult(
+        format=fmt,
+        model=f"m_{fmt}",
+        p99_ms_b1=p99,
+        infer_per_s_b32=qps,
+        peak_mem_bytes=mem,
+        precision="fp32",
+        **kw,
+    )
+
+
+def _by_situation(engines: list[EngineResult]) -> dict[str, Recommendation]:
+    return {r.situation: r for r in recommend(engines)}
+
+
+def test_each_situation_picks_the_best_figure_with_the_ratio_in_the_reason() -> None:
+    engines = [_engine("onnx", 2.0, 1000.0, 70.0), _engine("tvm", 1.0, 1500.0, 400.0),
+               _engine("torchscript", 3.0, 800.0, 250.0)]  # fmt: skip
+    recs = _by_situation(engines)
+    latency, throughput, memory = recs["latency"], recs["throughput"], recs["memory"]
+    assert latency.format == "tvm" and latency.runner_up == "onnx"
+    assert latency.ratio == pytest.approx(2.0)
+    assert "TVM: 2.0× lower P99 than ONNX Runtime (1.00 ms vs 2.00 ms)" in latency.reason
+    assert throughput.format == "tvm" and throughput.ratio == pytest.approx(1.5)
+    assert "1,500 infer/s vs 1,000 infer/s" in throughput.reason
+    assert memory.format == "onnx" and memory.runner_up == "torchscript"
+    assert "3.6× less memory than TorchScript (70 MB vs 250 MB)" in memory.reason
+    # The memory winner is 2× slower than the fastest: stated as a trade-off.
+    assert "trade-off: 2.0× the P99 of TVM" in memory.reason
+
+
+def test_nothing_is_known_about_engines_in_advance() -> None:
+    """Swap the figures between engines and the recommendations follow the figures."""
+    a = [_engine("onnx", 1.0, 2000.0, 50.0), _engine("tvm", 2.0, 1000.0, 100.0)]
+    b = [_engine("onnx", 2.0, 1000.0, 100.0), _engine("tvm", 1.0, 2000.0, 50.0)]
+    assert {r.format for r in recommend(a)} == {"onnx"}
+    assert {r.format for r in recommend(b)} == {"tvm"}
+
+
+def test_failed_and_unmeasured_engines_are_never_recommended() -> None:
+    engines = [
+        _engine("onnx", 2.0, 1000.0, 70.0),
+        _engine("tvm", 0.1, 99999.0, 1.0, status="failed", reason="verification failed"),
+        _engine("tensorrt", None, None, None, status="unavailable", reason="TensorRT not installed"),
+    ]
+    for rec in recommend(engines):
+        assert rec.format == "onnx" and rec.runner_up is None
+        assert "the only engine measured" in rec.reason
+    assert [e.format for e in rank(engines, "latency")] == ["onnx", "tvm", "tensorrt"]
+    none = recommend([engines[1], engines[2]])
+    assert all(r.format is None and "no engine" in r.reason for r in none)
+
+
+def test_a_tie_within_the_noise_is_broken_by_the_next_figure_and_says_so() -> None:
+    engines = [_engine("onnx", 1.00, 1000.0, 70.0), _engine("tvm", 1.02, 2000.0, 70.0)]
+    latency = _by_situation(engines)["latency"]
+    assert latency.format == "tvm"
+    assert "within 5%" in latency.reason and "2.0× the throughput of ONNX Runtime" in latency.reason
+    same = [_engine("onnx", 1.00, 1000.0, 70.0), _engine("tvm", 1.00, 1000.0, 70.0)]
+    assert "a tie on this machine" in _by_situation(same)["latency"].reason
+
+
+def test_rank_orders_measured_engines_by_the_chosen_figure() -> None:
+    engines = [_engine("onnx", 2.0, 1000.0, 70.0), _engine("tvm", 1.0, 1500.0, 400.0),
+               _engine("torchscript", 3.0, None, 250.0)]  # fmt: skip
+    assert [e.format for e in rank(engines, "throughput")] == ["tvm", "onnx", "torchscript"]
+    assert [e.format for e in rank(engines, "latency")] == ["tvm", "onnx", "torchscript"]
+    assert [e.format for e in rank(engines, "memory")] == ["onnx", "torchscript", "tvm"]
+
+
+def test_report_json_round_trip_and_schema() -> None:
+    report = CompareReport(
+        source="model.onnx", name="m", hardware={"host": describe_host()},
+        settings={"batch_size_throughput": 32, "rank_by": "throughput"},
+        engines=[_engine("onnx", 2.0, 1000.0, 70.0, max_abs_err=1e-7),
+                 _engine("tensorrt", None, None, None, status="unavailable", reason="no TensorRT")],
+    )  # fmt: skip
+    report.recommendations = recommend(report.engines)
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["schema"] == SCHEMA == "tritongen.compare/1"
+    for key in ("format", "status", "reason", "p99_ms_b1", "infer_per_s_b32", "peak_mem_bytes",
+                "first_infer_s", "precision", "max_abs_err"):  # fmt: skip
+        assert key in data["engines"][0]
+    assert data["hardware"]["host"]["cpus"] >= 1
+    again = CompareReport.from_json(data)
+    assert again.to_json() == data
+    with pytest.raises(ConfigError, match=r"not a tritongen\.compare/1"):
+        CompareReport.from_json({"schema": "tritongen.tune/1"})
+
+
+def test_table_and_markdown_show_every_engine_with_reasons() -> None:
+    report = CompareReport(
+        source="s", name="m", hardware={}, settings={"batch_size_throughput": 32, "rank_by": "throughput"},
+        engines=[_engine("onnx", 2.0, 1000.0, 70.0, max_abs_err=3e-7, memory_kind="cpu_rss"),
+                 _engine("tensorrt", None, None, None, status="unavailable", reason="no TensorRT | here")],
+    )  # fmt: skip
+    table = compare_table(report)
+    assert table.headers[4] == "infer/s b32" and table.headers[5] == "memory MB (RSS)"
+    assert table.rows[0][:5] == ("1", "ONNX Runtime", "ok", "2.00", "1,000")
+    assert table.rows[1][0] == "" and table.rows[1][2] == "unavailable"
+    assert table.notes == ["TensorRT unavailable: no TensorRT | here"]
+    markdown = to_markdown(table)
+    lines = markdown.splitlines()
+    assert lines[2].count("|") == 10 and lines[3].startswith("|---:|:---|")
+    assert "no TensorRT \\| here" in markdown  # a pipe in a reason does not break the table
+
+
+def test_request_shapes_fill_dynamic_dims_from_seq_after_explicit_shapes() -> None:
+    interface = ModelInterface(
+        name="enc", max_batch_size=32,
+        inputs=(InputSpec("input_ids", "INT64", (-1,)), InputSpec("mask", "INT64", (-1,)),
+                InputSpec("image", "FP32", (3, 4))),
+        outputs=("out",),
+    )  # fmt: skip
+    settings = MeasureSettings(seq=64, shapes={"mask": (8,)})
+    assert request_shapes(interface, settings) == {"mask": (8,), "input_ids": (64,)}
+    assert request_shapes(interface, replace(settings, seq=None, shapes={})) == {}
+    with pytest.raises(ConfigError, match="does not have"):
+        request_shapes(interface, replace(settings, shapes={"nope": (1,)}))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"batch_size_throughput": 0}, "--batch-size-throughput"),
+        ({"seq": 0}, "--seq"),
+        ({"concurrency_levels": (1, 0)}, "--concurrency"),
+        ({"duration_s": 0.0}, "--duration"),
+    ],
+)
+def test_settings_reject_impossible_values(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        replace(MeasureSettings(), **changes).check()
+
+
+def test_backend_processes_are_found_by_their_model_file(tmp_path: Path) -> None:
+    """A process named like the stub, serving <repo>/<model>/1/model.py, is that model's."""
+    stub = tmp_path / "triton_python_backend_stub"
+    stub.symlink_to("/bin/sh")  # runs its first argument as a script: argv stays the stub's
+    model_file = tmp_path / "repo" / "mlp_onnx" / "1" / "model.py"
+    model_file.parent.mkdir(parents=True)
+    model_file.write_text("sleep 30\n")
+    code = f"import subprocess; subprocess.run([{str(stub)!r}, {str(model_file)!r}, 'x'])"
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        found = []
+        while time.monotonic() < deadline and not found:
+            found = backend_processes(parent.pid, "mlp_onnx")
+            time.sleep(0.05)
+        assert len(found) == 1
+        assert backend_processes(parent.pid, "other_model") == []
+    finally:
+        for child in backend_processes(parent.pid, "mlp_onnx"):
+            child.kill()
+        parent.kill()
+        parent.wait()
+    assert backend_processes(parent.pid, "mlp_onnx") == []  # the server is gone: nothing, no error
+
+
+def test_server_gpus_and_local_pid_lookup() -> None:
+    text = (
+        "# HELP nv_gpu_memory_total_bytes GPU total memory, in bytes\n"
+        "# TYPE nv_gpu_memory_total_bytes gauge\n"
+        'nv_gpu_memory_total_bytes{gpu_uuid="GPU-1"} 8.0e+10\n'
+    )
+    assert server_gpus(text) == [{"uuid": "GPU-1", "memory_bytes": 80_000_000_000}]
+    assert server_gpus("") == []
+    assert local_server_pid("example.com:8000") is None  # not this machine: no /proc figures
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert local_server_pid(f"127.0.0.1:{port}") in (os.getpid(), None)
