@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
 
-.PHONY: install demo test lint typecheck pytest example-repository clean
+.PHONY: install demo test lint typecheck pytest example-repository browser clean
 
 install: $(STAMP)
 
@@ -54,6 +54,14 @@ pytest: install
 # Regenerate the committed example repository and compose.yaml (a test checks they are current).
 example-repository: install
 	$(BIN)/python -m tritongen.examples.repository model_repository compose.yaml
+
+# Debian's Chromium, for the test that renders the HTML report (skipped without it).
+browser:
+	@command -v chromium >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@chromium --version
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache
