@@ -53,6 +53,7 @@ def _check_measured(engine: dict[str, Any]) -> None:
     # Batches of 32 move more inferences per second than single requests.
     assert engine["infer_per_s_b32"] > 2 * engine["infer_per_s_b1"] > 0
     assert engine["memory_kind"] == "cpu_rss" and engine["peak_mem_bytes"] > 20e6
+    assert engine["peak_rss_bytes"] == engine["peak_mem_bytes"] and engine["peak_gpu_mem_bytes"] is None
     assert 0 < engine["load_s"] <= engine["first_infer_s"] < 120
     assert engine["precision"] == "fp32"
     assert engine["errors"] == 0

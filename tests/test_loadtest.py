@@ -228,12 +228,18 @@ def _locust_children(pid: int) -> list[psutil.Process]:
 
 
 def _wait_for_windows(process: subprocess.Popen[str], seconds: float) -> list[psutil.Process]:
-    deadline = time.monotonic() + seconds
+    """Wait until Locust runs, then ``seconds`` more: time for warm-up and a few measured windows.
+
+    Counting from Locust's start, not the command's, keeps a slow start-up (a busy machine)
+    from eating the measured windows.
+    """
+    deadline = time.monotonic() + 60
     children: list[psutil.Process] = []
-    while time.monotonic() < deadline:
-        children = _locust_children(process.pid) or children
-        time.sleep(0.5)
-    return children
+    while not children and time.monotonic() < deadline and process.poll() is None:
+        children = _locust_children(process.pid)
+        time.sleep(0.2)
+    time.sleep(seconds)
+    return _locust_children(process.pid) or children
 
 
 @pytest.mark.slow

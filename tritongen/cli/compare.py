@@ -30,7 +30,7 @@ from tritongen.cli.engine_options import (
     TvmTuneTrials,
     VerifyData,
 )
-from tritongen.cli.options import ProtocolChoice, Shapes, Templates
+from tritongen.cli.options import HtmlOut, JsonOut, ProtocolChoice, Shapes, Templates
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.compare.measure import MeasureSettings
 from tritongen.compare.recommend import RANK_KEYS
@@ -97,15 +97,11 @@ def compare_command(
             show_default=False,
         ),
     ] = None,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the results JSON here.", show_default=False)
-    ] = None,
+    json_path: JsonOut = None,
     markdown_path: Annotated[
         Path | None, typer.Option("--markdown", help="Write the table as Markdown.", show_default=False)
     ] = None,
-    html_path: Annotated[
-        Path | None, typer.Option("--html", help="Write a self-contained HTML report.", show_default=False)
-    ] = None,
+    html_path: HtmlOut = None,
     url: Annotated[
         str | None,
         typer.Option(

@@ -20,7 +20,17 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
-from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Shapes, Url, embedded_server
+from tritongen.cli.options import (
+    HtmlOut,
+    JsonOut,
+    ModelName,
+    Protocol,
+    ProtocolChoice,
+    Serve,
+    Shapes,
+    Url,
+    embedded_server,
+)
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.errors import ConfigError, ServerError
@@ -81,19 +91,14 @@ def loadtest_command(
             show_default=False,
         ),
     ] = None,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write results as JSON.", show_default=False)
-    ] = None,
+    json_path: JsonOut = None,
     csv_path: Annotated[
         Path | None, typer.Option("--csv", help="Write results as CSV.", show_default=False)
     ] = None,
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Write a latency-vs-throughput PNG.", show_default=False)
     ] = None,
-    html_path: Annotated[
-        Path | None,
-        typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
-    ] = None,
+    html_path: HtmlOut = None,
     slo_p99_ms: Annotated[
         float | None,
         typer.Option(

@@ -48,6 +48,14 @@ Serve = Annotated[
     ),
 ]
 
+JsonOut = Annotated[
+    Path | None, typer.Option("--json", help="Write the results as JSON.", show_default=False)
+]
+HtmlOut = Annotated[
+    Path | None,
+    typer.Option("--html", help="Write a self-contained HTML report of the results.", show_default=False),
+]
+
 
 @contextlib.contextmanager
 def embedded_server(repo: Path, model: str) -> Iterator[LocalTritonServer]:

@@ -20,7 +20,7 @@ from tritongen.cli.common import (
     user_errors,
 )
 from tritongen.cli.loadtest import load_spec
-from tritongen.cli.options import ProtocolChoice, Shapes
+from tritongen.cli.options import HtmlOut, JsonOut, ProtocolChoice, Shapes
 from tritongen.errors import ConfigError
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
@@ -113,16 +113,11 @@ def tune_command(
             show_default=False,
         ),
     ] = None,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the results JSON.", show_default=False)
-    ] = None,
+    json_path: JsonOut = None,
     plot_path: Annotated[
         Path | None, typer.Option("--plot", help="Write a throughput-vs-P99 PNG.", show_default=False)
     ] = None,
-    html_path: Annotated[
-        Path | None,
-        typer.Option("--html", help="Write a self-contained HTML report.", show_default=False),
-    ] = None,
+    html_path: HtmlOut = None,
     apply: Annotated[
         bool, typer.Option("--apply", help="Write the best config into the repository (.bak kept).")
     ] = False,

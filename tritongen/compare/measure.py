@@ -262,12 +262,13 @@ class EngineMeasurement:
             self.result.p99_ms_b32 = best.latency_us["p99"] / 1000 if best.latency_us else None
 
     def _memory(self, gpu: MetricsSampler, peak_rss: int | None) -> None:
-        samples = [s for s in gpu.samples if "gpu_mem_bytes" in s.values]
+        """Both figures where there are; the GPU one counts when the engine used the GPU."""
+        result = self.result
+        samples = [s.values["gpu_mem_bytes"] for s in gpu.samples if "gpu_mem_bytes" in s.values]
         if len(samples) >= 2:
-            baseline = samples[0].values["gpu_mem_bytes"]
-            peak = max(s.values["gpu_mem_bytes"] for s in samples)
-            self.result.peak_mem_bytes = int(max(0.0, peak - baseline))
-            self.result.memory_kind = "gpu"
+            result.peak_gpu_mem_bytes = int(max(0.0, max(samples) - samples[0]))
+        result.peak_rss_bytes = peak_rss
+        if result.peak_gpu_mem_bytes:
+            result.peak_mem_bytes, result.memory_kind = result.peak_gpu_mem_bytes, "gpu"
         elif peak_rss is not None:
-            self.result.peak_mem_bytes = peak_rss
-            self.result.memory_kind = "cpu_rss"
+            result.peak_mem_bytes, result.memory_kind = peak_rss, "cpu_rss"

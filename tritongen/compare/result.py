@@ -30,6 +30,12 @@ def engine_label(fmt: str, precision: str | None = None) -> str:
     return f"{label} {precision}" if precision and precision != "fp32" else label
 
 
+def _known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of the dataclass ``cls`` (newer writers add keys)."""
+    known = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in known}
+
+
 @dataclass
 class EngineResult:
     """One engine's measurements (``None`` where not measured)."""
@@ -52,8 +58,13 @@ class EngineResult:
     concurrency_b32: int | None = None
     """The concurrency that gave the most throughput."""
     peak_mem_bytes: int | None = None
+    """The memory figure the engine is judged on: GPU memory where it used the GPU, else resident memory."""
     memory_kind: str | None = None
     """``cpu_rss`` (the backend processes' resident memory) or ``gpu`` (from the metrics endpoint)."""
+    peak_rss_bytes: int | None = None
+    """Peak resident memory of the model's backend processes (server on this machine only)."""
+    peak_gpu_mem_bytes: int | None = None
+    """Peak GPU memory above what the server used before the model was loaded."""
     first_infer_s: float | None = None
     load_s: float | None = None
     errors: int = 0
@@ -74,8 +85,7 @@ class EngineResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EngineResult:
         """Read one engine entry (unknown keys ignored)."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**_known_fields(cls, data))
 
 
 @dataclass
@@ -94,9 +104,8 @@ class Recommendation:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Recommendation:
-        """Read one recommendation."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """Read one recommendation (unknown keys ignored)."""
+        return cls(**_known_fields(cls, data))
 
 
 @dataclass
