@@ -217,6 +217,11 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
             console.print(
                 f"  or on the GPU host: {commands['compose']}", soft_wrap=True, highlight=False, markup=False
             )
+    for outcome in result.outcomes:
+        for warning in outcome.warnings:
+            err_console.print(
+                f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False, markup=False
+            )
     for outcome in result.failures:
         style = "yellow" if outcome.status in ("unavailable", "kept") else "red"
         line = f"[{style}]{outcome.format} {outcome.status}:[/] {outcome.reason}"

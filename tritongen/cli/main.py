@@ -12,6 +12,7 @@ from tritongen.cli.compose import compose_command
 from tritongen.cli.convert import convert_command
 from tritongen.cli.example import example_command
 from tritongen.cli.infer import infer_command
+from tritongen.cli.lint import lint_command
 from tritongen.cli.loadtest import loadtest_command
 from tritongen.cli.render import render_command
 from tritongen.cli.report import report_command
@@ -35,6 +36,7 @@ app.command("example")(example_command)
 app.command("tune")(tune_command)
 app.command("compare")(compare_command)
 app.command("report")(report_command)
+app.command("lint")(lint_command)
 
 
 def _version(value: bool) -> None:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
-from tritongen.errors import ModelLoadError
+from tritongen.errors import ConfigError, ModelLoadError
 from tritongen.server.local import LocalTritonServer
 
 
@@ -31,6 +31,9 @@ def serve_command(
     ready_timeout: Annotated[
         float, typer.Option("--ready-timeout", help="Seconds to wait for the server and its models.")
     ] = 180.0,
+    lint: Annotated[
+        bool, typer.Option("--lint/--no-lint", help="Check the configs with `tritongen lint` first.")
+    ] = True,
 ) -> None:
     """Serve REPO with the embedded Triton server (CPU) until Ctrl-C."""
     server = LocalTritonServer(
@@ -43,6 +46,8 @@ def serve_command(
         ready_timeout_s=ready_timeout,
     )
     with user_errors():
+        if lint:
+            _lint(repo, list(parse_name_list(models)))
         try:
             with err_console.status("starting the embedded Triton server"):
                 server.start()  # Ctrl-C here stops the half-started server and exits 130
@@ -77,3 +82,22 @@ def _print_ready(server: LocalTritonServer) -> None:
     console.print(table)
     console.print(f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False)
     console.print(f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop", soft_wrap=True, highlight=False)
+
+
+def _lint(repo: Path, models: list[str]) -> None:
+    """Refuse to start on configs Triton would refuse; show warnings."""
+    from tritongen.lint.repository import LintUsageError, lint_paths
+
+    paths = [repo / m for m in models] if models else [repo]
+    try:
+        report = lint_paths([p for p in paths if p.exists()] or [repo])
+    except LintUsageError:
+        return  # nothing lint can read: the server reports what is wrong
+    for finding in report.findings:
+        style = "red" if finding.severity == "error" else "yellow"
+        err_console.print(finding.text(), style=style, soft_wrap=True, highlight=False, markup=False)
+    if report.errors:
+        raise ConfigError(
+            f"{len(report.errors)} config error(s) in {repo}: Triton would refuse these models",
+            "fix them (see above), or start anyway with --no-lint",
+        )

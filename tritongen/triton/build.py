@@ -26,6 +26,7 @@ from tritongen.convert.verify import (
     verify_artifact,
 )
 from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, first_line
+from tritongen.lint.repository import lint_model_text
 from tritongen.sources.model_source import ModelSource, load_source
 from tritongen.sources.samples import Feed
 from tritongen.sources.signature import Signature, TensorSpec
@@ -112,6 +113,8 @@ class FormatOutcome:
     model: BuiltModel | None = None
     verification: Verification | None = None
     seconds: float = 0.0
+    warnings: tuple[str, ...] = ()
+    """Lint warnings on the written config: legal, but probably not what was meant."""
 
 
 @dataclass(frozen=True)
@@ -252,13 +255,25 @@ def _build_one(
     (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
     metadata = _metadata(request, source, artifact, verification)
     (model_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    findings = lint_model_text(text, model_dir, str(request.repo / name / "config.pbtxt"))
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        discard(model_dir)
+        return outcome(
+            "failed",
+            reason=f"the config breaks Triton's rules: {errors[0].text()}",
+            hint="fix the template or the options (tritongen lint explains every rule)",
+            verification=verification,
+        )
+    warnings = tuple(f.text() for f in findings)
     files = ("config.pbtxt", *artifact.files, METADATA_FILE)
     model = BuiltModel(
         name=name, format=fmt, path=request.repo / name, files=files, config=config, engine=artifact.engine
     )
     if verification is not None and not verification.passed:
         if request.verify.keep_failed:
-            return outcome("kept", reason=verification.failure(), model=model, verification=verification)
+            reason = verification.failure()
+            return outcome("kept", reason=reason, model=model, verification=verification, warnings=warnings)
         discard(model_dir)
         return outcome(
             "failed",
@@ -266,7 +281,7 @@ def _build_one(
             hint="fix the model or loosen --atol/--rtol; --keep-failed writes it anyway",
             verification=verification,
         )
-    return outcome("built", model=model, verification=verification)
+    return outcome("built", model=model, verification=verification, warnings=warnings)
 
 
 def _tuned_shapes(artifact: Artifact) -> dict[str, tuple[int, ...]]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tritongen.errors import RepositoryError
+from tritongen.errors import ConfigError, RepositoryError
+from tritongen.lint.repository import lint_model_text
 from tritongen.triton.batching import BatchingOptions, apply_batching
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
@@ -43,5 +44,8 @@ def rerender_model(
     path = model_dir / "config.pbtxt"
     config = apply_batching(read_config(path), options, model_target(model_dir))
     text = render_config(config, templates_dir)
+    errors = [f for f in lint_model_text(text, model_dir, str(path)) if f.severity == "error"]
+    if errors:
+        raise ConfigError(f"the new config breaks Triton's rules: {errors[0].text()}", "nothing was written")
     atomic_write_text(path, text, backup_suffix=BACKUP_SUFFIX)
     return config

@@ -1,0 +1,70 @@
+"""``tritongen lint``: Triton's model-configuration rules, before the server ever sees the repository."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tritongen.cli.common import console, err_console
+from tritongen.lint.findings import LintReport
+from tritongen.lint.repository import LintUsageError, lint_paths
+
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class FormatChoice(str, Enum):
+    """Output format."""
+
+    text = "text"
+    json = "json"
+
+
+def lint_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Repositories, model directories or config.pbtxt files.", show_default=False),
+    ],
+    output_format: Annotated[
+        FormatChoice, typer.Option("--format", help="text or json.")
+    ] = FormatChoice.text,
+    slo_p99_ms: Annotated[
+        float | None,
+        typer.Option(
+            "--slo-p99-ms",
+            help="Warn when a queue delay takes more than half this budget.",
+            show_default=False,
+        ),
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
+) -> None:
+    """Check configs with Triton's own rules: exit 0 clean, 1 errors, 2 unusable arguments."""
+    try:
+        report = lint_paths(paths, slo_p99_ms)
+    except LintUsageError as e:
+        err_console.print(f"[bold red]error:[/] {e}. Pass a repository, a model directory or a config.pbtxt.",
+                          soft_wrap=True, highlight=False)  # fmt: skip
+        raise typer.Exit(EXIT_USAGE) from e
+    if output_format is FormatChoice.json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        print_findings(report)
+    if report.errors or (strict and report.warnings):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def print_findings(report: LintReport) -> None:
+    """One line per finding, then a summary line."""
+    for finding in report.findings:
+        colour = "red" if finding.severity == "error" else "yellow"
+        console.print(finding.text(), style=colour, soft_wrap=True, highlight=False, markup=False)
+    verdict = (
+        "clean"
+        if not report.findings
+        else f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
+    )
+    console.print(f"{len(report.models)} model(s) checked: {verdict}", highlight=False)

@@ -1,0 +1,295 @@
+"""Lint what the user points at: repositories, model directories or config files.
+
+A repository is a directory of model directories; a model directory holds ``config.pbtxt``.
+Every config is parsed with Triton's protobuf schema (a syntax error carries file, line
+and column), checked with the model-level rules, and then ensembles are checked against
+the models of their repository: steps that exist, no cycles, maps that match the step
+models' inputs and outputs, batch sizes and data types that agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritongen.lint.findings import Finding, LintReport
+from tritongen.lint.rules import ModelContext, enum_name, iter_steps, lint_model, numeric_versions
+
+CONFIG_FILE = "config.pbtxt"
+
+
+class LintUsageError(Exception):
+    """The arguments cannot be linted at all (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One config to lint, and the repository it belongs to (for ensembles)."""
+
+    config: Path
+    directory: Path | None
+    repository: Path | None
+
+
+def resolve_targets(paths: list[Path]) -> list[Target]:
+    """What each path means: a config file, a model directory, or a repository of them.
+
+    Raises:
+        LintUsageError: a path does not exist or holds no config.
+    """
+    targets: list[Target] = []
+    for path in paths:
+        if not path.exists():
+            raise LintUsageError(f"{path} does not exist")
+        if path.is_file():
+            directory = path.parent if path.name == CONFIG_FILE else None
+            targets.append(Target(path, directory, directory.parent if directory else None))
+        elif (path / CONFIG_FILE).is_file():
+            targets.append(Target(path / CONFIG_FILE, path, path.parent))
+        else:
+            found = sorted(p for p in path.iterdir() if p.is_dir() and (p / CONFIG_FILE).is_file())
+            if not found:
+                raise LintUsageError(
+                    f"{path} holds no {CONFIG_FILE} (neither a model directory nor a repository)"
+                )
+            targets += [Target(p / CONFIG_FILE, p, path) for p in found]
+    return targets
+
+
+def parse_config(text: str, file: str, model: str) -> tuple[Any | None, Finding | None]:
+    """Parse ``text`` with Triton's schema: the message, or a syntax finding with line and column."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    message = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as e:
+        line, column = e.GetLine(), e.GetColumn()
+        detail = str(e)
+        prefix = f"{line}:{column} : "
+        detail = detail[len(prefix) :] if detail.startswith(prefix) else detail
+        return None, Finding(
+            "error",
+            model,
+            file,
+            "syntax",
+            "",
+            detail,
+            "fix the text at that position (see Triton's model_config.proto)",
+            line,
+            column,
+        )
+    except (ValueError, TypeError, RecursionError, OverflowError) as e:
+        return None, Finding(
+            "error",
+            model,
+            file,
+            "syntax",
+            "",
+            f"not protobuf text: {e}",
+            "write the config in protobuf text format",
+        )
+    return message, None
+
+
+def lint_text(
+    text: str, name: str = "model", file: str = CONFIG_FILE, slo_p99_ms: float | None = None
+) -> list[Finding]:
+    """Lint one config's text on its own (no directory: file and repository rules are skipped)."""
+    message, syntax = parse_config(text, file, name)
+    if message is None:
+        return [syntax] if syntax else []
+    return lint_model(ModelContext(name or "model", message, file, None, slo_p99_ms))
+
+
+def lint_paths(paths: list[Path], slo_p99_ms: float | None = None) -> LintReport:
+    """Lint every config under ``paths``.
+
+    Raises:
+        LintUsageError: a path does not exist or holds nothing to lint.
+    """
+    report = LintReport()
+    contexts: dict[Path, list[ModelContext]] = {}
+    seen: set[Path] = set()
+    for target in resolve_targets(paths):
+        if target.config.resolve() in seen:
+            continue
+        seen.add(target.config.resolve())
+        file = str(target.config)
+        model = target.directory.name if target.directory else target.config.stem
+        report.files.append(file)
+        report.models.append(model)
+        try:
+            text = target.config.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            report.findings.append(
+                Finding(
+                    "error",
+                    model,
+                    file,
+                    "read",
+                    "",
+                    f"cannot read: {e}",
+                    "check the file's permissions and encoding",
+                )
+            )
+            continue
+        message, syntax = parse_config(text, file, model)
+        if message is None:
+            report.findings += [syntax] if syntax else []
+            continue
+        ctx = ModelContext(model, message, file, target.directory, slo_p99_ms)
+        report.findings += lint_model(ctx)
+        if target.repository is not None:
+            contexts.setdefault(target.repository, []).append(ctx)
+    for repository, members in contexts.items():
+        report.findings += check_ensembles(repository, members)
+    return report
+
+
+def _load_repository_models(repository: Path, known: list[ModelContext]) -> dict[str, ModelContext]:
+    """Every parsable model of ``repository`` (those linted already, plus the others, silently)."""
+    models = {ctx.name: ctx for ctx in known}
+    try:
+        children = sorted(p for p in repository.iterdir() if p.is_dir())
+    except OSError:
+        return models
+    for child in children:
+        if child.name in models or not (child / CONFIG_FILE).is_file():
+            continue
+        try:
+            message, _ = parse_config((child / CONFIG_FILE).read_text(encoding="utf-8"), "", child.name)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if message is not None:
+            models[child.name] = ModelContext(child.name, message, str(child / CONFIG_FILE), child)
+    return models
+
+
+def check_ensembles(repository: Path, linted: list[ModelContext]) -> list[Finding]:
+    """Ensembles against the models of their repository."""
+    models = _load_repository_models(repository, linted)
+    findings: list[Finding] = []
+    for ctx in linted:
+        if not ctx.is_ensemble:
+            continue
+        before = len(ctx.findings)
+        _check_steps(ctx, models)
+        _check_cycles(ctx, models)
+        findings += ctx.findings[before:]
+    return findings
+
+
+def _check_steps(ctx: ModelContext, models: dict[str, ModelContext]) -> None:
+    ensemble_types = {t.name: t for t in [*ctx.config.input, *ctx.config.output]}
+    for index, step in iter_steps(ctx):
+        path = f"ensemble_scheduling.step[{index}]"
+        model = models.get(step.model_name)
+        if model is None:
+            if step.model_name:
+                ctx.error(
+                    "ensemble.step-unknown-model",
+                    f"{path}.model_name",
+                    f"step model '{step.model_name}' is not in the repository",
+                    "add that model, or fix the name",
+                )
+            continue
+        versions, _ = numeric_versions(model.directory)
+        if step.model_version != -1 and model.directory is not None and step.model_version not in versions:
+            ctx.error(
+                "ensemble.step-version",
+                f"{path}.model_version",
+                f"step requires version "
+                f"{step.model_version} of '{step.model_name}' (0 when omitted), which it does not have",
+                "set model_version: -1 (the latest version)",
+            )
+        mb, step_mb = ctx.config.max_batch_size, model.config.max_batch_size
+        if step_mb and step_mb < mb:
+            ctx.error(
+                "ensemble.step-batch",
+                f"{path}.model_name",
+                f"the ensemble allows batch {mb} but '{model.name}' only {step_mb}",
+                f"set the ensemble's max_batch_size to {step_mb} or less",
+            )
+        step_inputs = {t.name: t for t in model.config.input}
+        step_outputs = {t.name: t for t in model.config.output}
+        for key, tensor in step.input_map.items():
+            if key not in step_inputs:
+                ctx.error(
+                    "ensemble.map-input",
+                    f"{path}.input_map",
+                    f"'{model.name}' has no input '{key}'",
+                    f"map one of: {', '.join(sorted(step_inputs)) or 'none'}",
+                )
+            else:
+                _same_type(ctx, path, tensor, ensemble_types.get(tensor), step_inputs[key], model.name)
+        for name, tensor in step_inputs.items():
+            if name not in step.input_map and not tensor.optional:
+                ctx.error(
+                    "ensemble.map-input-missing",
+                    f"{path}.input_map",
+                    f"input '{name}' of '{model.name}' is not mapped",
+                    f"map '{name}' to an ensemble tensor",
+                )
+        for key, tensor in step.output_map.items():
+            if key not in step_outputs:
+                ctx.error(
+                    "ensemble.map-output",
+                    f"{path}.output_map",
+                    f"'{model.name}' has no output '{key}'",
+                    f"map one of: {', '.join(sorted(step_outputs)) or 'none'}",
+                )
+            else:
+                _same_type(ctx, path, tensor, ensemble_types.get(tensor), step_outputs[key], model.name)
+
+
+def _same_type(ctx: ModelContext, path: str, tensor: str, ours: Any, theirs: Any, model: str) -> None:
+    if ours is None:
+        return
+    if ours.data_type != theirs.data_type:
+        ctx.error(
+            "ensemble.data-type",
+            path,
+            f"ensemble tensor '{tensor}' is {enum_name(ours, 'data_type')} "
+            f"here and {enum_name(theirs, 'data_type')} in '{model}'",
+            "use one data type",
+        )
+
+
+def _check_cycles(ctx: ModelContext, models: dict[str, ModelContext]) -> None:
+    """Ensembles that reach themselves through their steps."""
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        if name in path:
+            return [*path[path.index(name) :], name]
+        model = models.get(name)
+        if model is None or not model.is_ensemble:
+            return None
+        path.append(name)
+        for _, step in iter_steps(model):
+            cycle = visit(step.model_name)
+            if cycle:
+                return cycle
+        path.pop()
+        return None
+
+    cycle = visit(ctx.name)
+    if cycle:
+        ctx.error(
+            "ensemble.cycle",
+            "ensemble_scheduling.step",
+            "circular dependency: " + " -> ".join(cycle),
+            "break the cycle: an ensemble cannot contain itself",
+        )
+
+
+def lint_model_text(text: str, directory: Path, file: str | None = None) -> list[Finding]:
+    """Lint config text meant for ``directory`` (before it is written there), file rules included."""
+    shown = file or str(directory / CONFIG_FILE)
+    message, syntax = parse_config(text, shown, directory.name)
+    if message is None:
+        return [syntax] if syntax else []
+    return lint_model(ModelContext(directory.name, message, shown, directory))
