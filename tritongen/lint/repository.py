@@ -286,10 +286,16 @@ def _check_cycles(ctx: ModelContext, models: dict[str, ModelContext]) -> None:
         )
 
 
-def lint_model_text(text: str, directory: Path, file: str | None = None) -> list[Finding]:
-    """Lint config text meant for ``directory`` (before it is written there), file rules included."""
+def lint_model_text(
+    text: str, directory: Path, file: str | None = None, check_files: bool = True
+) -> list[Finding]:
+    """Lint config text meant for ``directory`` (before it is written there).
+
+    ``check_files=False`` leaves out the version directories and model files: what a
+    re-render or a build without its artifact yet cannot change.
+    """
     shown = file or str(directory / CONFIG_FILE)
     message, syntax = parse_config(text, shown, directory.name)
     if message is None:
         return [syntax] if syntax else []
-    return lint_model(ModelContext(directory.name, message, shown, directory))
+    return lint_model(ModelContext(directory.name, message, shown, directory, check_files=check_files))

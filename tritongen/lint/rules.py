@@ -75,6 +75,8 @@ class ModelContext:
     file: str
     directory: Path | None = None
     slo_p99_ms: float | None = None
+    check_files: bool = True
+    """Whether the version directories and model files are judged (not for a config about to be written)."""
     findings: list[Finding] = field(default_factory=list)
 
     def report(self, severity: Severity, rule: str, path: str, message: str, fix: str) -> None:
@@ -242,7 +244,7 @@ def check_backend(ctx: ModelContext) -> None:
             f"platform '{platform}' is not one Triton knows",
             'set backend instead, e.g. backend: "python"',
         )
-    if ctx.directory is None:
+    if ctx.directory is None or not ctx.check_files:
         return
     filename = str(config.default_model_filename) or DEFAULT_FILES.get(platform) or DEFAULT_FILES.get(backend)
     if not filename or (backend not in DEFAULT_FILES and platform not in DEFAULT_FILES):
@@ -260,7 +262,7 @@ def check_backend(ctx: ModelContext) -> None:
 
 def check_versions(ctx: ModelContext) -> None:
     """At least one version directory that the version policy selects."""
-    if ctx.directory is None:
+    if ctx.directory is None or not ctx.check_files:
         return
     versions, ignored = numeric_versions(ctx.directory)
     for name in ignored:
@@ -488,13 +490,14 @@ def check_batch_io(ctx: ModelContext) -> None:
                     f"source input '{source}' is not an input of the model",
                     "name one of the model's inputs",
                 )
-        if item.target_name in inputs:
-            ctx.warning(
-                "batch-input.target",
-                f"{path}.target_name",
-                f"target '{item.target_name}' is also a model input",
-                "give the batch input its own name",
-            )
+        for target in item.target_name:
+            if target in inputs:
+                ctx.warning(
+                    "batch-input.target",
+                    f"{path}.target_name",
+                    f"target '{target}' is also a model input",
+                    "give the batch input its own name",
+                )
     for index, item in enumerate(config.batch_output):
         path, kind = f"batch_output[{index}]", enum_name(item, "kind")
         if kind != "BATCH_SCATTER_WITH_INPUT_SHAPE":

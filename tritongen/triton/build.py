@@ -255,7 +255,9 @@ def _build_one(
     (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
     metadata = _metadata(request, source, artifact, verification)
     (model_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-    findings = lint_model_text(text, model_dir, str(request.repo / name / "config.pbtxt"))
+    dry = bool(artifact.engine.get("dry_run"))  # its plan is built later, elsewhere
+    shown = str(request.repo / name / "config.pbtxt")
+    findings = lint_model_text(text, model_dir, shown, check_files=not dry)
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         discard(model_dir)
