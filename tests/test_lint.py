@@ -188,8 +188,8 @@ def test_cli_exit_codes_and_formats(corpus: Path, tmp_path: Path) -> None:
     assert result.exit_code == 1
     line = next(x for x in result.stdout.splitlines() if "preferred-le-max" in x)
     assert (
-        "bad_preferred_max/config.pbtxt: error: bad_preferred_max: dynamic_batching.preferred_batch_size:"
-        in line
+        "bad_preferred_max/config.pbtxt:8:20: error: bad_preferred_max: "
+        "dynamic_batching.preferred_batch_size:" in line
     )
     assert "fix:" in line and "2 model(s) checked: 1 error(s)" in result.stdout
     result = runner.invoke(app, ["lint", str(corpus), "--format", "json"])
@@ -202,6 +202,17 @@ def test_cli_exit_codes_and_formats(corpus: Path, tmp_path: Path) -> None:
     assert runner.invoke(app, ["lint", str(corpus / "valid_base"), "--format", "yaml"]).exit_code == 2
     warned = runner.invoke(app, ["lint", str(corpus / "valid_count_zero"), "--strict"])
     assert warned.exit_code == 1 and "instance-group.count" in warned.stdout
+
+
+def test_findings_point_at_the_line_of_their_field() -> None:
+    text = (
+        'name: "m"\nbackend: "python"\nmax_batch_size: 4\n\n'
+        + "dynamic_batching {\n  preferred_batch_size: [ 8 ]\n}\n"
+    )
+    (finding,) = lint_text(text, "m", "m/config.pbtxt")
+    assert (finding.line, finding.column) == (6, 3) and finding.location == "m/config.pbtxt:6:3"
+    (named,) = lint_text('name: "a b"\nbackend: "python"\n', "a b")
+    assert named.rule == "name.characters" and named.severity == "warning" and named.line == 1
 
 
 def test_queue_delay_far_above_the_slo_is_a_warning() -> None:

@@ -9,7 +9,8 @@ models' inputs and outputs, batch sizes and data types that agree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,42 @@ def parse_config(text: str, file: str, model: str) -> tuple[Any | None, Finding 
     return message, None
 
 
+_SEGMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>[^\]]*)\])?$")
+
+
+def locate(text: str, path: str) -> tuple[int, int] | None:
+    """Line and column (1-based) of the field ``path`` (e.g. ``dynamic_batching.preferred_batch_size``).
+
+    Each segment is searched for after the previous one; an element of a repeated field
+    past the first is not told apart, so the search stops at its parent.
+    """
+    position, found = 0, None
+    for segment in path.split("."):
+        match = _SEGMENT.match(segment)
+        if match is None:
+            break
+        hit = re.compile(rf"\b{match['name']}\b\s*[:{{\[]").search(text, position)
+        if hit is None:
+            break
+        position = found = hit.start()
+        index = match["index"]
+        if index is not None and index not in ("", "0"):
+            break
+    if found is None:
+        return None
+    line = text.count("\n", 0, found) + 1
+    return line, found - (text.rfind("\n", 0, found) + 1) + 1
+
+
+def with_positions(findings: list[Finding], text: str) -> list[Finding]:
+    """The findings with the line and column of their field, where it is written in ``text``."""
+    placed = []
+    for finding in findings:
+        where = locate(text, finding.field) if finding.line is None and finding.field else None
+        placed.append(replace(finding, line=where[0], column=where[1]) if where else finding)
+    return placed
+
+
 def lint_text(
     text: str, name: str = "model", file: str = CONFIG_FILE, slo_p99_ms: float | None = None
 ) -> list[Finding]:
@@ -101,7 +138,7 @@ def lint_text(
     message, syntax = parse_config(text, file, name)
     if message is None:
         return [syntax] if syntax else []
-    return lint_model(ModelContext(name or "model", message, file, None, slo_p99_ms))
+    return with_positions(lint_model(ModelContext(name or "model", message, file, None, slo_p99_ms)), text)
 
 
 def lint_paths(paths: list[Path], slo_p99_ms: float | None = None) -> LintReport:
@@ -140,12 +177,15 @@ def lint_paths(paths: list[Path], slo_p99_ms: float | None = None) -> LintReport
         if message is None:
             report.findings += [syntax] if syntax else []
             continue
-        ctx = ModelContext(model, message, file, target.directory, slo_p99_ms)
-        report.findings += lint_model(ctx)
+        ctx = ModelContext(model, message, file, target.directory, slo_p99_ms, text=text)
+        report.findings += with_positions(lint_model(ctx), text)
         if target.repository is not None:
             contexts.setdefault(target.repository, []).append(ctx)
     for repository, members in contexts.items():
-        report.findings += check_ensembles(repository, members)
+        texts = {ctx.name: ctx.text for ctx in members}
+        report.findings += [
+            with_positions([f], texts.get(f.model, ""))[0] for f in check_ensembles(repository, members)
+        ]
     return report
 
 
@@ -298,4 +338,5 @@ def lint_model_text(
     message, syntax = parse_config(text, shown, directory.name)
     if message is None:
         return [syntax] if syntax else []
-    return lint_model(ModelContext(directory.name, message, shown, directory, check_files=check_files))
+    context = ModelContext(directory.name, message, shown, directory, check_files=check_files)
+    return with_positions(lint_model(context), text)

@@ -9,6 +9,7 @@ settings. Nothing here raises on odd input: a rule that cannot apply is skipped.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class ModelContext:
     slo_p99_ms: float | None = None
     check_files: bool = True
     """Whether the version directories and model files are judged (not for a config about to be written)."""
+    text: str = ""
+    """The config's text (to place findings on their line)."""
     findings: list[Finding] = field(default_factory=list)
 
     def report(self, severity: Severity, rule: str, path: str, message: str, fix: str) -> None:
@@ -189,9 +192,20 @@ def _blocks(dims: list[int]) -> list[int]:
 # -- model-level rules --------------------------------------------------------------------
 
 
+NAME_CHARACTERS = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
 def check_name(ctx: ModelContext) -> None:
     """The config's name must equal its directory's (an empty name is filled in from it)."""
     name = str(ctx.config.name)
+    shown = name or (ctx.directory.name if ctx.directory else "")
+    if shown and not NAME_CHARACTERS.match(shown):
+        ctx.warning(
+            "name.characters",
+            "name",
+            f"model name '{shown}' has characters that need escaping in URLs and shells",
+            "use letters, digits, '_', '-' and '.' only",
+        )
     if ctx.directory is not None and name and name != ctx.directory.name:
         ctx.error(
             "name.matches-directory",
