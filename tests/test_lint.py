@@ -19,13 +19,17 @@ from tritongen.lint.repository import lint_paths, lint_text
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.model_config import (
     DynamicBatching,
+    GraphOptimization,
     InstanceGroup,
     ModelConfig,
     ModelInput,
     ModelOutput,
     ModelWarmup,
+    Optimization,
+    PinnedMemory,
     QueuePolicy,
     Reshape,
+    ResponseCache,
     VersionLatest,
     VersionPolicy,
     WarmupInput,
@@ -70,6 +74,13 @@ def renderer_config() -> ModelConfig:
         ),
         instance_group=[InstanceGroup(name="cpu_group", kind="KIND_CPU", count=2)],
         parameters={"intra_op_thread_count": "1"},
+        optimization=Optimization(
+            graph=GraphOptimization(level=1),
+            priority="PRIORITY_MAX",
+            input_pinned_memory=PinnedMemory(enable=True),
+            output_pinned_memory=PinnedMemory(enable=False),
+        ),
+        response_cache=ResponseCache(enable=True),
         model_warmup=[
             ModelWarmup(
                 name="zeros",
