@@ -457,3 +457,41 @@ def test_missing_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> 
         find_distribution()
     assert "nvidia-pytriton" in info.value.message
     assert "make install" in (info.value.hint or "")
+
+
+def test_an_admin_key_restricts_the_repository_api_but_not_inference(served_repository: Path) -> None:
+    """What `serve` does on a non-loopback address: repository, shm, logging and trace APIs need the key."""
+    import urllib.error
+    import urllib.request
+
+    from tritongen.server.local import ADMIN_HEADER, is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("127.0.1.1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3") and not is_loopback("::")
+    key = "k-" + os.urandom(8).hex()
+    with LocalTritonServer(
+        served_repository, http_port=0, grpc_port=0, metrics_port=0, models=["mlp_onnx"], admin_key=key
+    ) as server:
+        assert server.ready_models() == ["mlp_onnx"]  # the supervisor itself sends the key
+
+        def status(path: str, headers: dict[str, str]) -> int:
+            request = urllib.request.Request(
+                f"http://{server.http_url}{path}", data=b"{}", method="POST", headers=headers
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    return int(response.status)
+            except urllib.error.HTTPError as e:
+                return int(e.code)
+
+        assert status("/v2/repository/index", {}) == 403
+        assert status("/v2/repository/index", {ADMIN_HEADER: "wrong"}) == 403
+        assert status("/v2/repository/index", {ADMIN_HEADER: key}) == 200
+        assert status("/v2/repository/models/mlp_onnx/unload", {}) == 403
+        endpoint = TritonEndpoint(server.http_url)
+        try:
+            interface = endpoint.interface("mlp_onnx")
+            result = endpoint.infer("mlp_onnx", build_inputs(interface, 2), interface.outputs)
+            assert result.outputs[interface.outputs[0]].shape[0] == 2
+        finally:
+            endpoint.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ from rich.table import Table
 
 from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
 from tritongen.errors import ConfigError, ModelLoadError
-from tritongen.server.local import LocalTritonServer
+from tritongen.server.local import ADMIN_HEADER, RESTRICTED_APIS, LocalTritonServer, is_loopback
 
 
 def serve_command(
@@ -35,7 +36,12 @@ def serve_command(
         bool, typer.Option("--lint/--no-lint", help="Check the configs with `tritongen lint` first.")
     ] = True,
 ) -> None:
-    """Serve REPO with the embedded Triton server (CPU) until Ctrl-C."""
+    """Serve REPO with the embedded Triton server (CPU) until Ctrl-C.
+
+    Bound to an address other machines reach, the model-repository, shared-memory, logging
+    and trace APIs answer only requests carrying a key generated for this run.
+    """
+    admin_key = None if is_loopback(host) else secrets.token_urlsafe(24)
     server = LocalTritonServer(
         repo,
         http_port=http_port,
@@ -44,6 +50,7 @@ def serve_command(
         host=host,
         models=list(parse_name_list(models)) or None,
         ready_timeout_s=ready_timeout,
+        admin_key=admin_key,
     )
     with user_errors():
         if lint:
@@ -81,6 +88,13 @@ def _print_ready(server: LocalTritonServer) -> None:
     table.add_row("metrics", server.metrics_url)
     console.print(table)
     console.print(f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False)
+    if server.admin_key is not None:
+        console.print(
+            f"bound to {server.host}: the {RESTRICTED_APIS} APIs need the header "
+            f"{ADMIN_HEADER}: {server.admin_key} (shown once)",
+            soft_wrap=True,
+            highlight=False,
+        )
     console.print(f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop", soft_wrap=True, highlight=False)
 
 

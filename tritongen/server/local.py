@@ -25,6 +25,16 @@ from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.server.process import die_with_parent, tail_lines
 
 SHM_DIR = Path("/dev/shm")
+ADMIN_HEADER = "tritongen-admin-key"
+"""The header that unlocks the restricted APIs of a server started with an admin key."""
+RESTRICTED_APIS = "model-repository,shared-memory,logging,trace"
+"""What a server reachable from other machines keeps for requests carrying the admin key."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ class LocalTritonServer:
         log_path: Path | None = None,
         extra_args: list[str] | None = None,
         require_all_models: bool = True,
+        admin_key: str | None = None,
     ) -> None:
         self.repo = repo
         self.host = host
@@ -76,6 +87,7 @@ class LocalTritonServer:
         self.stop_timeout_s = stop_timeout_s
         self.extra_args = list(extra_args or [])
         self.require_all_models = require_all_models
+        self.admin_key = admin_key
         self.shm_prefix = f"tritongen_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
         self._log_path = log_path
         self._workdir: Path | None = None
@@ -276,6 +288,9 @@ class LocalTritonServer:
         ]
         for model in self.models if self.models is not None else ["*"]:
             argv.append(f"--load-model={model}")
+        if self.admin_key is not None:
+            restriction = f"{RESTRICTED_APIS}:{ADMIN_HEADER}={self.admin_key}"
+            argv += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
         return argv + self.extra_args
 
     def _environment(self, dist: TritonDistribution) -> dict[str, str]:
@@ -339,12 +354,11 @@ class LocalTritonServer:
 
     def _request(self, method: str, path: str, body: dict[str, Any]) -> Any:
         data = json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"http://{self.http_url}{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
+        headers = {"Content-Type": "application/json"}
+        if self.admin_key is not None:
+            headers[ADMIN_HEADER] = self.admin_key
+        url = f"http://{self.http_url}{path}"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=300) as response:
                 payload = response.read()
