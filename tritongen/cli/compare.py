@@ -18,7 +18,7 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
-from tritongen.cli.convert import default_name
+from tritongen.cli.convert import default_name, source_kind_or_none
 from tritongen.cli.engine_options import (
     Atol,
     InputSpecs,
@@ -38,10 +38,9 @@ from tritongen.compare.result import CompareReport
 from tritongen.compare.runner import CompareRequest, measure_compare, prepare_compare
 from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
 from tritongen.convert.tvm import TvmOptions
-from tritongen.errors import ConfigError, ServerError, TritongenError
+from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
-from tritongen.sources.model_source import source_kind
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.build import BuildRequest, VerifyOptions
 
@@ -161,7 +160,7 @@ def compare_command(
         build = None
         if url is None and repo is None:
             build = BuildRequest(
-                source=source if _kind(source) == "pytorch" else Path(source),
+                source=source if source_kind_or_none(source) == "pytorch" else Path(source),
                 name=model_name,
                 repo=work / "model_repository",
                 formats=chosen,
@@ -210,16 +209,9 @@ def compare_command(
         _finish(report)
 
 
-def _kind(source: str) -> str | None:
-    try:
-        return source_kind(source)
-    except TritongenError:
-        return None
-
-
 def _formats(text: str, source: str, existing: bool) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The formats to build and measure, and those left out as unavailable here (with why)."""
-    kind = _kind(source)
+    kind = source_kind_or_none(source)
     if text.strip().lower() != "all":
         return parse_formats(text, kind), ()
     if existing:

@@ -130,9 +130,9 @@ def convert_command(
         max_batch_size, preferred_batch_sizes, max_queue_delay_us, dynamic_batching, instances, kind
     )
     with user_errors():
-        chosen = parse_formats(formats, _kind_or_none(source))
+        chosen = parse_formats(formats, source_kind_or_none(source))
         request = BuildRequest(
-            source=Path(source) if _kind_or_none(source) != "pytorch" else source,
+            source=Path(source) if source_kind_or_none(source) != "pytorch" else source,
             name=name if name is not None else default_name(source),
             repo=repo,
             target=target.value,
@@ -168,7 +168,8 @@ def convert_command(
         raise typer.Exit(1)
 
 
-def _kind_or_none(source: str) -> str | None:
+def source_kind_or_none(source: str) -> str | None:
+    """The kind of source (onnx, torchscript, pytorch), or None when it cannot be told."""
     try:
         return source_kind(source)
     except TritongenError:
@@ -178,7 +179,8 @@ def _kind_or_none(source: str) -> str | None:
 def default_name(source: str | Path) -> str:
     """Derive a legal model name: ``My Model.onnx`` -> ``My_Model``; ``pkg.models:bert`` -> ``bert``."""
     text = str(source)
-    stem = text.rpartition(":")[2].rpartition(".")[2] if _kind_or_none(text) == "pytorch" else Path(text).stem
+    factory = source_kind_or_none(text) == "pytorch"
+    stem = text.rpartition(":")[2].rpartition(".")[2] if factory else Path(text).stem
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "_", stem).lstrip(".-")
     return stem or "model"
 

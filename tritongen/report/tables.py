@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tritongen.compare.result import CompareReport, EngineResult
+from tritongen.compare.result import CompareReport
 
 
 @dataclass(frozen=True)
@@ -85,19 +85,6 @@ def compare_table(report: CompareReport) -> TableData:
         right=(True, False, False, True, True, True, True, False, True),
         notes=notes,
         styles=styles,
-    )
-
-
-def recommendation_lines(report: CompareReport) -> list[tuple[str, str]]:
-    """(situation title, reason) per recommendation."""
-    return [(r.title, r.reason) for r in report.recommendations]
-
-
-def engine_detail(engine: EngineResult) -> str:
-    """One line of the figures behind an engine's row (for notes)."""
-    return (
-        f"{engine.label}: P50 {_num(engine.p50_ms_b1)} ms at batch 1; "
-        f"best throughput at concurrency {engine.concurrency_b32} with P99 {_num(engine.p99_ms_b32)} ms"
     )
 
 
