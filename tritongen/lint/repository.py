@@ -16,6 +16,7 @@ from typing import Any
 
 from tritongen.lint.findings import Finding, LintReport
 from tritongen.lint.rules import ModelContext, enum_name, iter_steps, lint_model, numeric_versions
+from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
 
 CONFIG_FILE = "config.pbtxt"
 
@@ -60,39 +61,14 @@ def resolve_targets(paths: list[Path]) -> list[Target]:
 
 def parse_config(text: str, file: str, model: str) -> tuple[Any | None, Finding | None]:
     """Parse ``text`` with Triton's schema: the message, or a syntax finding with line and column."""
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    message = model_config_pb2.ModelConfig()
     try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as e:
-        line, column = e.GetLine(), e.GetColumn()
-        detail = str(e)
-        prefix = f"{line}:{column} : "
-        detail = detail[len(prefix) :] if detail.startswith(prefix) else detail
-        return None, Finding(
-            "error",
-            model,
-            file,
-            "syntax",
-            "",
-            detail,
-            "fix the text at that position (see Triton's model_config.proto)",
-            line,
-            column,
-        )
+        return parse_model_config(text), None
+    except ConfigSyntaxError as e:
+        fix = "fix the text at that position (see Triton's model_config.proto)"
+        return None, Finding("error", model, file, "syntax", "", e.detail, fix, e.line, e.column)
     except (ValueError, TypeError, RecursionError, OverflowError) as e:
-        return None, Finding(
-            "error",
-            model,
-            file,
-            "syntax",
-            "",
-            f"not protobuf text: {e}",
-            "write the config in protobuf text format",
-        )
-    return message, None
+        fix = "write the config in protobuf text format"
+        return None, Finding("error", model, file, "syntax", "", f"not protobuf text: {e}", fix)
 
 
 _SEGMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>[^\]]*)\])?$")

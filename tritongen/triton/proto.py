@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tritongen.errors import ConfigError
+from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
 from tritongen.triton.model_config import ModelConfig
 
 _MODELLED_FIELDS = [name for name in ModelConfig.model_fields if name != "passthrough"]
@@ -22,17 +23,11 @@ def parse_config_text(text: str, source: str = "config.pbtxt") -> ModelConfig:
     from google.protobuf import json_format, text_format
     from tritonclient.grpc import model_config_pb2
 
-    message = model_config_pb2.ModelConfig()
     try:
-        text_format.Parse(text, message)
-    except text_format.ParseError as e:
-        line, column = e.GetLine(), e.GetColumn()
-        detail = str(e)
-        prefix = f"{line}:{column} : "
-        if detail.startswith(prefix):
-            detail = detail[len(prefix) :]
+        message = parse_model_config(text)
+    except ConfigSyntaxError as e:
         raise ConfigError(
-            f"{source}:{line}:{column}: not a valid Triton model config: {detail}",
+            f"{source}:{e.line}:{e.column}: not a valid Triton model config: {e.detail}",
             "fix the field at that position (see Triton's model_config.proto)",
         ) from e
     everything = json_format.MessageToDict(message, preserving_proto_field_name=True)
