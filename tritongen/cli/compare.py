@@ -267,12 +267,11 @@ def print_report(report: CompareReport) -> None:
 def _write_outputs(report: CompareReport, markdown: Path | None, html: Path | None) -> None:
     if markdown is not None:
         from tritongen.report.tables import compare_table, to_markdown
-        from tritongen.triton.repository import atomic_write_text
+        from tritongen.triton.repository import write_output
 
         lines = [to_markdown(compare_table(report)), ""]
         lines += [f"- **{r.title}**: {r.reason}" for r in report.recommendations]
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(markdown, "\n".join(lines) + "\n")
+        write_output(markdown, "\n".join(lines) + "\n")
     if html is not None:
         from tritongen.report.html import write_documents
 

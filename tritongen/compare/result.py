@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tritongen import __version__
-from tritongen.errors import ConfigError, RepositoryError
-from tritongen.triton.repository import atomic_write_text
+from tritongen.errors import ConfigError
+from tritongen.triton.repository import write_output
 
 SCHEMA = "tritongen.compare/1"
 
@@ -163,10 +163,4 @@ class CompareReport:
 
     def write_json(self, path: Path) -> None:
         """Write the document atomically."""
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise RepositoryError(
-                f"cannot create {path.parent}: {e.strerror}", "choose a writable path"
-            ) from e
-        atomic_write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
+        write_output(path, json.dumps(self.to_json(), indent=2) + "\n")

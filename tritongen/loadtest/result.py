@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
-from tritongen.errors import RepositoryError
-from tritongen.triton.repository import atomic_write_text
+from tritongen.triton.repository import write_output
 
 SCHEMA = "tritongen.loadtest/1"
 LATENCY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")
@@ -88,7 +87,7 @@ class LoadTestReport:
 
     def write_json(self, path: Path) -> None:
         """Write the JSON document (atomically)."""
-        _write(path, json.dumps(self.to_json(), indent=2) + "\n")
+        write_output(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def write_csv(self, path: Path) -> None:
         """One row per run, flat columns with units in their names."""
@@ -122,12 +121,5 @@ class LoadTestReport:
                     "status": run.status,
                 }
             )  # fmt: skip
-        _write(path, buffer.getvalue())
+        write_output(path, buffer.getvalue())
 
-
-def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RepositoryError(f"cannot create {path.parent}: {e.strerror}", "choose a writable path") from e
-    atomic_write_text(path, text)

@@ -16,11 +16,11 @@ from typing import Any
 from tritongen import __version__
 from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
 from tritongen.compare.result import CompareReport
-from tritongen.errors import ConfigError, RepositoryError
+from tritongen.errors import ConfigError
 from tritongen.loadtest.result import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.report.tables import TableData, compare_table, loadtest_table, tune_table
-from tritongen.triton.repository import atomic_write_text
+from tritongen.triton.repository import write_output
 from tritongen.tune.runner import SCHEMA as TUNE_SCHEMA
 
 REPORT_TEMPLATE = "report.html.j2"
@@ -228,10 +228,4 @@ def write_documents(
     documents: list[tuple[str, dict[str, Any]]], output: Path, templates_dir: Path | None = None
 ) -> Path:
     """Write the report page of in-memory documents to ``output`` (atomically)."""
-    html = render_report(documents, templates_dir)
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(output, html)
-    except OSError as e:
-        raise RepositoryError(f"cannot write {output}: {e.strerror or e}", "choose a writable -o path") from e
-    return output
+    return write_output(output, render_report(documents, templates_dir))

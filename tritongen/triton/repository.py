@@ -114,3 +114,19 @@ def atomic_write_text(path: Path, text: str, backup_suffix: str | None = None) -
         raise RepositoryError(
             f"cannot write {path}: {e.strerror}", "check the directory's permissions"
         ) from e
+
+
+def write_output(path: Path, text: str) -> Path:
+    """Write a result file (JSON, CSV, Markdown, HTML) atomically, creating its directory.
+
+    Raises:
+        RepositoryError: the directory cannot be created or the file written (one line).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RepositoryError(
+            f"cannot write {path}: cannot create {path.parent}: {e.strerror or e}", "choose a writable path"
+        ) from e
+    atomic_write_text(path, text)
+    return path

@@ -19,7 +19,7 @@ from tritongen.errors import ConfigError
 from tritongen.loadtest.runner import ProgressCallback
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.model_config import ModelConfig
-from tritongen.triton.repository import atomic_write_text
+from tritongen.triton.repository import atomic_write_text, write_output
 from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, best, gain, pareto_front
 from tritongen.tune.space import Baseline, Candidate, SearchSpace
@@ -101,7 +101,7 @@ class TuneReport:
 
     def write_json(self, path: Path) -> None:
         """Write the document atomically."""
-        atomic_write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
+        write_output(path, json.dumps(self.to_json(), indent=2) + "\n")
 
 
 def run_tune(
