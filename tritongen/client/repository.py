@@ -47,8 +47,10 @@ class RepositoryControl:
                 states[name] = state
         return states
 
-    def load(self, model: str) -> None:
-        """Load ``model`` and return once the server reports it loaded.
+    def load(
+        self, model: str, config_json: str | None = None, refused_hint: str = "see the server log"
+    ) -> None:
+        """Load ``model`` (with ``config_json`` instead of its config.pbtxt) once the server has it loaded.
 
         Raises:
             ModelLoadError: the server refused to load it (the reason is the server's).
@@ -57,10 +59,13 @@ class RepositoryControl:
         from tritonclient.utils import InferenceServerException
 
         try:
-            self.client.load_model(model)
+            if config_json is None:
+                self.client.load_model(model)
+            else:
+                self.client.load_model(model, config=config_json)
         except InferenceServerException as e:
             reason = (e.message() or str(e)).split("\n\nAt:")[0].replace("\n", " ").strip()
-            raise ModelLoadError({model: reason}, "see the server log") from e
+            raise ModelLoadError({model: reason}, refused_hint) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tritongen.errors import ModelLoadError, ServerError
+from tritongen.client.repository import RepositoryControl
+from tritongen.errors import ServerError
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
 
@@ -26,11 +27,10 @@ class ModelControl:
 
     def __init__(self, url: str, model: str) -> None:
         """Connect over HTTP (``host:port``)."""
-        import tritonclient.http as httpclient
-
         self.url = url
         self.model = model
-        self.client = httpclient.InferenceServerClient(url, connection_timeout=10, network_timeout=120)
+        self.repository = RepositoryControl(url, timeout_s=120)
+        self.client = self.repository.client
 
     def load(self, config: ModelConfig | None = None) -> None:
         """Reload the model, with ``config`` instead of its config.pbtxt when given.
@@ -39,17 +39,8 @@ class ModelControl:
             ModelLoadError: the server refused the config (it keeps serving the old one).
             ServerError: the server cannot be reached.
         """
-        from tritonclient.utils import InferenceServerException
-
-        try:
-            if config is None:
-                self.client.load_model(self.model)
-            else:
-                self.client.load_model(self.model, config=config_json(config))
-        except InferenceServerException as e:
-            raise ModelLoadError({self.model: str(e.message())}, "the candidate config was refused") from e
-        except OSError as e:
-            raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
+        text = None if config is None else config_json(config)
+        self.repository.load(self.model, text, refused_hint="the candidate config was refused")
 
     def served_config(self) -> dict[str, Any]:
         """The config the server runs now (model-config API)."""
@@ -96,7 +87,7 @@ class ModelControl:
 
     def close(self) -> None:
         """Close the connection."""
-        self.client.close()
+        self.repository.close()
 
 
 def _normal(value: Any) -> tuple[int, ...]:
