@@ -231,16 +231,7 @@ def _check_steps(ctx: ModelContext, models: dict[str, ModelContext]) -> None:
             )
         step_inputs = {t.name: t for t in model.config.input}
         step_outputs = {t.name: t for t in model.config.output}
-        for key, tensor in step.input_map.items():
-            if key not in step_inputs:
-                ctx.error(
-                    "ensemble.map-input",
-                    f"{path}.input_map",
-                    f"'{model.name}' has no input '{key}'",
-                    f"map one of: {', '.join(sorted(step_inputs)) or 'none'}",
-                )
-            else:
-                _same_type(ctx, path, tensor, ensemble_types.get(tensor), step_inputs[key], model.name)
+        _check_map(ctx, path, "input", step.input_map, step_inputs, ensemble_types, model.name)
         for name, tensor in step_inputs.items():
             if name not in step.input_map and not tensor.optional:
                 ctx.error(
@@ -249,16 +240,29 @@ def _check_steps(ctx: ModelContext, models: dict[str, ModelContext]) -> None:
                     f"input '{name}' of '{model.name}' is not mapped",
                     f"map '{name}' to an ensemble tensor",
                 )
-        for key, tensor in step.output_map.items():
-            if key not in step_outputs:
-                ctx.error(
-                    "ensemble.map-output",
-                    f"{path}.output_map",
-                    f"'{model.name}' has no output '{key}'",
-                    f"map one of: {', '.join(sorted(step_outputs)) or 'none'}",
-                )
-            else:
-                _same_type(ctx, path, tensor, ensemble_types.get(tensor), step_outputs[key], model.name)
+        _check_map(ctx, path, "output", step.output_map, step_outputs, ensemble_types, model.name)
+
+
+def _check_map(
+    ctx: ModelContext,
+    path: str,
+    kind: str,
+    mapping: Any,
+    declared: dict[str, Any],
+    ensemble_types: dict[str, Any],
+    model: str,
+) -> None:
+    """A step's input_map or output_map: keys the step model has, data types that agree."""
+    for key, tensor in mapping.items():
+        if key not in declared:
+            ctx.error(
+                f"ensemble.map-{kind}",
+                f"{path}.{kind}_map",
+                f"'{model}' has no {kind} '{key}'",
+                f"map one of: {', '.join(sorted(declared)) or 'none'}",
+            )
+        else:
+            _same_type(ctx, path, tensor, ensemble_types.get(tensor), declared[key], model)
 
 
 def _same_type(ctx: ModelContext, path: str, tensor: str, ours: Any, theirs: Any, model: str) -> None:
