@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.client.repository import RepositoryControl
+from tritongen.compare.recommend import CRITERIA, NOISE
 from tritongen.server.local import LocalTritonServer
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
@@ -95,7 +96,11 @@ def test_compare_converts_serves_and_measures_every_engine(
         best = engines[rec["format"]]
         assert rec["value"] == best[rec["metric"]] and rec["runner_up"] in engines
         others = [e[rec["metric"]] for e in engines.values() if e["status"] == "ok"]
-        assert rec["value"] == (max(others) if rec["situation"] == "throughput" else min(others))
+        top = max(others) if rec["situation"] == "throughput" else min(others)
+        if rec["value"] != top:
+            # Two engines within the noise are a tie that the next figure breaks, said so.
+            assert CRITERIA[rec["situation"]].ratio(top, rec["value"]) < 1 + NOISE
+            assert f"within {NOISE:.0%}" in rec["reason"]
     assert doc["hardware"]["host"]["cpus"] >= 1 and doc["hardware"]["server"]["triton_version"]
     # The models were written into the working repository, verified.
     assert (out / "model_repository" / "mlp_onnx" / "config.pbtxt").is_file()

@@ -73,4 +73,9 @@ class ModelLoadError(ServerError):
 def first_line(error: BaseException, limit: int = 300) -> str:
     """The first line of an exception's message (its type name when empty), for one-line errors."""
     text = str(error).strip()
-    return (text.splitlines()[0] if text else type(error).__name__)[:limit]
+    line = text.splitlines()[0] if text else type(error).__name__
+    if len(line) <= limit:
+        return line
+    cut = line[:limit]
+    sentence = cut.rfind(". ")
+    return cut[: sentence + 1] if sentence > limit // 2 else cut.rstrip() + "…"

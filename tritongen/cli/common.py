@@ -10,6 +10,7 @@ from types import FrameType
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tritongen.errors import TritongenError
 
@@ -29,7 +30,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except TritongenError as e:
-        err_console.print(f"[bold red]error:[/] {e.one_line()}", soft_wrap=True, highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(e.one_line())}", soft_wrap=True, highlight=False)
         raise typer.Exit(e.exit_code) from e
     except KeyboardInterrupt as e:
         err_console.print("[bold red]interrupted[/]", soft_wrap=True)

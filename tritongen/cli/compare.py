@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.status import Status
 
 from tritongen.cli.batching_options import MaxBatchSize
@@ -205,7 +206,9 @@ def compare_command(
             report = measure_compare(request, report, live.say, live.progress, save, stopping)
         _write_outputs(report, markdown_path, html_path)
         print_report(report)
-        console.print(f"results: {', '.join(str(p) for p in outputs)}", highlight=False, soft_wrap=True)
+        console.print(
+            f"results: {', '.join(str(p) for p in outputs)}", highlight=False, soft_wrap=True, markup=False
+        )
         _finish(report)
 
 
@@ -261,7 +264,9 @@ def print_report(report: CompareReport) -> None:
     if report.recommendations:
         console.print("[bold]recommendations[/]")
         for rec in report.recommendations:
-            console.print(f"  [bold]{rec.title}:[/] {rec.reason}", soft_wrap=True, highlight=False)
+            console.print(
+                f"  [bold]{escape(rec.title)}:[/] {escape(rec.reason)}", soft_wrap=True, highlight=False
+            )
 
 
 def _write_outputs(report: CompareReport, markdown: Path | None, html: Path | None) -> None:

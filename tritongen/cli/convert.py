@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.batching_options import (
@@ -187,9 +188,13 @@ def default_name(source: str | Path) -> str:
 
 def print_summary(result: BuildResult, request: BuildRequest) -> None:
     """Show what was written (one row per model directory), the verification, and what failed."""
-    console.print(f"[bold]{result.source}[/]  {result.signature.describe()}", soft_wrap=True, highlight=False)
+    console.print(
+        f"[bold]{escape(str(result.source))}[/]  {escape(result.signature.describe())}",
+        soft_wrap=True,
+        highlight=False,
+    )
     for note in result.signature.notes:
-        console.print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        console.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     if result.models:
         table = Table(
             title=f"wrote {len(result.models)} model(s) to {request.repo} (target {request.target})"
@@ -214,7 +219,9 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
     for model in result.models:
         commands = model.engine.get("commands") if model.engine.get("dry_run") else None
         if isinstance(commands, dict):
-            console.print(f"[bold]{model.name}[/]: no plan built (dry run); build it with", soft_wrap=True)
+            console.print(
+                f"[bold]{escape(model.name)}[/]: no plan built (dry run); build it with", soft_wrap=True
+            )
             console.print(f"  {commands['trtexec']}", soft_wrap=True, highlight=False, markup=False)
             console.print(
                 f"  or on the GPU host: {commands['compose']}", soft_wrap=True, highlight=False, markup=False

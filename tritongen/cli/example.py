@@ -38,4 +38,4 @@ def example_command(
             path = write_sample_data(output or Path(f"{MINILM}.npz"), count=count, seq_len=seq)
         else:
             path = write_example(name, output or Path(f"{name}.onnx"))
-    console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {path}", highlight=False, markup=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from tritongen.cli.common import console, err_console
 from tritongen.lint.findings import LintReport
@@ -46,8 +47,8 @@ def lint_command(
     try:
         report = lint_paths(paths, slo_p99_ms)
     except LintUsageError as e:
-        err_console.print(f"[bold red]error:[/] {e}. Pass a repository, a model directory or a config.pbtxt.",
-                          soft_wrap=True, highlight=False)  # fmt: skip
+        hint = "Pass a repository, a model directory or a config.pbtxt."
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}. {hint}", soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_USAGE) from e
     if output_format is FormatChoice.json:
         typer.echo(json.dumps(report.to_json(), indent=2))

@@ -105,6 +105,15 @@ def loadtest_command(
             "--slo-p99-ms", help="Exit 1 when any run's P99 exceeds this (a CI gate).", show_default=False
         ),
     ] = None,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            "--max-error-rate",
+            min=0.0,
+            max=1.0,
+            help="Exit 1 when a run's failed requests exceed this fraction (0: any error fails).",
+        ),
+    ] = 0.01,
     serve: Serve = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of random inputs and Poisson arrivals.")] = 0,
 ) -> None:
@@ -118,7 +127,7 @@ def loadtest_command(
             report = _run(spec)
         _write_outputs(report, json_path, csv_path, plot_path, slo_p99_ms, html_path)
         _print_report(report)
-        _finish(report, slo_p99_ms)
+        _finish(report, slo_p99_ms, max_error_rate)
 
 
 def load_spec(
@@ -241,7 +250,9 @@ def _print_report(report: LoadTestReport) -> None:
     console.print(to_rich(table))
     for run in report.runs:
         if run.errors_by_kind:
-            console.print(f"{_level(run)} errors: {run.errors_by_kind}", highlight=False, soft_wrap=True)
+            console.print(
+                f"{_level(run)} errors: {run.errors_by_kind}", highlight=False, soft_wrap=True, markup=False
+            )
         for warning in run.warnings:
             err_console.print(
                 f"[yellow]warning:[/] {_level(run)}: {warning}", highlight=False, soft_wrap=True
@@ -259,13 +270,22 @@ def _level(run: RunResult) -> str:
     return f"c={run.concurrency}" if run.mode == "concurrency" else f"{run.target_rate:g}/s"
 
 
-def _finish(report: LoadTestReport, slo_p99_ms: float | None) -> None:
+def _finish(report: LoadTestReport, slo_p99_ms: float | None, max_error_rate: float) -> None:
     if report.status == "interrupted":
         err_console.print("[bold red]interrupted:[/] partial results written", soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED)
     if report.status == "aborted":
         reason = next((r.reason for r in report.runs if r.reason), "the run stopped early")
         raise ServerError(f"load test aborted: {reason}", "partial results were written; check the server")
+    failing = [r for r in report.runs if r.errors and r.errors > max_error_rate * r.requests]
+    if failing:
+        worst = max(failing, key=lambda r: r.errors / max(r.requests, 1))
+        kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(worst.errors_by_kind.items()))
+        raise ServerError(
+            f"{_level(worst)}: {worst.errors / max(worst.requests, 1):.1%} of requests failed ({kinds}), "
+            f"above --max-error-rate {max_error_rate:g}",
+            "results were written; the JSON counts the errors by kind, the server log says why",
+        )
     if slo_p99_ms is not None:
         over = [r for r in report.runs if r.latency_us and r.latency_us["p99"] > slo_p99_ms * 1000]
         if over:

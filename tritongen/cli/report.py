@@ -29,4 +29,4 @@ def report_command(
         from tritongen.report.html import write_report
 
         path = write_report(results, output, templates)
-    console.print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False)
+    console.print(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", highlight=False, markup=False)

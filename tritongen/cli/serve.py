@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
@@ -60,7 +61,9 @@ def serve_command(
                 server.start()  # Ctrl-C here stops the half-started server and exits 130
         except ModelLoadError as e:
             for name, reason in sorted(e.reasons.items()):
-                err_console.print(f"[red]model {name}:[/] {reason}", soft_wrap=True, highlight=False)
+                err_console.print(
+                    f"[red]model {escape(name)}:[/] {escape(reason)}", soft_wrap=True, highlight=False
+                )
             raise
         with stop_on_signals() as stopping:
             try:
@@ -87,7 +90,9 @@ def _print_ready(server: LocalTritonServer) -> None:
     table.add_row("gRPC", server.grpc_url)
     table.add_row("metrics", server.metrics_url)
     console.print(table)
-    console.print(f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False)
+    console.print(
+        f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False, markup=False
+    )
     if server.admin_key is not None:
         console.print(
             f"bound to {server.host}: the {RESTRICTED_APIS} APIs need the header "
@@ -95,7 +100,12 @@ def _print_ready(server: LocalTritonServer) -> None:
             soft_wrap=True,
             highlight=False,
         )
-    console.print(f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop", soft_wrap=True, highlight=False)
+    console.print(
+        f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
 
 
 def _lint(repo: Path, models: list[str]) -> None:

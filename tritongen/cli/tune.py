@@ -167,14 +167,18 @@ def tune_command(
                 if apply and winner is not None and isinstance(winner.candidate, Candidate):
                     control.load(rerender_model(model_dir, winner.candidate.to_options()))
             except KeyboardInterrupt as e:
-                err_console.print(f"interrupted: model config restored, partial results in {request.out_dir}")
+                err_console.print(
+                    f"interrupted: model config restored, partial results in {request.out_dir}", markup=False
+                )
                 raise typer.Exit(EXIT_INTERRUPTED) from e
             finally:
                 control.close()
         _outputs(report, json_path, plot_path, html_path)
         _print(report)
         if apply and winner is not None:
-            console.print(f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)")
+            console.print(
+                f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)", markup=False
+            )
         if winner is None:
             raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
 
@@ -210,8 +214,9 @@ def _run(request: TuneRequest, control: ModelControl, base, target, stopping) ->
             what = "reused" if reused else ("failed" if m.failed else "ok")
             p99 = f"{m.p99_us / 1000:.2f} ms" if m.p99_us is not None else "-"
             mark = "✓" if record.feasible else "✗"
-            err_console.print(f"  {mark} {record.key}: {m.infer_per_s:,.0f} infer/s, P99 {p99} ({what})"
-                              + (f" {record.reason}" if record.reason else ""), highlight=False)  # fmt: skip
+            line = f"  {mark} {record.key}: {m.infer_per_s:,.0f} infer/s, P99 {p99} ({what})"
+            line += f" {record.reason}" if record.reason else ""
+            err_console.print(line, highlight=False, markup=False)
 
         return run_tune(request, control, base, target, started, done, None, stopping)
 

@@ -90,6 +90,17 @@ class TritonEndpoint:
         except ServerError:
             return False
 
+    def is_model_ready(self, model: str) -> bool:
+        """Whether ``model`` is loaded and ready (False when it is not, or the server does not answer)."""
+        try:
+            return bool(
+                self._call(
+                    f"model '{model}'", self._connect().is_model_ready, model, **self._timeout_kwargs()
+                )
+            )
+        except ServerError:
+            return False
+
     def interface(self, model: str) -> ModelInterface:
         """Inputs, outputs and batching of ``model`` as the server reports them."""
         client = self._connect()

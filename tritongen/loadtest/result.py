@@ -122,4 +122,3 @@ class LoadTestReport:
                 }
             )  # fmt: skip
         write_output(path, buffer.getvalue())
-

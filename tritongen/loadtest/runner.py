@@ -191,7 +191,7 @@ class _LevelRun:
         status, reason = "ok", None
         measure_start: int | None = None
         measured: list[Window] = []
-        health_failures = 0
+        health_failures = model_failures = 0
         next_health = time.monotonic() + 1.0
         started = time.monotonic()
         try:
@@ -211,9 +211,19 @@ class _LevelRun:
                     break
                 if time.monotonic() >= next_health:
                     next_health = time.monotonic() + 1.0
-                    health_failures = 0 if self.health.is_live() else health_failures + 1
+                    live = self.health.is_live()
+                    health_failures = 0 if live else health_failures + 1
                     if health_failures >= HEALTH_FAILURES_TO_ABORT:
                         status, reason = "aborted", f"the server at {spec.url} stopped answering"
+                        break
+                    # A live server that no longer has the model (unloaded, crashed backend):
+                    # every request would fail from here on, so the run stops instead.
+                    model_failures = (
+                        0 if not live or self.health.is_model_ready(spec.model) else model_failures + 1
+                    )
+                    if model_failures >= HEALTH_FAILURES_TO_ABORT:
+                        status = "aborted"
+                        reason = f"model '{spec.model}' is no longer ready on the server (unloaded or failed)"
                         break
                 if measure_start is None:
                     first = log.first_active()

@@ -206,12 +206,13 @@ def to_markdown(table: TableData) -> str:
 def to_rich(table: TableData) -> Any:
     """The table as a ``rich`` table."""
     from rich.table import Table
+    from rich.text import Text
 
-    out = Table(title=table.title)
+    out = Table(title=Text(table.title) if table.title else None)
     for header, right in zip(table.headers, table.right, strict=True):
         out.add_column(header, justify="right" if right else "left", no_wrap=right)
     colours = {"good": "bold green", "bad": "red", "muted": "dim"}
     for index, row in enumerate(table.rows):
         style = table.styles[index] if index < len(table.styles) else None
-        out.add_row(*row, style=colours.get(style or ""))
+        out.add_row(*map(Text, row), style=colours.get(style or ""))  # cells are data, not markup
     return out

@@ -25,6 +25,8 @@ from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.server.process import die_with_parent, tail_lines
 
 SHM_DIR = Path("/dev/shm")
+SHM_PREFIX = "tritongen_"
+"""Python-backend regions are named ``tritongen_<pid of the owning tritongen>_<random>_...``."""
 ADMIN_HEADER = "tritongen-admin-key"
 """The header that unlocks the restricted APIs of a server started with an admin key."""
 RESTRICTED_APIS = "model-repository,shared-memory,logging,trace"
@@ -88,7 +90,7 @@ class LocalTritonServer:
         self.extra_args = list(extra_args or [])
         self.require_all_models = require_all_models
         self.admin_key = admin_key
-        self.shm_prefix = f"tritongen_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+        self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
         self._log_path = log_path
         self._workdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -153,6 +155,7 @@ class LocalTritonServer:
                 f"model repository {self.repo} does not exist", "run `tritongen convert` first"
             )
         dist = find_distribution()
+        reclaim_stale_regions()
         self._resolve_ports()
         self._workdir = Path(tempfile.mkdtemp(prefix="tritongen-server-"))
         if self._log_path is None:
@@ -391,3 +394,31 @@ class LocalTritonServer:
             else:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+
+
+def reclaim_stale_regions(shm_dir: Path = SHM_DIR) -> list[str]:
+    """Remove shared-memory regions left by tritongen processes that no longer exist.
+
+    A server killed with SIGKILL (or whose parent was) cannot remove its Python-backend
+    regions; they would hold memory until reboot. Regions of live processes are kept.
+    Returns the names removed.
+    """
+    removed = []
+    for region in shm_dir.glob(f"{SHM_PREFIX}*_*"):
+        owner = region.name[len(SHM_PREFIX) :].split("_", 1)[0]
+        if not owner.isdigit() or _pid_alive(int(owner)):
+            continue
+        with contextlib.suppress(OSError):
+            region.unlink()
+            removed.append(region.name)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -76,6 +76,7 @@ def load_onnx(path: Path) -> OnnxSource:
     except onnx.checker.ValidationError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SourceError(f"{path} fails the ONNX checker: {first}", "re-export the model") from e
+    _check_operator_domains(path, model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # inference is a best effort; the declared shapes still count
@@ -89,6 +90,29 @@ def load_onnx(path: Path) -> OnnxSource:
         opset=opset,
         model=model,
     )
+
+
+ENGINE_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
+"""Operator domains the engines implement: standard ONNX, ONNX-ML and ONNX Runtime's contrib ops.
+(The ONNX checker already refuses operators unknown to the standard domains.)"""
+
+
+def _check_operator_domains(path: Path, model: onnx.ModelProto) -> None:
+    """Refuse custom operators up front: no engine here implements them, and every build would fail."""
+    local = {(f.domain, f.name) for f in model.functions}  # model-local functions expand to known ops
+    custom = sorted(
+        {
+            f"{n.domain}::{n.op_type}"
+            for n in model.graph.node
+            if n.domain not in ENGINE_DOMAINS and (n.domain, n.op_type) not in local
+        }
+    )
+    if custom:
+        shown = ", ".join(custom[:5]) + (f" and {len(custom) - 5} more" if len(custom) > 5 else "")
+        raise SourceError(
+            f"{path} uses custom operators no engine here implements: {shown}",
+            "re-export the model with standard ONNX operators",
+        )
 
 
 def signature_from_onnx(model: onnx.ModelProto, where: str = "model") -> Signature:

@@ -280,7 +280,11 @@ def _build_one(
         return outcome(
             "failed",
             reason=f"verification failed: {verification.failure()}",
-            hint="fix the model or loosen --atol/--rtol; --keep-failed writes it anyway",
+            hint=(
+                f"the {fmt} engine cannot run this model; build another format (--formats)"
+                if verification.error is not None
+                else "fix the model or loosen --atol/--rtol; --keep-failed writes it anyway"
+            ),
             verification=verification,
         )
     return outcome("built", model=model, verification=verification, warnings=warnings)

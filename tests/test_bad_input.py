@@ -1,0 +1,205 @@
+"""Bad input, tried through the CLI: one line, a non-zero exit, nothing half-written.
+
+Every case here is a row of the README's error table (the test checks that too), so the
+table lists what is tried, not what is hoped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.server.local import LocalTritonServer
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@dataclass(frozen=True)
+class Case:
+    row: str
+    """The README row (first cell) this case backs."""
+    args: tuple[str, ...]
+    """The command line: ``@name`` is a bad file, ``OUT`` the output directory, ``REPO`` the examples."""
+    message: str
+    """Part of the one error line."""
+
+    def argv(self, files: dict[str, Path], out: Path) -> list[str]:
+        def one(arg: str) -> str:
+            if arg.startswith("@"):
+                return str(files[arg[1:]])
+            return arg.replace("OUT", str(out)).replace("REPO", str(ROOT / "model_repository"))
+
+        return [one(arg) for arg in self.args]
+
+
+def _identity_model(op: str, domain: str = "") -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], domain=domain)], "g", [x], [y])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+@pytest.fixture(scope="module")
+def bad(example_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The bad files, next to a good ONNX model."""
+    root = tmp_path_factory.mktemp("bad")
+    good = example_models["mlp"].read_bytes()
+    files = {"mlp": example_models["mlp"]}
+    for name, data in {
+        "garbage.onnx": b"\x08\x07 not onnx at all " * 40,
+        "truncated.onnx": good[: len(good) // 3],
+        "empty.onnx": b"",
+        "fake.pt": b"PK\x03\x04 this is not a TorchScript archive",
+    }.items():
+        (root / name).write_bytes(data)
+        files[name] = root / name
+    onnx.save(_identity_model("NoSuchOp"), root / "unknown_op.onnx")
+    onnx.save(_identity_model("FancyOp", "com.example"), root / "custom_op.onnx")
+    np.savez(root / "short.npz", input=np.zeros((4, 7), np.float32))
+    templates = {
+        "undefined": "name: {{ config.name | q }}\nmax_batch_size: {{ not_a_variable }}\n",
+        "syntax": "name: {{ config.name | q }}\n{% if config.name %}\nno endif\n",
+    }
+    for name, text in templates.items():
+        (root / name).mkdir()
+        (root / name / "config.pbtxt.j2").write_text(text)
+    for name in ("unknown_op.onnx", "custom_op.onnx", "short.npz", "undefined", "syntax"):
+        files[name] = root / name
+    return files
+
+
+ONNX = "corrupt / truncated / empty ONNX"
+SPEC = "malformed `--input-spec`"
+NAME = "name with `..`, `/`, an absolute path or shell characters"
+PREFERRED = "preferred batch > max batch"
+NEGATIVE = "negative delay or duration"
+TEMPLATE = "user template with an undefined variable or a syntax error"
+MISSING = "path that does not exist"
+CONVERT = ("convert", "@mlp", "--repo", "OUT")
+
+CASES = [
+    Case(ONNX, ("convert", "@garbage.onnx", "--repo", "OUT"), "is not a readable ONNX model"),
+    Case(ONNX, ("convert", "@truncated.onnx", "--repo", "OUT"), "truncated.onnx"),
+    Case(ONNX, ("convert", "@empty.onnx", "--repo", "OUT"), "empty.onnx"),
+    Case("ONNX with an operator that does not exist", ("convert", "@unknown_op.onnx", "--repo", "OUT"),
+         "No Op registered for NoSuchOp"),
+    Case("ONNX with custom-domain operators", ("convert", "@custom_op.onnx", "--repo", "OUT"),
+         "com.example::FancyOp"),
+    Case("TorchScript file that is not TorchScript",
+         ("convert", "@fake.pt", "--repo", "OUT", "--input-spec", "x:FP32:-1,4"),
+         "is not a loadable TorchScript file"),
+    Case(SPEC, (*CONVERT, "--input-spec", "input:FP32"), "is not NAME:DTYPE:DIMS"),
+    Case(SPEC, (*CONVERT, "--input-spec", "input:FP99:-1,16"), "unknown data type 'FP99'"),
+    Case(SPEC, (*CONVERT, "--input-spec", "input:FP32:-1,x"), "dim 'x'"),
+    Case("`--input-spec` the model contradicts", (*CONVERT, "--input-spec", "input:FP32:-1,8"),
+         "contradicts"),
+    Case(NAME, (*CONVERT, "--name", "../evil"), "path separator"),
+    Case(NAME, (*CONVERT, "--name", "/etc/x"), "path separator"),
+    Case(NAME, (*CONVERT, "--name", "a;rm -rf ~"), "contains"),
+    Case(NAME, (*CONVERT, "--name", "$(id)"), "contains '$'"),
+    Case(NAME, (*CONVERT, "--name", "a`b`"), "contains '`'"),
+    Case(PREFERRED, (*CONVERT, "--max-batch-size", "8", "--preferred-batch-sizes", "4,16"),
+         "exceed --max-batch-size 8"),
+    Case(PREFERRED, ("tune", "mlp_onnx", "--repo", "REPO", "--max-batch-size", "32",
+                     "--preferred-batch-sizes", "64", "--out", "OUT"), "exceed max_batch_size 32"),
+    Case(NEGATIVE, (*CONVERT, "--max-queue-delay-us", "-1"), "negative"),
+    Case(NEGATIVE, ("tune", "mlp_onnx", "--repo", "REPO", "--max-queue-delay-us", "0,-100", "--out", "OUT"),
+         "below 0"),
+    Case(NEGATIVE, ("loadtest", "mlp_onnx", "--duration", "-3s", "--json", "OUT/x.json"),
+         "is not a duration"),
+    Case(TEMPLATE, (*CONVERT, "--templates", "@undefined"), "config.pbtxt.j2:2"),
+    Case(TEMPLATE, (*CONVERT, "--templates", "@syntax"), "config.pbtxt.j2:"),
+    Case("verification data of the wrong shape", (*CONVERT, "--verify-data", "@short.npz"),
+         "has shape [4, 7], the model wants [batch,16]"),
+    Case(MISSING, ("serve", "OUT/missing"), "does not exist"),
+    Case(MISSING, ("compare", "OUT/missing.onnx", "--out", "OUT"), "does not exist"),
+    Case(MISSING, ("report", "OUT/missing.json", "-o", "OUT/r.html"), "does not exist"),
+    Case(MISSING, ("tune", "m", "--repo", "OUT/missing", "--out", "OUT"), "does not exist"),
+]  # fmt: skip
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line, got {stderr!r}"
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: re.sub(r"\W+", "-", c.message)[:40])
+def test_bad_input_is_one_line_and_writes_nothing(bad: dict[str, Path], tmp_path: Path, case: Case) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, case.argv(bad, out))
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert case.message in _one_line(result.stderr)
+    assert not out.exists() or list(out.iterdir()) == [], "something was written"
+
+
+def test_torchscript_rejecting_the_input_spec(bad: dict[str, Path], tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch", reason="the torch extra is not installed")
+    module = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+    source = tmp_path / "linear.pt"
+    torch.jit.trace(module, torch.zeros(1, 4)).save(str(source))
+    out = tmp_path / "out"
+    for spec, message in (
+        ("x:FP32:-1,5", "mat1 and mat2 shapes cannot be multiplied"),
+        ("x:INT64:-1,4", "must have the same dtype"),
+    ):
+        result = runner.invoke(app, ["convert", str(source), "--repo", str(out), "--input-spec", spec])
+        assert result.exit_code == 1
+        line = _one_line(result.stderr)
+        assert "rejects inputs shaped as --input-spec says" in line and message in line
+        assert not out.exists()
+
+
+@pytest.mark.triton
+def test_input_data_of_the_wrong_dtype_or_shape(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    url = ["--url", triton_server.http_url]
+    arrays = {
+        "dtype": (np.zeros((4, 16), np.int64), "holds int64, input 'input' takes float32"),
+        "shape": (np.zeros((4, 7), np.float32), "has shape [4, 7], input 'input' takes [batch, 16]"),
+        "name": (np.zeros((4, 16), np.float32), "no array for input(s) input"),
+    }
+    for what, (array, message) in arrays.items():
+        npz, npy = tmp_path / f"{what}.npz", tmp_path / f"{what}.npy"
+        np.savez(npz, **{"nope" if what == "name" else "input": array})
+        np.save(npy, array)
+        result_json = tmp_path / f"{what}.json"
+        result = runner.invoke(
+            app,
+            [
+                "loadtest",
+                "mlp_onnx",
+                *url,
+                "--input-data",
+                str(npz),
+                "--duration",
+                "1s",
+                "--json",
+                str(result_json),
+            ],
+        )
+        assert result.exit_code == 1 and message in _one_line(result.stderr)
+        assert not result_json.exists()
+        if what != "name":
+            result = runner.invoke(app, ["infer", "mlp_onnx", *url, "--input", f"input={npy}"])
+            assert result.exit_code == 1 and message in _one_line(result.stderr)
+    pickled = tmp_path / "object.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    result = runner.invoke(app, ["infer", "mlp_onnx", *url, "--input", f"input={pickled}"])
+    assert result.exit_code == 1 and "allow_pickle=False" in _one_line(result.stderr)
+
+
+def test_the_readme_lists_every_case() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = sorted({case.row for case in CASES} - set(re.findall(r"^\| (.+?) \|", readme, re.M)))
+    assert not missing, f"README error table lacks rows: {missing}"

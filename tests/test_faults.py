@@ -1,0 +1,171 @@
+"""Faults with the real embedded server: what the CLI says, exits with, and leaves behind.
+
+Each test runs the CLI as its own process, breaks something under it (a model unloaded,
+Ctrl-C, SIGKILL, a server too slow to start), then checks the exit code, the one error
+line, the results on disk, and that no process and no shared-memory region is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from processes import descendants, gone, named, servers_started_by, shm_regions, start_cli, wait_until
+
+from tritongen.client.repository import RepositoryControl
+from tritongen.server.local import LocalTritonServer, reclaim_stale_regions
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+MODEL = "mlp_onnx"
+WINDOWS = ["--warmup", "1s", "--window", "1s"]
+
+
+def _json(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def test_model_unloaded_during_loadtest_stops_with_the_errors_counted(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "unloaded.json"
+    cli = start_cli(
+        tmp_path / "cli", "loadtest", MODEL, "--url", triton_server.http_url,
+        "--metrics-url", triton_server.metrics_url, "--concurrency", "2", "--duration", "60s", *WINDOWS,
+        "--json", out,
+    )  # fmt: skip
+    control = RepositoryControl(triton_server.http_url)
+    try:
+        wait_until(lambda: bool(named(descendants(cli.pid), "locust")), cli, 60, "Locust started")
+        time.sleep(5)  # warm-up and a few measured windows
+        locust = named(descendants(cli.pid), "locust")
+        control.unload(MODEL)
+        unloaded_at = time.monotonic()
+        code = cli.wait(30)
+        stopped_after = time.monotonic() - unloaded_at
+    finally:
+        cli.kill()
+        control.load(MODEL)
+        control.close()
+    assert code == 1, cli.stderr()
+    assert stopped_after <= 10, stopped_after
+    (line,) = cli.error_lines()
+    assert f"model '{MODEL}' is no longer ready" in line
+    doc = _json(out)
+    assert doc["status"] == "aborted"
+    (run,) = doc["runs"]
+    assert run["status"] == "aborted" and run["requests"] > run["errors"] > 0
+    assert sum(run["errors_by_kind"].values()) == run["errors"]
+    assert gone(locust) == []
+
+
+@pytest.mark.parametrize("command", ["loadtest", "tune"])
+def test_ctrl_c_keeps_results_and_leaves_nothing_running(
+    served_repository: Path, tmp_path: Path, command: str
+) -> None:
+    """SIGINT to a command that started its own server: partial results, then nothing left."""
+    if command == "loadtest":
+        result = tmp_path / "loadtest.json"
+        args = ["loadtest", MODEL, "--serve", served_repository, "--concurrency", "2", "--duration", "60s",
+                *WINDOWS, "--json", result]  # fmt: skip
+
+        def busy() -> bool:
+            return bool(named(descendants(cli.pid), "locust"))
+    else:
+        result = tmp_path / "tune" / "tune.json"
+        args = ["tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
+                "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,200", "--instances", "1",
+                "--strategy", "grid", "--duration", "20s", "--warmup", "0.5s", "--concurrency", "2",
+                "--out", result.parent]  # fmt: skip
+
+        def busy() -> bool:  # the baseline is measured, the first candidate is running
+            trials = result.parent / "trials"
+            return trials.is_dir() and len(list(trials.iterdir())) >= 2
+
+    cli = start_cli(tmp_path / "cli", *args)
+    try:
+        wait_until(busy, cli, 180, "the work started")
+        time.sleep(4)
+        family = descendants(cli.pid)
+        assert named(family, "tritonserver"), "the command should run its own server"
+        assert shm_regions(cli.pid), "the Python backend should hold shared memory"
+        cli.process.send_signal(signal.SIGINT)
+        code = cli.wait(60)
+    finally:
+        cli.kill()
+    assert code == 130, cli.stderr()
+    doc = _json(result)
+    assert doc["status"] == "interrupted"
+    if command == "loadtest":
+        assert doc["runs"][0]["requests"] > 0
+    else:
+        assert (result.parent / "trials" / doc["baseline"]["key"] / "result.json").is_file()
+    assert gone(family) == []
+    assert shm_regions(cli.pid) == []
+
+
+def test_tune_killed_is_finished_by_resume_without_redoing_trials(
+    served_repository: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "tune"
+    args = ["tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
+            "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,200,400", "--instances", "1",
+            "--strategy", "grid", "--duration", "1s", "--warmup", "0.5s", "--concurrency", "2"]  # fmt: skip
+    cli = start_cli(tmp_path / "first", *args, "--out", out)
+    try:
+        wait_until(lambda: len(list(out.glob("trials/*/result.json"))) >= 2, cli, 180, "two trials finished")
+        family = descendants(cli.pid)
+        cli.process.send_signal(signal.SIGKILL)
+        cli.wait(10)
+    finally:
+        cli.kill()
+    assert gone(family) == [], "the server and Locust die with the killed command"
+    assert servers_started_by(cli.pid) == []
+    finished = {p.parent.name: _json(p) for p in out.glob("trials/*/result.json")}
+    assert 2 <= len(finished) <= 3
+
+    resumed = start_cli(tmp_path / "second", *args, "--resume", out)
+    try:
+        assert resumed.wait(300) == 0, resumed.stderr()
+    finally:
+        resumed.kill()
+    assert resumed.stderr().count("(reused)") == len(finished)
+    doc = _json(out / "tune.json")
+    assert doc["status"] == "ok"
+    assert [t["key"] for t in doc["trials"]] == [f"mb16-pbauto-qd{d}-i1" for d in (0, 200, 400)]
+    for key, before in finished.items():  # what was measured before the kill is kept as it was
+        assert _json(out / "trials" / key / "result.json") == before
+    assert shm_regions(cli.pid) == [], "the resumed run reclaims what the killed one left"
+
+
+def test_stale_regions_of_dead_processes_are_reclaimed(tmp_path: Path) -> None:
+    dead = 2**22 + 12345  # above the default pid_max: no such process
+    stale = tmp_path / f"tritongen_{dead}_abcd_region"
+    mine = tmp_path / f"tritongen_{os.getpid()}_abcd_region"
+    other = tmp_path / "someone_else_region"
+    for path in (stale, mine, other):
+        path.write_bytes(b"x")
+    assert reclaim_stale_regions(tmp_path) == [stale.name]
+    assert not stale.exists() and mine.exists() and other.exists()
+
+
+def test_server_not_ready_in_time_is_one_line_and_leaves_nothing(
+    served_repository: Path, tmp_path: Path
+) -> None:
+    cli = start_cli(
+        tmp_path / "cli", "serve", served_repository, "--models", MODEL, "--http-port", "0",
+        "--grpc-port", "0", "--metrics-port", "0", "--ready-timeout", "0.2",
+    )  # fmt: skip
+    try:
+        code = cli.wait(60)
+    finally:
+        cli.kill()
+    assert code == 1
+    (line,) = cli.error_lines()
+    assert "within 0 s" in line or "not ready" in line
+    assert servers_started_by(cli.pid) == [] and shm_regions(cli.pid) == []
