@@ -18,7 +18,7 @@ import pytest
 from processes import descendants, gone, named, servers_started_by, shm_regions, start_cli, wait_until
 
 from tritongen.client.repository import RepositoryControl
-from tritongen.server.local import LocalTritonServer, reclaim_stale_regions
+from tritongen.server.local import LocalTritonServer, reclaim_leftovers
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 MODEL = "mlp_onnx"
@@ -150,7 +150,7 @@ def test_stale_regions_of_dead_processes_are_reclaimed(tmp_path: Path) -> None:
     other = tmp_path / "someone_else_region"
     for path in (stale, mine, other):
         path.write_bytes(b"x")
-    assert reclaim_stale_regions(tmp_path) == [stale.name]
+    assert reclaim_leftovers(tmp_path) == [stale.name]
     assert not stale.exists() and mine.exists() and other.exists()
 
 

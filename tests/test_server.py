@@ -444,6 +444,8 @@ def test_server_dies_with_its_parent(served_repository: Path, tmp_path: Path) ->
     parent.wait()
     _, alive = psutil.wait_procs(family, timeout=15)
     assert alive == [], f"left behind: {alive}"
+    # The server got SIGTERM, so it stopped its stubs and freed their shared memory itself.
+    assert _shm_regions(f"tritongen_{parent.pid}_") == []
 
 
 def test_missing_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,9 +22,11 @@ from typing import Any
 from tritongen.errors import ModelLoadError, RepositoryError, ServerError
 from tritongen.server.distribution import TritonDistribution, find_distribution
 from tritongen.server.ports import check_port_free, pick_free_ports
-from tritongen.server.process import die_with_parent, tail_lines
+from tritongen.server.process import stop_with_parent, tail_lines
 
 SHM_DIR = Path("/dev/shm")
+EXIT_TIMEOUT_S = 10
+STUB_NAME = "triton_python_backend_stub"
 SHM_PREFIX = "tritongen_"
 """Python-backend regions are named ``tritongen_<pid of the owning tritongen>_<random>_...``."""
 ADMIN_HEADER = "tritongen-admin-key"
@@ -155,7 +157,7 @@ class LocalTritonServer:
                 f"model repository {self.repo} does not exist", "run `tritongen convert` first"
             )
         dist = find_distribution()
-        reclaim_stale_regions()
+        reclaim_leftovers()
         self._resolve_ports()
         self._workdir = Path(tempfile.mkdtemp(prefix="tritongen-server-"))
         if self._log_path is None:
@@ -176,7 +178,7 @@ class LocalTritonServer:
                     stdin=subprocess.DEVNULL,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=die_with_parent,
+                    preexec_fn=stop_with_parent,
                 )
         except OSError as e:
             self._cleanup_files()
@@ -287,6 +289,8 @@ class LocalTritonServer:
             # Keep serving the models that load; failures are reported per model.
             "--exit-on-error=false",
             "--strict-readiness=false",
+            # Bounds the graceful stop on SIGTERM, which is what the server gets when its parent dies.
+            f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         for model in self.models if self.models is not None else ["*"]:
@@ -396,22 +400,52 @@ class LocalTritonServer:
             self._workdir = None
 
 
-def reclaim_stale_regions(shm_dir: Path = SHM_DIR) -> list[str]:
-    """Remove shared-memory regions left by tritongen processes that no longer exist.
+def reclaim_leftovers(shm_dir: Path = SHM_DIR) -> list[str]:
+    """Stop backend stubs and remove shared-memory regions left by tritongen processes that are gone.
 
-    A server killed with SIGKILL (or whose parent was) cannot remove its Python-backend
-    regions; they would hold memory until reboot. Regions of live processes are kept.
-    Returns the names removed.
+    A server whose parent was killed stops its stubs itself (it gets SIGTERM), but a server
+    killed outright cannot: its stubs keep running and their regions hold memory until reboot.
+    Whatever belongs to a live tritongen process is kept. Returns what was removed.
     """
     removed = []
+    for process in _orphaned_stubs():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(process, signal.SIGKILL)
+            removed.append(f"stub pid {process}")
     for region in shm_dir.glob(f"{SHM_PREFIX}*_*"):
-        owner = region.name[len(SHM_PREFIX) :].split("_", 1)[0]
-        if not owner.isdigit() or _pid_alive(int(owner)):
+        owner = _owner(region.name)
+        if owner is None or _pid_alive(owner):
             continue
         with contextlib.suppress(OSError):
             region.unlink()
             removed.append(region.name)
     return removed
+
+
+def _owner(name: str) -> int | None:
+    """The tritongen pid in a region name ``tritongen_<pid>_...``."""
+    if not name.startswith(SHM_PREFIX):
+        return None
+    owner = name[len(SHM_PREFIX) :].split("_", 1)[0]
+    return int(owner) if owner.isdigit() else None
+
+
+def _orphaned_stubs() -> list[int]:
+    """Python-backend stubs of tritongen servers whose tritongen process is gone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) < 3 or not argv[0].endswith(STUB_NAME.encode()):
+            continue
+        owner = _owner(argv[2].decode(errors="replace"))  # the stub's second argument: its region
+        if owner is not None and not _pid_alive(owner):
+            found.append(int(entry.name))
+    return found
 
 
 def _pid_alive(pid: int) -> bool:

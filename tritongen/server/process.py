@@ -13,8 +13,21 @@ _PR_SET_PDEATHSIG = 1
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     """Ask Linux to SIGKILL the child when the process that started it dies (a ``preexec_fn``)."""
+    _parent_death_signal(signal.SIGKILL)
+
+
+def stop_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to SIGTERM the child when the process that started it dies (a ``preexec_fn``).
+
+    For a child that must clean up after itself: Triton stops its Python-backend stubs and
+    frees their shared memory on SIGTERM, while SIGKILL would leave both behind.
+    """
+    _parent_death_signal(signal.SIGTERM)
+
+
+def _parent_death_signal(signum: int) -> None:  # pragma: no cover - runs in the child before exec
     with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
 
 
 def tail_lines(path: Path, lines: int) -> list[str]:
