@@ -41,7 +41,7 @@ GROWTH_LIMIT = 0.10
 
 @dataclass
 class RssSampler:
-    """Resident memory of the server's process tree and of this process's Locust children, every few seconds."""
+    """RSS of the server's process tree and of this process's Locust children, every few seconds."""
 
     server_pid: int
     every_s: float = 5.0
@@ -51,18 +51,23 @@ class RssSampler:
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Sample in a background thread."""
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop sampling."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
-            server = _tree_rss(psutil.Process(self.server_pid))
-            generator = sum(_rss(p) for p in psutil.Process().children(recursive=True) if _is_locust(p))
+            try:
+                server = _tree_rss(psutil.Process(self.server_pid))
+                generator = sum(_rss(p) for p in psutil.Process().children(recursive=True) if _is_locust(p))
+            except psutil.Error:  # a process came or went while being read: the next sample counts
+                continue
             if generator:  # only while Locust runs
                 self.samples.append((time.time(), server, generator))
 
@@ -70,7 +75,8 @@ class RssSampler:
         """Mean (server, generator) RSS over samples in ``[start, end)``."""
         chosen = [(s, g) for t, s, g in self.samples if start <= t < end]
         if not chosen:
-            raise RuntimeError(f"no RSS sample between {start:.0f} and {end:.0f}")
+            seen = f"{self.samples[0][0]:.0f}..{self.samples[-1][0]:.0f}" if self.samples else "none"
+            raise RuntimeError(f"no RSS sample between {start:.0f} and {end:.0f} (samples: {seen})")
         return statistics.fmean(s for s, _ in chosen), statistics.fmean(g for _, g in chosen)
 
 
@@ -106,6 +112,7 @@ def _max_throughput(server: LocalTritonServer, model: str, levels: tuple[int, ..
 
 
 def soak(model: str, repo: Path, duration_s: float, fraction: float) -> dict[str, Any]:
+    """Find the maximum, soak at ``fraction`` of it, and return the figures."""
     with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model]) as server:
         assert server.pid is not None
         console.print(f"[bold]{model}[/]: finding the maximum throughput")
@@ -125,15 +132,15 @@ def soak(model: str, repo: Path, duration_s: float, fraction: float) -> dict[str
         try:
             report = run_load_test(spec)
         finally:
+            ended = time.time()
             sampler.stop()
-        ended = time.time()
     (run,) = report.runs
-    minutes = [w["p99_us"] for w in run.windows]
+    minutes = [float(w["p99_us"] or 0.0) for w in run.windows]
     first_minute = (ended - run.duration_s, ended - run.duration_s + MINUTE)
     last_minute = (ended - MINUTE, ended)
     server_first, generator_first = sampler.mean(*first_minute)
     server_last, generator_last = sampler.mean(*last_minute)
-    result = {
+    result: dict[str, Any] = {
         "model": model,
         "max_req_per_s": max_qps,
         "max_at_concurrency": at,
@@ -168,6 +175,11 @@ def soak(model: str, repo: Path, duration_s: float, fraction: float) -> dict[str
     return result
 
 
+def _growth(result: dict[str, Any], side: str) -> str:
+    first = result[f"{side}_rss_bytes"]["first_minute"]
+    return f"{result[f'{side}_rss_growth']:+.1%} ({first / 1e6:,.0f} MB in the first minute)"
+
+
 def _print(result: dict[str, Any]) -> None:
     table = Table(title=f"soak: {result['model']} at {result['target_req_per_s']:,} req/s "
                         f"({result['fraction']:.0%} of {result['max_req_per_s']:,.0f})")  # fmt: skip
@@ -180,10 +192,8 @@ def _print(result: dict[str, Any]) -> None:
         ("P99 first minute", f"{(result['p99_us_first_minute'] or 0) / 1000:.3f} ms"),
         ("P99 last minute", f"{(result['p99_us_last_minute'] or 0) / 1000:.3f} ms"),
         ("P99 drift", f"{(result['p99_drift'] or 0):+.1%}"),
-        ("server RSS growth", f"{result['server_rss_growth']:+.1%} "
-                              f"({result['server_rss_bytes']['first_minute'] / 1e6:,.0f} MB at first)"),
-        ("load-generator RSS growth", f"{result['generator_rss_growth']:+.1%} "
-                                      f"({result['generator_rss_bytes']['first_minute'] / 1e6:,.0f} MB at first)"),
+        ("server RSS growth", _growth(result, "server")),
+        ("load-generator RSS growth", _growth(result, "generator")),
         ("passed", "yes" if result["passed"] else "NO"),
     ]  # fmt: skip
     for row in rows:
@@ -194,6 +204,7 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def main() -> int:
+    """Run the soak; exit 1 when it fails."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="mlp_onnx", help="a model of --repo")
     parser.add_argument("--repo", type=Path, default=ROOT / "model_repository")

@@ -228,8 +228,11 @@ class _LevelRun:
                 if measure_start is None:
                     first = log.first_active()
                     if first is None:
-                        if time.monotonic() - started > START_TIMEOUT_S:
-                            status, reason = "aborted", "no request finished within 60 s of starting Locust"
+                        # Workers report a window once it is over: long windows take longer to show up.
+                        limit = START_TIMEOUT_S + 2 * self.window_s
+                        if time.monotonic() - started > limit:
+                            status = "aborted"
+                            reason = f"no request finished within {limit:.0f} s of starting Locust"
                             break
                         continue
                     # The first active window is partial; warm-up starts after it.
