@@ -461,12 +461,15 @@ def test_missing_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> 
     assert "make install" in (info.value.hint or "")
 
 
-def test_an_admin_key_restricts_the_repository_api_but_not_inference(served_repository: Path) -> None:
+def test_an_admin_key_restricts_the_repository_api_but_not_inference(
+    served_repository: Path, tmp_path: Path
+) -> None:
     """What `serve` does on a non-loopback address: repository, shm, logging and trace APIs need the key."""
     import urllib.error
     import urllib.request
 
-    from tritongen.server.local import ADMIN_HEADER, is_loopback
+    from tritongen.client.repository import ADMIN_HEADER, RepositoryControl
+    from tritongen.server.local import is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("127.0.1.1")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3") and not is_loopback("::")
@@ -490,6 +493,22 @@ def test_an_admin_key_restricts_the_repository_api_but_not_inference(served_repo
         assert status("/v2/repository/index", {ADMIN_HEADER: "wrong"}) == 403
         assert status("/v2/repository/index", {ADMIN_HEADER: key}) == 200
         assert status("/v2/repository/models/mlp_onnx/unload", {}) == 403
+        # tritongen's own clients: without the key, one line saying to pass it; with it, the API works.
+        control = RepositoryControl(server.http_url)
+        with pytest.raises(ServerError) as info:
+            control.unload("mlp_onnx")
+        assert "--admin-key" in (info.value.hint or "")
+        control.close()
+        control = RepositoryControl(server.http_url, admin_key=key)
+        assert control.index()["mlp_onnx"] == "READY"
+        control.close()
+        tune = ["tune", "mlp_onnx", "--repo", str(served_repository), "--url", server.http_url,
+                "--max-batch-size", "16", "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0",
+                "--instances", "1", "--duration", "1s", "--warmup", "0.5s", "--concurrency", "2"]  # fmt: skip
+        refused = runner.invoke(app, [*tune, "--out", str(tmp_path / "r")], env={"TRITONGEN_ADMIN_KEY": ""})
+        assert refused.exit_code == 1 and "--admin-key" in refused.stderr
+        tuned = runner.invoke(app, [*tune, "--out", str(tmp_path / "t")], env={"TRITONGEN_ADMIN_KEY": key})
+        assert tuned.exit_code == 0, tuned.stderr
         endpoint = TritonEndpoint(server.http_url)
         try:
             interface = endpoint.interface("mlp_onnx")

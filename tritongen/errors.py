@@ -79,3 +79,18 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     cut = line[:limit]
     sentence = cut.rfind(". ")
     return cut[: sentence + 1] if sentence > limit // 2 else cut.rstrip() + "…"
+
+
+def engine_error(error: BaseException, limit: int = 300) -> str:
+    """What an engine says went wrong, without its C++ call site.
+
+    ONNX Runtime puts the cause last, after a file, line and function signature:
+    ``[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:/src/model.cc:256
+    onnxruntime::Model::Model(...) Unsupported model IR version: 14, ...``.
+    """
+    text = str(error).strip()
+    if "[ONNXRuntimeError]" in text and "onnxruntime::" in text:
+        tail = text.rsplit("onnxruntime::", 1)[1]
+        cause = tail.split(") ", 1)[1] if ") " in tail else tail
+        return first_line(RuntimeError(f"ONNX Runtime: {cause.strip()}"), limit)
+    return first_line(error, limit)

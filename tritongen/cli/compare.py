@@ -31,7 +31,7 @@ from tritongen.cli.engine_options import (
     TvmTuneTrials,
     VerifyData,
 )
-from tritongen.cli.options import HtmlOut, JsonOut, ProtocolChoice, Shapes, Templates
+from tritongen.cli.options import AdminKey, HtmlOut, JsonOut, ProtocolChoice, Shapes, Templates
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.compare.measure import MeasureSettings
 from tritongen.compare.recommend import RANK_KEYS
@@ -142,6 +142,7 @@ def compare_command(
     rtol: Rtol = None,
     templates: Templates = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    admin_key: AdminKey = None,
 ) -> None:
     """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
     with user_errors():
@@ -187,6 +188,7 @@ def compare_command(
             repo=repo,
             url=url,
             metrics_url=metrics_url,
+            admin_key=admin_key,
             rank_by=rank_by,
             unavailable=unavailable,
         )

@@ -48,6 +48,16 @@ Serve = Annotated[
     ),
 ]
 
+AdminKey = Annotated[
+    str | None,
+    typer.Option(
+        "--admin-key",
+        envvar="TRITONGEN_ADMIN_KEY",
+        help="Key of a --url server whose repository API is restricted (printed by `serve --host`).",
+        show_default=False,
+    ),
+]
+
 JsonOut = Annotated[
     Path | None, typer.Option("--json", help="Write the results as JSON.", show_default=False)
 ]

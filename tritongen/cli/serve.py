@@ -11,8 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
+from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ConfigError, ModelLoadError
-from tritongen.server.local import ADMIN_HEADER, RESTRICTED_APIS, LocalTritonServer, is_loopback
+from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
 
 
 def serve_command(

@@ -20,7 +20,7 @@ from tritongen.cli.common import (
     user_errors,
 )
 from tritongen.cli.loadtest import load_spec
-from tritongen.cli.options import HtmlOut, JsonOut, ProtocolChoice, Shapes
+from tritongen.cli.options import AdminKey, HtmlOut, JsonOut, ProtocolChoice, Shapes
 from tritongen.errors import ConfigError
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
@@ -122,6 +122,7 @@ def tune_command(
         bool, typer.Option("--apply", help="Write the best config into the repository (.bak kept).")
     ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the adaptive search and the inputs.")] = 0,
+    admin_key: AdminKey = None,
 ) -> None:
     """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO."""
     with user_errors():
@@ -160,7 +161,7 @@ def tune_command(
             highlight=False,
         )
         with _server(repo, model, url, spec) as (control_url, spec), stop_on_signals() as stopping:
-            control = ModelControl(control_url, model)
+            control = ModelControl(control_url, model, admin_key=admin_key if url is not None else None)
             try:
                 report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
                 winner = report.best

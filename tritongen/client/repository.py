@@ -9,16 +9,25 @@ from tritongen.client.endpoint import normalise_url
 from tritongen.errors import ModelLoadError, ServerError
 
 UNLOAD_TIMEOUT_S = 60.0
+ADMIN_HEADER = "tritongen-admin-key"
+"""The header carrying the key of a server whose repository API is restricted (``serve --host``)."""
+RESTRICTED_HINT = (
+    "this server restricts its repository API: pass --admin-key with the key `tritongen serve` printed"
+)
 
 
 class RepositoryControl:
     """Load and unload models on a server in explicit model-control mode (HTTP)."""
 
-    def __init__(self, url: str, timeout_s: float = 600.0) -> None:
-        """Connect to ``host:port`` (HTTP); loads may take ``timeout_s``."""
+    def __init__(self, url: str, timeout_s: float = 600.0, admin_key: str | None = None) -> None:
+        """Connect to ``host:port`` (HTTP); loads may take ``timeout_s``.
+
+        ``admin_key`` is sent to a server whose repository API is restricted.
+        """
         import tritonclient.http as httpclient
 
         self.url = normalise_url(url)
+        self.headers = {ADMIN_HEADER: admin_key} if admin_key else None
         self.client = httpclient.InferenceServerClient(
             self.url, connection_timeout=10, network_timeout=timeout_s
         )
@@ -29,15 +38,14 @@ class RepositoryControl:
         try:
             return fn(*args, **kwargs)
         except InferenceServerException as e:
-            raise ServerError(
-                f"{what}: {(e.message() or str(e)).split(chr(10))[0]}", "see the server log"
-            ) from e
+            message = (e.message() or str(e)).split(chr(10))[0]
+            raise ServerError(f"{what}: {message}", _hint(message, "see the server log")) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
 
     def index(self) -> dict[str, str]:
         """Every model in the repository and its state (``READY``, ``UNAVAILABLE``, …)."""
-        entries = self._call("repository index", self.client.get_model_repository_index)
+        entries = self._call("repository index", self.client.get_model_repository_index, headers=self.headers)
         states: dict[str, str] = {}
         for entry in entries:
             name = str(entry.get("name", ""))
@@ -60,18 +68,20 @@ class RepositoryControl:
 
         try:
             if config_json is None:
-                self.client.load_model(model)
+                self.client.load_model(model, headers=self.headers)
             else:
-                self.client.load_model(model, config=config_json)
+                self.client.load_model(model, headers=self.headers, config=config_json)
         except InferenceServerException as e:
             reason = (e.message() or str(e)).split("\n\nAt:")[0].replace("\n", " ").strip()
+            if _restricted(reason):
+                raise ServerError(f"loading '{model}': {reason}", RESTRICTED_HINT) from e
             raise ModelLoadError({model: reason}, refused_hint) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
 
     def unload(self, model: str, timeout_s: float = UNLOAD_TIMEOUT_S) -> None:
         """Unload ``model`` and wait until it is gone (its requests drained, its processes ended)."""
-        self._call(f"unloading '{model}'", self.client.unload_model, model)
+        self._call(f"unloading '{model}'", self.client.unload_model, model, headers=self.headers)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.index().get(model) != "UNLOADING" and not self._ready(model):
@@ -97,3 +107,11 @@ class RepositoryControl:
     def close(self) -> None:
         """Close the connection."""
         self.client.close()
+
+
+def _restricted(message: str) -> bool:
+    return "restricted" in message.lower()
+
+
+def _hint(message: str, default: str) -> str:
+    return RESTRICTED_HINT if _restricted(message) else default

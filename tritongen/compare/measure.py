@@ -79,6 +79,8 @@ class ServerHandle:
     metrics_url: str
     pid: int | None = None
     """The ``tritonserver`` process when it runs on this machine (for /proc memory)."""
+    admin_key: str | None = None
+    """The key of a server whose repository API is restricted."""
 
     def url(self, protocol: str) -> str:
         """The address for ``protocol``."""

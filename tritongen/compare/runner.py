@@ -56,6 +56,8 @@ class CompareRequest:
     url: str | None = None
     """A running server (HTTP ``host:port``) instead of the embedded one."""
     metrics_url: str | None = None
+    admin_key: str | None = None
+    """For a --url server whose repository API is restricted."""
     rank_by: str = "throughput"
     unavailable: tuple[tuple[str, str], ...] = ()
     """Formats not attempted, with the reason (shown as ``unavailable`` rows)."""
@@ -216,6 +218,7 @@ def _serving(request: CompareRequest, say: Say) -> Iterator[ServerHandle]:
             grpc_url=f"{http.rpartition(':')[0]}:8001",
             metrics_url=request.metrics_url or metrics_url_for(http),
             pid=local_server_pid(http),
+            admin_key=request.admin_key,
         )
         return
     repo = request.build.repo if request.build is not None else request.repo
@@ -227,7 +230,7 @@ def _serving(request: CompareRequest, say: Say) -> Iterator[ServerHandle]:
 
 def describe_server(server: ServerHandle) -> dict[str, Any]:
     """The server the engines ran on: address, Triton version, GPUs it reports."""
-    control = RepositoryControl(server.http_url)
+    control = RepositoryControl(server.http_url, admin_key=server.admin_key)
     try:
         version = control.server_version()
     finally:
@@ -255,7 +258,7 @@ def _measure_all(
     update: Update,
     stop: threading.Event | None,
 ) -> None:
-    control = RepositoryControl(server.http_url)
+    control = RepositoryControl(server.http_url, admin_key=server.admin_key)
     compared = {e.model for e in report.engines}
     states = control.index()
     was_loaded = sorted(m for m in compared if states.get(m) == "READY")

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError, RepositoryError, ServerError
 from tritongen.server.distribution import TritonDistribution, find_distribution
 from tritongen.server.ports import check_port_free, pick_free_ports
@@ -29,7 +30,6 @@ EXIT_TIMEOUT_S = 10
 STUB_NAME = "triton_python_backend_stub"
 SHM_PREFIX = "tritongen_"
 """Python-backend regions are named ``tritongen_<pid of the owning tritongen>_<random>_...``."""
-ADMIN_HEADER = "tritongen-admin-key"
 """The header that unlocks the restricted APIs of a server started with an admin key."""
 RESTRICTED_APIS = "model-repository,shared-memory,logging,trace"
 """What a server reachable from other machines keeps for requests carrying the admin key."""

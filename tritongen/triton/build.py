@@ -25,7 +25,7 @@ from tritongen.convert.verify import (
     verification_batches,
     verify_artifact,
 )
-from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, first_line
+from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error
 from tritongen.lint.repository import lint_model_text
 from tritongen.sources.model_source import ModelSource, load_source
 from tritongen.sources.samples import Feed
@@ -244,7 +244,7 @@ def _build_one(
         except Exception as e:  # the artifact does not even load: that is its verdict
             runner = None
             verification = broken_verification(
-                fmt, source.reference_name, tolerance, f"the {fmt} artifact does not load: {first_line(e)}"
+                fmt, source.reference_name, tolerance, f"the {fmt} artifact does not load: {engine_error(e)}"
             )
         if runner is not None:
             say(f"verifying {fmt} against {source.reference_name}")

@@ -25,11 +25,11 @@ def config_json(config: ModelConfig) -> str:
 class ModelControl:
     """Load, reload and read the config of one model on a server in explicit model-control mode."""
 
-    def __init__(self, url: str, model: str) -> None:
-        """Connect over HTTP (``host:port``)."""
+    def __init__(self, url: str, model: str, admin_key: str | None = None) -> None:
+        """Connect over HTTP (``host:port``); ``admin_key`` opens a restricted repository API."""
         self.url = url
         self.model = model
-        self.repository = RepositoryControl(url, timeout_s=120)
+        self.repository = RepositoryControl(url, timeout_s=120, admin_key=admin_key)
         self.client = self.repository.client
 
     def load(self, config: ModelConfig | None = None) -> None:
