@@ -111,7 +111,7 @@ def _max_throughput(server: LocalTritonServer, model: str, levels: tuple[int, ..
     return best.qps, int(best.concurrency or 0)
 
 
-def soak(model: str, repo: Path, duration_s: float, fraction: float) -> dict[str, Any]:
+def soak(model: str, repo: Path, duration_s: float, fraction: float, max_inflight: int) -> dict[str, Any]:
     """Find the maximum, soak at ``fraction`` of it, and return the figures."""
     with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model]) as server:
         assert server.pid is not None
@@ -126,7 +126,7 @@ def soak(model: str, repo: Path, duration_s: float, fraction: float) -> dict[str
         spec = LoadSpec(
             model=model, url=server.http_url, mode="rate", levels=(float(rate),), arrival="poisson",
             duration_s=duration_s, warmup_s=0.0, window_s=MINUTE, max_duration_s=duration_s,
-            metrics_url=server.metrics_url,
+            metrics_url=server.metrics_url, max_inflight=max_inflight,
         )  # fmt: skip
         started = time.time()
         try:
@@ -145,6 +145,7 @@ def soak(model: str, repo: Path, duration_s: float, fraction: float) -> dict[str
         "max_req_per_s": max_qps,
         "max_at_concurrency": at,
         "fraction": fraction,
+        "max_inflight": max_inflight,
         "target_req_per_s": rate,
         "achieved_req_per_s": run.achieved_rate,
         "duration_s": run.duration_s,
@@ -157,6 +158,7 @@ def soak(model: str, repo: Path, duration_s: float, fraction: float) -> dict[str
         "p99_us_first_minute": minutes[0] if minutes else None,
         "p99_us_last_minute": minutes[-1] if minutes else None,
         "p99_drift": (minutes[-1] / minutes[0] - 1) if len(minutes) >= 2 and minutes[0] else None,
+        "p99_us_median_minute": statistics.median(minutes) if minutes else None,
         "latency_us": run.latency_us,
         "server_rss_bytes": {"first_minute": server_first, "last_minute": server_last},
         "server_rss_growth": server_last / server_first - 1,
@@ -192,6 +194,7 @@ def _print(result: dict[str, Any]) -> None:
         ("P99 first minute", f"{(result['p99_us_first_minute'] or 0) / 1000:.3f} ms"),
         ("P99 last minute", f"{(result['p99_us_last_minute'] or 0) / 1000:.3f} ms"),
         ("P99 drift", f"{(result['p99_drift'] or 0):+.1%}"),
+        ("P99 median minute", f"{(result['p99_us_median_minute'] or 0) / 1000:.3f} ms"),
         ("server RSS growth", _growth(result, "server")),
         ("load-generator RSS growth", _growth(result, "generator")),
         ("passed", "yes" if result["passed"] else "NO"),
@@ -210,11 +213,18 @@ def main() -> int:
     parser.add_argument("--repo", type=Path, default=ROOT / "model_repository")
     parser.add_argument("--duration", type=float, default=600.0, help="soak seconds (default 600)")
     parser.add_argument("--fraction", type=float, default=0.7, help="share of the maximum throughput")
+    parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=8192,
+        help="requests the generator may have in flight before it drops new ones (a pause of the "
+        "server then shows as latency, not as requests never sent)",
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "soak.json")
     args = parser.parse_args()
     if args.duration < 2 * MINUTE:
         parser.error("--duration must be at least 120 s: the first and last minutes are compared")
-    result = soak(args.model, args.repo, args.duration, args.fraction)
+    result = soak(args.model, args.repo, args.duration, args.fraction, args.max_inflight)
     _print(result)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n")

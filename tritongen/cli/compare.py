@@ -251,7 +251,9 @@ def _print_build(report: CompareReport) -> None:
     for engine in report.engines:
         if engine.status == "failed":  # shown now: measuring the others takes a while
             err_console.print(
-                f"[red]{engine.label} failed:[/] {engine.reason}", soft_wrap=True, highlight=False
+                f"[red]{engine.label} failed:[/] {escape(engine.reason or '')}",
+                soft_wrap=True,
+                highlight=False,
             )
 
 

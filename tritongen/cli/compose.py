@@ -43,4 +43,5 @@ def compose_command(
         f"wrote {output} (ports 8000-8002 on {where}); start it with `docker compose -f {output} up`",
         soft_wrap=True,
         highlight=False,
+        markup=False,
     )

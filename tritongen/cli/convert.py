@@ -233,7 +233,7 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
             )
     for outcome in result.failures:
         style = "yellow" if outcome.status in ("unavailable", "kept") else "red"
-        line = f"[{style}]{outcome.format} {outcome.status}:[/] {outcome.reason}"
+        line = f"[{style}]{outcome.format} {outcome.status}:[/] {escape(outcome.reason or '')}"
         err_console.print(line, soft_wrap=True, highlight=False)
         if outcome.hint:
             err_console.print(outcome.hint, soft_wrap=True, highlight=False, markup=False)
@@ -268,7 +268,7 @@ def verification_table(result: BuildResult, skipped: bool = False) -> Table:
             table.add_row(
                 outcome.format if i == 0 else "",
                 status if i == 0 else "",
-                output.name + mark,
+                escape(output.name) + mark,
                 f"{output.max_abs:.2e}",
                 f"{output.max_rel:.2e}",
                 f"{check.tolerance.atol:g} + {check.tolerance.rtol:g}·|ref|" if i == 0 else "",

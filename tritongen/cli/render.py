@@ -46,4 +46,5 @@ def render_command(
         f"(previous config in config.pbtxt.bak)",
         soft_wrap=True,
         highlight=False,
+        markup=False,
     )

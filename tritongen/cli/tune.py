@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tritongen.cli.common import (
@@ -155,7 +156,7 @@ def tune_command(
         if resume is not None and not resume.is_dir():
             raise ConfigError(f"--resume {resume} does not exist", "pass the directory of an earlier tune")
         console.print(
-            f"tuning [bold]{model}[/]: {space.size} legal configs, "
+            f"tuning [bold]{escape(model)}[/]: {space.size} legal configs, "
             f"{len(space.skipped())} skipped as illegal, strategy {strategy}, "
             f"SLO P99 {slo_p99_ms if slo_p99_ms is not None else '∞'} ms",
             highlight=False,
