@@ -7,6 +7,7 @@ table lists what is tried, not what is hoped.
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,11 @@ def bad(example_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
         (root / name / "config.pbtxt.j2").write_text(text)
     for name in ("unknown_op.onnx", "custom_op.onnx", "short.npz", "undefined", "syntax"):
         files[name] = root / name
+    # A Python model without model.py: Triton 2.51 never finishes loading it.
+    hang = root / "hang_repo"
+    shutil.copytree(ROOT / "model_repository" / "mlp_onnx", hang / "mlp_onnx")
+    (hang / "mlp_onnx" / "1" / "model.py").unlink()
+    files["hang_repo"] = hang
     return files
 
 
@@ -142,6 +148,28 @@ def test_bad_input_is_one_line_and_writes_nothing(bad: dict[str, Path], tmp_path
     assert result.exit_code == 1, result.stdout + result.stderr
     assert case.message in _one_line(result.stderr)
     assert not out.exists() or list(out.iterdir()) == [], "something was written"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("loadtest", "mlp_onnx", "--serve", "@hang_repo", "--json", "OUT/x.json"),
+        ("tune", "mlp_onnx", "--repo", "@hang_repo", "--out", "OUT"),
+        ("infer", "mlp_onnx", "--serve", "@hang_repo"),
+        ("serve", "@hang_repo"),
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_config_that_would_hang_the_server_is_refused_before_starting_it(
+    bad: dict[str, Path], tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, Case("", command, "").argv(bad, out))
+    assert result.exit_code == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: 1 config error(s)") and "Triton would refuse" in lines[-1]
+    assert any("model.py" in line for line in lines[:-1]), "the finding says what is missing"
+    assert not out.exists()
 
 
 def test_torchscript_rejecting_the_input_spec(bad: dict[str, Path], tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 import pytest
+from processes import descendants, gone, named, shm_regions
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -157,6 +158,8 @@ def test_ctrl_c_stops_the_comparison_and_keeps_what_was_measured(
             assert time.monotonic() < deadline and cli.poll() is None, "the comparison never started serving"
             time.sleep(0.2)
         time.sleep(6)  # inside the first load test
+        family = descendants(cli.pid)
+        assert named(family, "locust") and named(family, "tritonserver")
         cli.send_signal(signal.SIGINT)
         code = cli.wait(timeout=60)
     finally:
@@ -170,7 +173,8 @@ def test_ctrl_c_stops_the_comparison_and_keeps_what_was_measured(
     onnx = doc["engines"][0]
     assert onnx["first_infer_s"] > 0 and onnx["reason"] == "interrupted while it was measured"
     assert not _servers_under(out)
-    assert not [p for p in Path("/dev/shm").glob(f"tritongen_{cli.pid}_*")]
+    assert gone(family) == [], "the server, its stubs and Locust are stopped"
+    assert shm_regions(cli.pid) == []
 
 
 def test_compare_refuses_unusable_input_with_one_line(tmp_path: Path) -> None:

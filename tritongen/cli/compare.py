@@ -31,7 +31,15 @@ from tritongen.cli.engine_options import (
     TvmTuneTrials,
     VerifyData,
 )
-from tritongen.cli.options import AdminKey, HtmlOut, JsonOut, ProtocolChoice, Shapes, Templates
+from tritongen.cli.options import (
+    AdminKey,
+    HtmlOut,
+    JsonOut,
+    ProtocolChoice,
+    Shapes,
+    Templates,
+    lint_before_serving,
+)
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.compare.measure import MeasureSettings
 from tritongen.compare.recommend import RANK_KEYS
@@ -160,6 +168,8 @@ def compare_command(
         )
         chosen, unavailable = _formats(formats, source, url is not None or repo is not None)
         build = None
+        if url is None and repo is not None:  # served here: refuse configs Triton would refuse (or hang on)
+            lint_before_serving(repo, [f"{model_name}_{fmt}" for fmt in chosen])
         if url is None and repo is None:
             build = BuildRequest(
                 source=source if source_kind_or_none(source) == "pytorch" else Path(source),

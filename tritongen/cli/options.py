@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import err_console
+from tritongen.errors import ConfigError
 from tritongen.server.local import LocalTritonServer
 
 
@@ -69,7 +70,12 @@ HtmlOut = Annotated[
 
 @contextlib.contextmanager
 def embedded_server(repo: Path, model: str) -> Iterator[LocalTritonServer]:
-    """The embedded server with just ``model``, on free ports, for the length of one command."""
+    """The embedded server with just ``model``, on free ports, for the length of one command.
+
+    The model's config is linted first: a config Triton would refuse (or, like a Python
+    model without ``model.py``, never finish loading) stops the command with one line.
+    """
+    lint_before_serving(repo, [model])
     with err_console.status("starting the embedded Triton server"):
         server = LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model])
         server.start()
@@ -77,3 +83,25 @@ def embedded_server(repo: Path, model: str) -> Iterator[LocalTritonServer]:
         yield server
     finally:
         server.stop()
+
+
+def lint_before_serving(repo: Path, models: list[str], hint: str = "fix them (see above)") -> None:
+    """Refuse to serve configs Triton would refuse; show warnings.
+
+    Raises:
+        ConfigError: a config breaks one of Triton's rules (each finding was printed).
+    """
+    from tritongen.lint.repository import LintUsageError, lint_paths
+
+    paths = [repo / m for m in models] if models else [repo]
+    try:
+        report = lint_paths([p for p in paths if p.exists()] or [repo])
+    except LintUsageError:
+        return  # nothing lint can read: the server reports what is wrong
+    for finding in report.findings:
+        style = "red" if finding.severity == "error" else "yellow"
+        err_console.print(finding.text(), style=style, soft_wrap=True, highlight=False, markup=False)
+    if report.errors:
+        raise ConfigError(
+            f"{len(report.errors)} config error(s) in {repo}: Triton would refuse these models", hint
+        )

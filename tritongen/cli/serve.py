@@ -11,8 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
+from tritongen.cli.options import lint_before_serving
 from tritongen.client.repository import ADMIN_HEADER
-from tritongen.errors import ConfigError, ModelLoadError
+from tritongen.errors import ModelLoadError
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
 
 
@@ -56,7 +57,9 @@ def serve_command(
     )
     with user_errors():
         if lint:
-            _lint(repo, list(parse_name_list(models)))
+            lint_before_serving(
+                repo, list(parse_name_list(models)), "fix them (see above), or start anyway with --no-lint"
+            )
         try:
             with err_console.status("starting the embedded Triton server"):
                 server.start()  # Ctrl-C here stops the half-started server and exits 130
@@ -107,22 +110,3 @@ def _print_ready(server: LocalTritonServer) -> None:
         highlight=False,
         markup=False,
     )
-
-
-def _lint(repo: Path, models: list[str]) -> None:
-    """Refuse to start on configs Triton would refuse; show warnings."""
-    from tritongen.lint.repository import LintUsageError, lint_paths
-
-    paths = [repo / m for m in models] if models else [repo]
-    try:
-        report = lint_paths([p for p in paths if p.exists()] or [repo])
-    except LintUsageError:
-        return  # nothing lint can read: the server reports what is wrong
-    for finding in report.findings:
-        style = "red" if finding.severity == "error" else "yellow"
-        err_console.print(finding.text(), style=style, soft_wrap=True, highlight=False, markup=False)
-    if report.errors:
-        raise ConfigError(
-            f"{len(report.errors)} config error(s) in {repo}: Triton would refuse these models",
-            "fix them (see above), or start anyway with --no-lint",
-        )

@@ -21,10 +21,9 @@ from tritongen.cli.common import (
     user_errors,
 )
 from tritongen.cli.loadtest import load_spec
-from tritongen.cli.options import AdminKey, HtmlOut, JsonOut, ProtocolChoice, Shapes
+from tritongen.cli.options import AdminKey, HtmlOut, JsonOut, ProtocolChoice, Shapes, embedded_server
 from tritongen.errors import ConfigError
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import read_config
 from tritongen.triton.rerender import model_target, rerender_model
 from tritongen.tune.control import ModelControl
@@ -190,14 +189,9 @@ def _server(repo: Path, model: str, url: str | None, spec: LoadSpec) -> Iterator
     if url is not None:
         yield url, replace(spec, url=url if spec.protocol == "http" else spec.url)
         return
-    with err_console.status("starting the embedded Triton server"):
-        server = LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model])
-        server.start()
-    try:
+    with embedded_server(repo, model) as server:
         target = server.http_url if spec.protocol == "http" else server.grpc_url
         yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
-    finally:
-        server.stop()
 
 
 def _run(request: TuneRequest, control: ModelControl, base, target, stopping) -> TuneReport:  # type: ignore[no-untyped-def]
