@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-STUB_NAME = "triton_python_backend_stub"
+from tritongen.server.distribution import STUB_NAME
 
 
 def backend_processes(server_pid: int, model: str) -> list[psutil.Process]:

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from tritongen.errors import MissingDependencyError
 
+STUB_NAME = "triton_python_backend_stub"
+"""The Python backend's stub executable: one process per model instance."""
+
 INSTALL_HINT = "install it with `make install` (or `pip install nvidia-pytriton`)"
 
 
@@ -55,7 +58,7 @@ def find_distribution(python_version: tuple[int, int] | None = None) -> TritonDi
             "reinstall it: `pip install --force-reinstall nvidia-pytriton`",
         )
     stubs = root / "python_backend_stubs"
-    stub = stubs / f"{major}.{minor}" / "triton_python_backend_stub"
+    stub = stubs / f"{major}.{minor}" / STUB_NAME
     if not stub.is_file():
         available = sorted(p.name for p in stubs.iterdir() if p.is_dir()) if stubs.is_dir() else []
         raise MissingDependencyError(

@@ -19,18 +19,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psutil
+
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError, RepositoryError, ServerError
-from tritongen.server.distribution import TritonDistribution, find_distribution
+from tritongen.server.distribution import STUB_NAME, TritonDistribution, find_distribution
 from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.server.process import stop_with_parent, tail_lines
 
 SHM_DIR = Path("/dev/shm")
 EXIT_TIMEOUT_S = 10
-STUB_NAME = "triton_python_backend_stub"
 SHM_PREFIX = "tritongen_"
 """Python-backend regions are named ``tritongen_<pid of the owning tritongen>_<random>_...``."""
-"""The header that unlocks the restricted APIs of a server started with an admin key."""
 RESTRICTED_APIS = "model-repository,shared-memory,logging,trace"
 """What a server reachable from other machines keeps for requests carrying the admin key."""
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -269,7 +269,7 @@ class LocalTritonServer:
         for item in dist.python_backend.iterdir():
             if item.is_file():
                 (python / item.name).symlink_to(item)
-        (python / "triton_python_backend_stub").symlink_to(dist.stub)
+        (python / STUB_NAME).symlink_to(dist.stub)
         return backends
 
     def _argv(self, dist: TritonDistribution, backends: Path) -> list[str]:
@@ -409,12 +409,12 @@ def reclaim_leftovers(shm_dir: Path = SHM_DIR) -> list[str]:
     """
     removed = []
     for process in _orphaned_stubs():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(process, signal.SIGKILL)
-            removed.append(f"stub pid {process}")
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+            removed.append(f"stub pid {process.pid}")
     for region in shm_dir.glob(f"{SHM_PREFIX}*_*"):
         owner = _owner(region.name)
-        if owner is None or _pid_alive(owner):
+        if owner is None or psutil.pid_exists(owner):
             continue
         with contextlib.suppress(OSError):
             region.unlink()
@@ -430,29 +430,14 @@ def _owner(name: str) -> int | None:
     return int(owner) if owner.isdigit() else None
 
 
-def _orphaned_stubs() -> list[int]:
+def _orphaned_stubs() -> list[psutil.Process]:
     """Python-backend stubs of tritongen servers whose tritongen process is gone."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if len(argv) < 3 or Path(argv[0]).name != STUB_NAME:
             continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) < 3 or not argv[0].endswith(STUB_NAME.encode()):
-            continue
-        owner = _owner(argv[2].decode(errors="replace"))  # the stub's second argument: its region
-        if owner is not None and not _pid_alive(owner):
-            found.append(int(entry.name))
+        owner = _owner(argv[2])  # the stub's second argument: its region
+        if owner is not None and not psutil.pid_exists(owner):
+            found.append(process)
     return found
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
