@@ -82,15 +82,20 @@ def first_line(error: BaseException, limit: int = 300) -> str:
 
 
 def engine_error(error: BaseException, limit: int = 300) -> str:
-    """What an engine says went wrong, without its C++ call site.
+    """What an engine says went wrong, without its call site.
 
-    ONNX Runtime puts the cause last, after a file, line and function signature:
+    Both engines put the cause last. ONNX Runtime after a file, line and C++ signature:
     ``[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:/src/model.cc:256
-    onnxruntime::Model::Model(...) Unsupported model IR version: 14, ...``.
+    onnxruntime::Model::Model(...) Unsupported model IR version: 14, ...``; the TorchScript
+    interpreter after a traceback, as ``RuntimeError: mat1 and mat2 shapes cannot be ...``.
     """
     text = str(error).strip()
     if "[ONNXRuntimeError]" in text and "onnxruntime::" in text:
         tail = text.rsplit("onnxruntime::", 1)[1]
         cause = tail.split(") ", 1)[1] if ") " in tail else tail
         return first_line(RuntimeError(f"ONNX Runtime: {cause.strip()}"), limit)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and "TorchScript interpreter" in lines[0]:
+        last = lines[-1]
+        return first_line(RuntimeError(last.split(": ", 1)[1] if ": " in last else last), limit)
     return first_line(error, limit)

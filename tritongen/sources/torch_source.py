@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tritongen.errors import MissingDependencyError, SourceError, first_line
+from tritongen.errors import MissingDependencyError, SourceError, engine_error, first_line
 from tritongen.sources.input_spec import InputSpec, input_tensors, specs_batched
 from tritongen.sources.samples import Array, Feed, random_feed
 from tritongen.sources.signature import Signature, TensorSpec
@@ -218,18 +218,6 @@ def run_module(module: Any, specs: Sequence[InputSpec], feed: Feed) -> tuple[lis
     return arrays, structure, keys
 
 
-def _torch_error(error: Exception) -> str:
-    """The line of a torch error that says what went wrong.
-
-    The TorchScript interpreter puts a traceback first and the cause (``RuntimeError: ...``) last.
-    """
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    if len(lines) > 1 and "TorchScript interpreter" in lines[0]:
-        last = lines[-1]
-        return first_line(RuntimeError(last.split(": ", 1)[1] if ": " in last else last), 200)
-    return first_line(error, 200)
-
-
 def torch_signature(
     module: Any, specs: Sequence[InputSpec], output_names: Sequence[str], where: str
 ) -> tuple[Signature, str]:
@@ -253,7 +241,7 @@ def torch_signature(
         except Exception as e:
             shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
             raise SourceError(
-                f"{where} rejects inputs shaped as --input-spec says ({shapes}): {_torch_error(e)}",
+                f"{where} rejects inputs shaped as --input-spec says ({shapes}): {engine_error(e, 200)}",
                 "fix --input-spec: names in forward() order, the right dtypes, -1 where a dim varies",
             ) from e
     (first_out, structure, keys), (second_out, _, _) = runs
