@@ -167,3 +167,6 @@ def test_statistics_deltas() -> None:
     assert result.compute_infer_us == pytest.approx(5.0)
     none = breakdown(_stats(10, 10, 0, 10), _stats(10, 10, 0, 10))
     assert none.avg_batch is None and none.queue_us is None
+    # A snapshot caught between Triton's execution and inference counter updates.
+    torn = breakdown(_stats(0, 0, 0, 0), _stats(4839, 4840, 0, 4839))
+    assert torn.avg_batch == 1.0

@@ -70,6 +70,9 @@ def breakdown(before: StatsSnapshot, after: StatsSnapshot) -> ServerBreakdown:
         compute_input_us=per_request("compute_input"),
         compute_infer_us=per_request("compute_infer"),
         compute_output_us=per_request("compute_output"),
-        avg_batch=inferences / executions if executions > 0 else None,
+        # Every execution holds at least one inference. Triton updates the two counters one
+        # after the other, so a snapshot taken under load can see an execution whose
+        # inferences are not counted yet: the ratio may come out a hair under 1.
+        avg_batch=max(1.0, inferences / executions) if executions > 0 else None,
         requests=after.success - before.success,
     )
