@@ -28,11 +28,11 @@ TOL = Tolerance(atol=1e-4, rtol=1e-3)
 def test_compare_reports_abs_and_rel_and_applies_both_terms() -> None:
     want = np.array([[100.0, 1e-6, 1.0]])
     got = want + np.array([[0.05, 5e-5, 2e-3]])
-    ((max_abs, max_rel, ok),) = compare_outputs(["y"], [got], [want], TOL)
+    ((max_abs, max_rel, ok, _, _),) = compare_outputs(["y"], [got], [want], TOL)
     assert max_abs == pytest.approx(0.05)
     assert max_rel == pytest.approx(2e-3)  # 1e-6 is below atol: judged by the absolute term only
     assert not ok  # 2e-3 at 1.0 exceeds 1e-4 + 1e-3
-    ((_, _, ok),) = compare_outputs(["y"], [want + 5e-5], [want], TOL)
+    ((_, _, ok, _, _),) = compare_outputs(["y"], [want + 5e-5], [want], TOL)
     assert ok
 
 

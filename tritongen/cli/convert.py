@@ -23,18 +23,23 @@ from tritongen.cli.batching_options import (
 from tritongen.cli.common import console, err_console, parse_name_list, user_errors
 from tritongen.cli.engine_options import (
     Atol,
+    AutoMixed,
     CalibrationCache,
     CalibrationData,
+    CalibrationMethod,
+    CalibrationSamples,
     CudaGraphs,
     DryRun,
+    ErrorMetric,
     InputSpecs,
+    Int8Mode,
     KeepFailed,
     KeepFp32,
+    MaxError,
     NoVerify,
     OptBatchSize,
     OutputNames,
     Precision,
-    PrecisionChoice,
     Rtol,
     Script,
     TensorRtVersion,
@@ -45,8 +50,9 @@ from tritongen.cli.engine_options import (
     TvmTuneTrials,
     VerifyData,
     WorkspaceMb,
+    precision_settings,
 )
-from tritongen.cli.options import Templates
+from tritongen.cli.options import HtmlOut, JsonOut, Templates
 from tritongen.convert.formats import FORMATS, parse_formats
 from tritongen.convert.tensorrt import parse_dim_ranges, tensorrt_options
 from tritongen.convert.tvm import TvmOptions
@@ -105,10 +111,16 @@ def convert_command(
     tvm_target: TvmTarget = None,
     tvm_tune_trials: TvmTuneTrials = 0,
     tvm_tune_minutes: TvmTuneMinutes = None,
-    precision: Precision = PrecisionChoice.fp32,
+    precision: Precision = "fp32",
+    int8_mode: Int8Mode = "static",
     calibration_data: CalibrationData = None,
+    calibration_method: CalibrationMethod = "minmax",
+    calibration_samples: CalibrationSamples = None,
     calibration_cache: CalibrationCache = None,
     keep_fp32: KeepFp32 = None,
+    auto_mixed_precision: AutoMixed = False,
+    max_error: MaxError = None,
+    error_metric: ErrorMetric = "max-abs",
     opt_batch_size: OptBatchSize = None,
     workspace_mb: WorkspaceMb = None,
     timing_cache: TimingCache = None,
@@ -125,6 +137,8 @@ def convert_command(
     force: Annotated[
         bool, typer.Option("--force", help="Replace model directories that already exist.")
     ] = False,
+    json_path: JsonOut = None,
+    html_path: HtmlOut = None,
 ) -> None:
     """Convert SOURCE into one verified Triton model directory per format, each with a checked config."""
     options = batching_options(
@@ -132,6 +146,18 @@ def convert_command(
     )
     with user_errors():
         chosen = parse_formats(formats, source_kind_or_none(source))
+        variants, precision_options = precision_settings(
+            precision,
+            int8_mode,
+            calibration_data,
+            calibration_method,
+            calibration_samples,
+            calibration_cache,
+            keep_fp32,
+            auto_mixed_precision,
+            max_error,
+            error_metric,
+        )
         request = BuildRequest(
             source=Path(source) if source_kind_or_none(source) != "pytorch" else source,
             name=name if name is not None else default_name(source),
@@ -146,10 +172,10 @@ def convert_command(
             torchscript_mode="script" if script else "trace",
             tvm=TvmOptions(target=tvm_target, tune_trials=tvm_tune_trials, tune_minutes=tvm_tune_minutes),
             tensorrt=tensorrt_options(
-                precision.value,
-                calibration_data,
-                calibration_cache,
-                parse_name_list(keep_fp32) if keep_fp32 else (),
+                "fp32",
+                None,
+                None,
+                (),
                 opt_batch_size,
                 workspace_mb,
                 timing_cache,
@@ -161,12 +187,34 @@ def convert_command(
             verify=VerifyOptions(
                 data=verify_data, atol=atol, rtol=rtol, keep_failed=keep_failed, skip=no_verify
             ),
+            precisions=variants,
+            precision=precision_options,
         )
         with err_console.status("converting") as status:
             result = build_models(request, progress=lambda msg: status.update(msg))
-    print_summary(result, request)
+        print_summary(result, request)
+        write_results(result, request, json_path, html_path)
     if result.failures:
         raise typer.Exit(1)
+
+
+def write_results(
+    result: BuildResult, request: BuildRequest, json_path: Path | None, html: Path | None
+) -> None:
+    """Write the ``tritongen.convert/1`` document and its HTML report where asked."""
+    if json_path is None and html is None:
+        return
+    import json
+
+    from tritongen.triton.repository import write_output
+
+    document = result.to_json(request)
+    if json_path is not None:
+        write_output(json_path, json.dumps(document, indent=2) + "\n")
+    if html is not None:
+        from tritongen.report.html import write_documents
+
+        write_documents([(request.name, document)], html)
 
 
 def source_kind_or_none(source: str) -> str | None:
@@ -216,6 +264,7 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
             )
         console.print(table)
     console.print(verification_table(result, skipped=request.verify.skip))
+    print_precision(result)
     for model in result.models:
         commands = model.engine.get("commands") if model.engine.get("dry_run") else None
         if isinstance(commands, dict):
@@ -233,10 +282,22 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
             )
     for outcome in result.failures:
         style = "yellow" if outcome.status in ("unavailable", "kept") else "red"
-        line = f"[{style}]{outcome.format} {outcome.status}:[/] {escape(outcome.reason or '')}"
+        line = f"[{style}]{escape(outcome.label)} {outcome.status}:[/] {escape(outcome.reason or '')}"
         err_console.print(line, soft_wrap=True, highlight=False)
         if outcome.hint:
             err_console.print(outcome.hint, soft_wrap=True, highlight=False, markup=False)
+
+
+def print_precision(result: BuildResult) -> None:
+    """The accuracy of every reduced-precision variant and the steps of each mixed-precision search."""
+    from tritongen.report.html import precision_tables
+    from tritongen.report.tables import to_rich
+
+    entries = [(o.label, o.precision.to_json()) for o in result.outcomes if o.precision is not None]
+    for table in precision_tables(entries):
+        console.print(to_rich(table))
+        for note in table.notes:
+            console.print(f"  {note}", soft_wrap=True, highlight=False, markup=False)
 
 
 def verification_table(result: BuildResult, skipped: bool = False) -> Table:
@@ -247,6 +308,7 @@ def verification_table(result: BuildResult, skipped: bool = False) -> Table:
     table.add_column("output")
     table.add_column("max abs err", justify="right")
     table.add_column("max rel err", justify="right")
+    table.add_column("rel RMS", justify="right")
     table.add_column("tolerance")
     table.add_column("samples", justify="right")
     table.add_column("time s", justify="right")
@@ -261,17 +323,18 @@ def verification_table(result: BuildResult, skipped: bool = False) -> Table:
                 note = note or ("not verified (--no-verify)" if skipped else "not verified: cannot run here")
             else:
                 note = "see below"
-            table.add_row(outcome.format, status, note, "", "", "", "", f"{outcome.seconds:.1f}")
+            table.add_row(outcome.label, status, note, "", "", "", "", "", f"{outcome.seconds:.1f}")
             continue
         for i, output in enumerate(check.outputs):
             mark = "" if output.passed else " [red]✗[/]"
             table.add_row(
-                outcome.format if i == 0 else "",
+                outcome.label if i == 0 else "",
                 status if i == 0 else "",
                 escape(output.name) + mark,
                 f"{output.max_abs:.2e}",
                 f"{output.max_rel:.2e}",
-                f"{check.tolerance.atol:g} + {check.tolerance.rtol:g}·|ref|" if i == 0 else "",
+                f"{output.rel_rms:.2e}",
+                check.tolerance.describe() if i == 0 else "",
                 str(check.samples) if i == 0 else "",
                 f"{outcome.seconds:.1f}" if i == 0 else "",
             )

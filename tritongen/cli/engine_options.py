@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from tritongen.convert.calibration import parse_calibration_source
+from tritongen.convert.precision import PrecisionOptions, Variant, parse_precisions
 from tritongen.convert.verify import TOLERANCES
-
-
-class PrecisionChoice(str, Enum):
-    """Numeric precision of engines that support reduced precision."""
-
-    fp32 = "fp32"
-    fp16 = "fp16"
-    int8 = "int8"
 
 
 def _tolerances() -> str:
@@ -77,34 +70,97 @@ TvmTuneMinutes = Annotated[
     ),
 ]
 Precision = Annotated[
-    PrecisionChoice,
-    typer.Option("--precision", help="TensorRT precision.", case_sensitive=False, rich_help_panel="TensorRT"),
+    str,
+    typer.Option(
+        "--precision",
+        help="Precisions to build, comma-separated: fp32, fp16, int8 (mode from --int8-mode), int8-static, "
+        "int8-dynamic. Each reduced precision is its own model directory (NAME_onnx_int8, ...); "
+        "onnx and tensorrt take them, other formats are built in fp32.",
+        rich_help_panel="Precision",
+    ),
+]
+Int8Mode = Annotated[
+    str,
+    typer.Option(
+        "--int8-mode",
+        help="static: calibrated Q/DQ (needs --calibration-data); dynamic: weights INT8, activations "
+        "quantized at run time (no calibration; the usual choice for transformer encoders on CPU).",
+        rich_help_panel="Precision",
+    ),
 ]
 CalibrationData = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--calibration-data",
-        help="INT8 calibration inputs: an .npz (one array per input) or a directory of them.",
+        help="Static INT8 calibration inputs: an .npz (one array per input, batch first) or a directory "
+        "of them; 'random' calibrates on noise, knowingly. 20% is held out for the accuracy report "
+        "when no --verify-data is given.",
         show_default=False,
-        rich_help_panel="TensorRT",
+        rich_help_panel="Precision",
+    ),
+]
+CalibrationMethod = Annotated[
+    str,
+    typer.Option(
+        "--calibration-method",
+        help="How activation ranges are chosen: minmax, entropy or percentile (99.999).",
+        rich_help_panel="Precision",
+    ),
+]
+CalibrationSamples = Annotated[
+    int | None,
+    typer.Option(
+        "--calibration-samples",
+        help="Calibrate on at most this many rows (default: all).",
+        min=1,
+        show_default=False,
+        rich_help_panel="Precision",
     ),
 ]
 CalibrationCache = Annotated[
     Path | None,
     typer.Option(
         "--calibration-cache",
-        help="INT8 calibration cache to reuse or write.",
+        help="A ready TensorRT calibration cache for INT8 (TensorRT 10.x and older), instead of data.",
         show_default=False,
-        rich_help_panel="TensorRT",
+        rich_help_panel="Precision",
     ),
 ]
 KeepFp32 = Annotated[
     str | None,
     typer.Option(
+        "--keep-fp32",
         "--mixed-precision-keep-fp32",
-        help="TensorRT layers kept in FP32 under fp16/int8, comma-separated.",
+        help="Nodes kept in FP32 under fp16/int8, comma-separated: node names, globs (*attention*) or "
+        "op:TYPE (op:Softmax). TensorRT gets them as layer precisions.",
         show_default=False,
-        rich_help_panel="TensorRT",
+        rich_help_panel="Precision",
+    ),
+]
+AutoMixed = Annotated[
+    bool,
+    typer.Option(
+        "--auto-mixed-precision",
+        help="Measure each weighted node's share of the error and keep the most sensitive ones in FP32 "
+        "until --max-error holds.",
+        rich_help_panel="Precision",
+    ),
+]
+MaxError = Annotated[
+    float | None,
+    typer.Option(
+        "--max-error",
+        help="Error budget of --auto-mixed-precision, in --error-metric units.",
+        show_default=False,
+        rich_help_panel="Precision",
+    ),
+]
+ErrorMetric = Annotated[
+    str,
+    typer.Option(
+        "--error-metric",
+        help="What --max-error bounds (worst output): max-abs, rel-rms (‖a−b‖/‖b‖) or cosine (1 − min).",
+        rich_help_panel="Precision",
     ),
 ]
 OptBatchSize = Annotated[
@@ -214,3 +270,34 @@ NoVerify = Annotated[
     bool,
     typer.Option("--no-verify", help="Skip verification against the source.", rich_help_panel="Verification"),
 ]
+
+
+def precision_settings(
+    precision: str,
+    int8_mode: str,
+    calibration_data: str | None,
+    calibration_method: str,
+    calibration_samples: int | None,
+    calibration_cache: Path | None,
+    keep_fp32: str | None,
+    auto_mixed: bool,
+    max_error: float | None,
+    error_metric: str,
+) -> tuple[tuple[Variant, ...], PrecisionOptions]:
+    """The variants asked for and how they are made, from the precision options.
+
+    Raises:
+        ConfigError: an unknown precision or mode.
+    """
+    variants = parse_precisions(precision, int8_mode.strip().lower())
+    keep = tuple(item.strip() for item in (keep_fp32 or "").split(",") if item.strip())
+    return variants, PrecisionOptions(
+        calibration=parse_calibration_source(calibration_data),
+        calibration_method=calibration_method.strip().lower(),
+        calibration_cache=calibration_cache,
+        calibration_samples=calibration_samples,
+        keep_fp32=keep,
+        auto_mixed=auto_mixed,
+        max_error=max_error,
+        error_metric=error_metric.strip().lower(),
+    )

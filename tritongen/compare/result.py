@@ -47,7 +47,7 @@ class EngineResult:
     precision: str | None = None
     max_abs_err: float | None = None
     max_rel_err: float | None = None
-    tolerance: dict[str, float] | None = None
+    tolerance: dict[str, float | None] | None = None
     p99_ms_b1: float | None = None
     p50_ms_b1: float | None = None
     infer_per_s_b1: float | None = None

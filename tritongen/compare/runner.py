@@ -176,7 +176,7 @@ def _apply_verification(engine: EngineResult, outcome: FormatOutcome) -> None:
         return
     engine.max_abs_err = max(o.max_abs for o in check.outputs)
     engine.max_rel_err = max(o.max_rel for o in check.outputs)
-    engine.tolerance = {"atol": check.tolerance.atol, "rtol": check.tolerance.rtol}
+    engine.tolerance = check.tolerance.to_json()
 
 
 def _precision(facts: dict[str, Any]) -> str:

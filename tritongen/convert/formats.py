@@ -8,18 +8,22 @@ against.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritongen.convert.artifact import Artifact, Runner, Target
+from tritongen.convert.precision import FP32, PrecisionOptions, Variant
+from tritongen.convert.reduced import PrecisionReport, ReducedPrecision
 from tritongen.convert.tensorrt import TensorRtOptions
 from tritongen.convert.torch_export import TorchScriptMode
 from tritongen.convert.tvm import TvmOptions
 from tritongen.errors import ConfigError
 from tritongen.sources.model_source import ModelSource
 from tritongen.sources.onnx_source import OnnxSource
+from tritongen.sources.samples import Feed
 
 FORMATS = ("onnx", "torchscript", "tvm", "tensorrt")
 """Every format tritongen builds, in the order it builds them."""
@@ -36,6 +40,7 @@ class ConvertOptions:
     torchscript_mode: TorchScriptMode = "trace"
     tvm: TvmOptions = field(default_factory=TvmOptions)
     tensorrt: TensorRtOptions = field(default_factory=TensorRtOptions)
+    precision: PrecisionOptions = field(default_factory=PrecisionOptions)
 
 
 def parse_formats(text: str, source_kind: str | None = None) -> tuple[str, ...]:
@@ -95,6 +100,13 @@ class ConvertSession:
         self.options = options
         self.say = progress
         self._onnx: OnnxSource | None = source.onnx
+        self._reduced: ReducedPrecision | None = None
+        self.verify_feeds: Sequence[Feed] = ()
+        """The user's --verify-data: what accuracy is measured on first."""
+        self.random_feeds: Sequence[Feed] = ()
+        """Random verification batches: what accuracy is measured on when there is nothing better."""
+        self.reports: dict[tuple[str, Variant], PrecisionReport] = {}
+        """The precision report of every reduced variant built so far."""
 
     def onnx(self) -> OnnxSource:
         """The source as ONNX: the file itself, or a PyTorch source exported once."""
@@ -108,14 +120,52 @@ class ConvertSession:
             self._onnx = load_onnx(path)
         return self._onnx
 
-    def convert(self, fmt: str, model_dir: Path, final_dir: Path | None = None) -> Artifact:
-        """Write the ``fmt`` artifact into ``model_dir`` (published later as ``final_dir``)."""
+    def reduced(self) -> ReducedPrecision:
+        """The maker of reduced-precision copies of the source's ONNX model (one per session)."""
+        if self._reduced is None:
+            self._reduced = ReducedPrecision(
+                self.onnx().path,
+                self.source.signature,
+                self.options.precision,
+                self.workdir,
+                verify_feeds=self.verify_feeds,
+                random_feeds=self.random_feeds,
+                say=self.say,
+            )
+        return self._reduced
+
+    def tensorrt_options(self, variant: Variant, kept: tuple[str, ...] = ()) -> TensorRtOptions:
+        """The TensorRT options of one variant: its precision, calibration and kept FP32 layers.
+
+        Raises:
+            ConfigError: the combination is impossible (see :class:`TensorRtOptions`).
+        """
+        precision = self.options.precision
+        int8 = variant.precision == "int8"
+        return dataclasses.replace(
+            self.options.tensorrt,
+            precision=variant.precision,  # type: ignore[arg-type]
+            calibration_data=precision.calibration if int8 and precision.calibration_cache is None else None,
+            calibration_cache=precision.calibration_cache if int8 else None,
+            calibration_method=precision.calibration_method,
+            keep_fp32_layers=kept,
+        )
+
+    def convert(
+        self, fmt: str, model_dir: Path, final_dir: Path | None = None, variant: Variant = FP32
+    ) -> Artifact:
+        """Write the ``fmt`` artifact in ``variant`` into ``model_dir`` (published later as ``final_dir``)."""
         options = self.options
         signature = self.source.signature
         if fmt == "onnx":
             from tritongen.convert.onnx import write_onnx_artifact
 
-            return write_onnx_artifact(self.onnx(), model_dir, options.target)
+            if not variant.reduced:
+                return write_onnx_artifact(self.onnx().path, model_dir, options.target)
+            path, report = self.reduced().make(variant, self.workdir / f"onnx-{variant.key}.onnx")
+            self.reports[(fmt, variant)] = report
+            artifact = write_onnx_artifact(path, model_dir, options.target)
+            return dataclasses.replace(artifact, engine={**artifact.engine, "precision": variant.key})
         if fmt == "torchscript":
             from tritongen.convert.torchscript import write_torchscript_artifact
 
@@ -142,18 +192,42 @@ class ConvertSession:
                 progress=self.say,
             )
         if fmt == "tensorrt":
-            from tritongen.convert.tensorrt import write_tensorrt_artifact
+            from tritongen.convert.tensorrt import (
+                needs_prepared_onnx,
+                tensorrt_unavailable_reason,
+                write_tensorrt_artifact,
+            )
 
             onnx_path = self.onnx().path
+            trt_options = self.tensorrt_options(variant)
+            prepared: Path | None = None
+            buildable = options.target != "local" and (
+                trt_options.dry_run or tensorrt_unavailable_reason() is None
+            )
+            if variant.reduced and buildable:
+                reduced = self.reduced()
+                if options.precision.auto_mixed or needs_prepared_onnx(trt_options):
+                    # The Q/DQ (or FP16) model TensorRT builds from, made like ONNX Runtime's.
+                    prepared, report = reduced.make(
+                        variant, self.workdir / f"tensorrt-{variant.key}.onnx", tensorrt=True
+                    )
+                else:  # FP16 by builder flags: only the kept layers to resolve
+                    report = PrecisionReport(variant=variant.key, flavour="tensorrt")
+                    report.kept_fp32 = list(reduced.kept())
+                self.reports[(fmt, variant)] = report
+                trt_options = self.tensorrt_options(variant, tuple(report.kept_fp32))
+                if not needs_prepared_onnx(trt_options):
+                    prepared = None
             return write_tensorrt_artifact(
                 onnx_path,
                 signature,
                 model_dir,
                 options.target,
-                options.tensorrt,
+                trt_options,
                 options.max_batch_size,
                 progress=self.say,
                 repo_model_dir=final_dir,
+                prepared_onnx=prepared,
             )
         raise ConfigError(f"format {fmt!r} is not supported", f"choose from: {', '.join(FORMATS)}")
 

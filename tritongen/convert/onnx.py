@@ -7,11 +7,10 @@ from pathlib import Path
 
 from tritongen.convert.artifact import Array, Artifact, Runner, Target
 from tritongen.convert.wrappers import write_wrapper
-from tritongen.sources.onnx_source import OnnxSource
 from tritongen.sources.signature import Signature
 
 
-def write_onnx_artifact(source: OnnxSource, model_dir: Path, target: Target, version: int = 1) -> Artifact:
+def write_onnx_artifact(source: Path, model_dir: Path, target: Target, version: int = 1) -> Artifact:
     """Write ``<version>/model.onnx`` (and the Python-backend ``model.py`` for ``local``).
 
     ``container`` serves the file with Triton's native ``onnxruntime`` backend; ``local``
@@ -20,7 +19,7 @@ def write_onnx_artifact(source: OnnxSource, model_dir: Path, target: Target, ver
     """
     version_dir = model_dir / str(version)
     version_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source.path, version_dir / "model.onnx")
+    shutil.copyfile(source, version_dir / "model.onnx")
     files = [f"{version}/model.onnx"]
     if target == "container":
         return Artifact(format="onnx", backend="onnxruntime", files=tuple(files))

@@ -33,7 +33,7 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -110,9 +110,11 @@ class TensorRtOptions:
     """
 
     precision: Precision = "fp32"
-    calibration_data: Path | None = None
+    calibration_data: Path | str | None = None
+    """``.npz`` data (a file or folder), or ``random`` (see :mod:`tritongen.convert.calibration`)."""
     calibration_cache: Path | None = None
     keep_fp32_layers: tuple[str, ...] = ()
+    calibration_method: str = "minmax"
     opt_batch_size: int | None = None
     dims: Mapping[str, tuple[int, int, int]] = field(default_factory=dict, hash=False)
     workspace_mb: int | None = None
@@ -143,7 +145,7 @@ class TensorRtOptions:
                 f"calibration applies to INT8 only, not {self.precision}", "pass --precision int8"
             )
         if self.keep_fp32_layers and self.precision == "fp32":
-            raise ConfigError("--mixed-precision-keep-fp32 needs --precision fp16 or int8", None)
+            raise ConfigError("--keep-fp32 needs --precision fp16 or int8", None)
         if self.opt_batch_size is not None and self.opt_batch_size < 1:
             raise ConfigError(f"--opt-batch-size must be at least 1, not {self.opt_batch_size}", None)
         if self.workspace_mb is not None and self.workspace_mb < 1:
@@ -535,110 +537,29 @@ def check_layer_names(onnx_path: Path, layers: tuple[str, ...]) -> None:
     if missing:
         sample = ", ".join(sorted(n for n in nodes if n)[:5]) or "none (the nodes are unnamed)"
         raise ConfigError(
-            f"--mixed-precision-keep-fp32 names unknown layer(s): {', '.join(missing)}",
+            f"--keep-fp32 names unknown layer(s): {', '.join(missing)}",
             f"use ONNX node names, e.g. {sample}",
         )
 
 
-def iter_calibration_batches(path: Path, signature: Signature) -> Iterator[dict[str, Any]]:
-    """Yield calibration batches from an ``.npz`` file or a folder of them.
-
-    Each ``.npz`` holds one array per input name, shaped like the model input
-    (leading batch dim when batched); arrays are cast to the input's dtype.
-
-    Raises:
-        ConversionError: the path is missing, holds no ``.npz`` file, or a file
-            lacks an input.
-    """
-    if path.is_dir():
-        files = sorted(path.glob("*.npz"))
-    elif path.is_file():
-        files = [path]
-    else:
-        raise ConversionError(
-            f"calibration data {path} does not exist", "pass an .npz file or a folder of them"
-        )
-    if not files:
-        raise ConversionError(f"{path} holds no .npz calibration files", "save batches with numpy.savez")
-    for file in files:
-        with np.load(file, allow_pickle=False) as data:
-            batch: dict[str, Any] = {}
-            for spec in signature.inputs:
-                if spec.name not in data.files:
-                    raise ConversionError(
-                        f"calibration file {file} has no array {spec.name!r}",
-                        f"save one array per input: {', '.join(s.name for s in signature.inputs)}",
-                    )
-                batch[spec.name] = np.ascontiguousarray(
-                    data[spec.name], dtype=TRITON_TO_NUMPY[spec.data_type]
-                )
-            yield batch
-
-
-def quantize_qdq(
-    onnx_path: Path, output: Path, signature: Signature, calibration_data: Path, exclude: tuple[str, ...] = ()
-) -> Path:
-    """Write an explicitly quantized (Q/DQ, symmetric INT8) copy of ``onnx_path`` calibrated on the data.
-
-    Raises:
-        ConversionError: the calibration data is unusable or quantization fails.
-    """
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    batches = iter_calibration_batches(calibration_data, signature)
-
-    class _Reader(CalibrationDataReader):  # type: ignore[misc]
-        def get_next(self) -> dict[str, Any] | None:
-            return next(batches, None)
-
-    output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        quantize_static(
-            str(onnx_path),
-            str(output),
-            _Reader(),
-            quant_format=QuantFormat.QDQ,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            calibrate_method=CalibrationMethod.MinMax,
-            nodes_to_exclude=list(exclude),
-            # TensorRT takes symmetric INT8 only (zero point 0).
-            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
-        )
-    except ConversionError:
-        raise
-    except Exception as e:  # ONNX Runtime raises plain exceptions of many kinds
-        raise ConversionError(
-            f"INT8 calibration of {onnx_path.name} failed: {type(e).__name__}: {e}",
-            "check that the calibration arrays match the model inputs",
-        ) from e
-    return output
-
-
-def convert_fp16(onnx_path: Path, output: Path, keep_fp32: tuple[str, ...] = ()) -> Path:
-    """Write an FP16 copy of ``onnx_path`` (I/O types kept, ``keep_fp32`` nodes left in FP32)."""
-    import onnx
-    from onnxruntime.transformers.float16 import convert_float_to_float16
-
-    model = onnx.load(str(onnx_path))
-    converted = convert_float_to_float16(model, keep_io_types=True, node_block_list=list(keep_fp32))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(converted, str(output))
-    return output
-
-
 def prepare_onnx(source: Path, build_dir: Path, signature: Signature, options: TensorRtOptions) -> Path:
-    """The ONNX model the build reads: the source, or a Q/DQ (INT8) / FP16 rewrite of it in ``build_dir``."""
+    """The ONNX model the build reads: the source, or a Q/DQ (INT8) / FP16 rewrite of it in ``build_dir``.
+
+    INT8 calibrates with the same reader and quantizer as ONNX Runtime's static INT8
+    (symmetric, as TensorRT wants), so one calibration set and one keep-FP32 list serve both.
+    """
+    from tritongen.convert.calibration import load_calibration
+    from tritongen.convert.quantize import convert_fp16, quantize_static_int8
+
     if options.precision == "int8" and options.calibration_data is not None:
-        return quantize_qdq(
-            source, build_dir / "model.onnx", signature, options.calibration_data, options.keep_fp32_layers
+        calibration = load_calibration(options.calibration_data, signature)
+        return quantize_static_int8(
+            source,
+            build_dir / "model.onnx",
+            calibration,
+            options.calibration_method,
+            options.keep_fp32_layers,
+            symmetric=True,
         )
     if options.strongly_typed and options.precision == "fp16":
         return convert_fp16(source, build_dir / "model.onnx", options.keep_fp32_layers)
@@ -822,11 +743,14 @@ def write_tensorrt_artifact(
     progress: Progress | None = None,
     *,
     repo_model_dir: Path | None = None,
+    prepared_onnx: Path | None = None,
 ) -> Artifact:
     """Build ``<version>/model.plan`` from ``onnx_path`` with the first TensorRT found.
 
     ``repo_model_dir`` is where ``model_dir`` ends up once published (for the printed
-    commands; defaults to ``model_dir``). With ``options.dry_run`` nothing is built:
+    commands; defaults to ``model_dir``). ``prepared_onnx`` is a Q/DQ or FP16 rewrite made
+    already (by :mod:`tritongen.convert.reduced`); without it the rewrite is made here when
+    the options need one. With ``options.dry_run`` nothing is built:
     the build inputs land in ``trt-build/`` and the artifact's ``engine`` facts carry
     the commands that finish the job.
 
@@ -864,7 +788,12 @@ def write_tensorrt_artifact(
 
     if progress is not None and commands.prepared_onnx:
         progress("rewriting the ONNX model for the TensorRT build (" + options.precision + ")")
-    build_onnx = prepare_onnx(onnx_path, build_dir, signature, options)
+    if prepared_onnx is not None:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        build_onnx = build_dir / "model.onnx"
+        shutil.copyfile(prepared_onnx, build_onnx)
+    else:
+        build_onnx = prepare_onnx(onnx_path, build_dir, signature, options)
 
     if options.dry_run:
         if build_onnx == onnx_path:

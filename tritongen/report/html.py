@@ -19,12 +19,21 @@ from tritongen.compare.result import CompareReport
 from tritongen.errors import ConfigError
 from tritongen.loadtest.result import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
-from tritongen.report.tables import TableData, compare_table, loadtest_table, tune_table
+from tritongen.report.tables import (
+    TableData,
+    accuracy_table,
+    compare_table,
+    loadtest_table,
+    mixed_precision_table,
+    tune_table,
+    verification_table,
+)
+from tritongen.triton.build import CONVERT_SCHEMA
 from tritongen.triton.repository import write_output
 from tritongen.tune.runner import SCHEMA as TUNE_SCHEMA
 
 REPORT_TEMPLATE = "report.html.j2"
-SCHEMAS = (LOADTEST_SCHEMA, TUNE_SCHEMA, COMPARE_SCHEMA)
+SCHEMAS = (LOADTEST_SCHEMA, TUNE_SCHEMA, COMPARE_SCHEMA, CONVERT_SCHEMA)
 
 
 @dataclass
@@ -53,12 +62,14 @@ def read_document(path: Path) -> dict[str, Any]:
     """Read a result JSON written by tritongen.
 
     Raises:
-        ConfigError: the file is missing, not JSON, or not a loadtest, tune or compare result.
+        ConfigError: the file is missing, not JSON, or not a convert, loadtest, tune or compare result.
     """
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
-        raise ConfigError(f"{path} does not exist", "pass a JSON written by loadtest, tune or compare") from e
+        raise ConfigError(
+            f"{path} does not exist", "pass a JSON written by convert, loadtest, tune or compare"
+        ) from e
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ConfigError(f"{path} is not a JSON document: {e}", "pass the file written by --json") from e
     schema = document.get("schema") if isinstance(document, dict) else None
@@ -189,9 +200,52 @@ def compare_section(document: dict[str, Any], source: str) -> Section:
     return section
 
 
+def precision_tables(entries: list[tuple[str, dict[str, Any]]]) -> list[TableData]:
+    """The accuracy table of reduced variants, then each mixed-precision search: ``(label, report)`` each."""
+    if not entries:
+        return []
+    tables = [accuracy_table(entries)]
+    for label, report in entries:
+        mixed = report.get("auto_mixed_precision")
+        if isinstance(mixed, dict):
+            tables.append(mixed_precision_table(label, mixed))
+    return tables
+
+
+def convert_section(document: dict[str, Any], source: str) -> Section:
+    """Verification of every model directory a conversion wrote, and the drift of reduced variants."""
+    outcomes = document.get("outcomes") or []
+    settings = document.get("precision_settings") or {}
+    facts = [
+        ("source", str(document.get("source"))),
+        ("signature", str(document.get("signature"))),
+        ("repository", f"{document.get('repo')} (target {document.get('target')})"),
+    ]
+    if settings.get("calibration_data"):
+        facts.append(
+            ("calibration", f"{settings['calibration_data']} ({settings.get('calibration_method')})")
+        )
+    entries = [(str(o["label"]), o["precision"]) for o in outcomes if isinstance(o.get("precision"), dict)]
+    section = Section(
+        kind="convert",
+        title=f"Conversion of {document.get('name')}",
+        source=source,
+        facts=facts,
+        tables=[verification_table(outcomes), *precision_tables(entries)],
+    )
+    section.warnings += [
+        f"{o['label']} {o['status']}: {o['reason']}"
+        for o in outcomes
+        if o.get("status") in ("failed", "kept")
+    ]
+    return section
+
+
 def section_for(document: dict[str, Any], source: str) -> Section:
     """The section of one document, by its schema."""
     schema = document.get("schema")
+    if schema == CONVERT_SCHEMA:
+        return convert_section(document, source)
     if schema == LOADTEST_SCHEMA:
         return loadtest_section(document, source)
     if schema == TUNE_SCHEMA:

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tritongen import __version__
-from tritongen.convert.artifact import TARGETS, Artifact, Target
+from tritongen.convert.artifact import TARGETS, Artifact, Runner, Target
 from tritongen.convert.formats import FORMATS, ConvertOptions, ConvertSession, discard, unavailable_reason
+from tritongen.convert.precision import FP32, PrecisionOptions, Variant, variant_unavailable_reason
+from tritongen.convert.reduced import PrecisionReport, onnxruntime_runner
 from tritongen.convert.tensorrt import EngineUnavailableError, TensorRtOptions
 from tritongen.convert.torch_export import TorchScriptMode
 from tritongen.convert.tvm import TvmOptions
@@ -21,6 +23,7 @@ from tritongen.convert.verify import (
     Tolerance,
     Verification,
     broken_verification,
+    load_verify_data,
     shaped_batches,
     verification_batches,
     verify_artifact,
@@ -46,6 +49,8 @@ from tritongen.triton.repository import METADATA_FILE, check_free, ensure_writab
 
 Progress = Callable[[str], None]
 
+CONVERT_SCHEMA = "tritongen.convert/1"
+
 OutcomeStatus = Literal["built", "kept", "failed", "unavailable"]
 """``kept``: failed verification but written anyway (``--keep-failed``)."""
 
@@ -61,8 +66,13 @@ class VerifyOptions:
     skip: bool = False
 
     def tolerance(self, precision: str = "fp32") -> Tolerance:
-        """The tolerance for ``precision``: the default, with the user's overrides."""
+        """The tolerance for ``precision``: the default, or the user's element-wise one.
+
+        ``--atol``/``--rtol`` replace the default, INT8's relative RMS test included.
+        """
         base = TOLERANCES.get(precision, TOLERANCES["fp32"])
+        if self.atol is None and self.rtol is None:
+            return base
         return Tolerance(
             atol=base.atol if self.atol is None else self.atol,
             rtol=base.rtol if self.rtol is None else self.rtol,
@@ -87,6 +97,9 @@ class BuildRequest:
     tvm: TvmOptions = field(default_factory=TvmOptions)
     tensorrt: TensorRtOptions = field(default_factory=TensorRtOptions)
     verify: VerifyOptions = field(default_factory=VerifyOptions)
+    precisions: tuple[Variant, ...] = (FP32,)
+    """Every format is built in each of these precisions it takes (one model directory each)."""
+    precision: PrecisionOptions = field(default_factory=PrecisionOptions)
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,7 @@ class FormatOutcome:
     format: str
     name: str
     status: OutcomeStatus
+    variant: Variant = FP32
     reason: str | None = None
     hint: str | None = None
     model: BuiltModel | None = None
@@ -115,6 +129,13 @@ class FormatOutcome:
     seconds: float = 0.0
     warnings: tuple[str, ...] = ()
     """Lint warnings on the written config: legal, but probably not what was meant."""
+    precision: PrecisionReport | None = None
+    """How a reduced-precision variant was made and how far it drifts from FP32."""
+
+    @property
+    def label(self) -> str:
+        """The format and, when reduced, the precision: ``onnx``, ``onnx int8 dynamic``."""
+        return f"{self.format} {self.variant.label}" if self.variant.reduced else self.format
 
 
 @dataclass(frozen=True)
@@ -136,10 +157,59 @@ class BuildResult:
         """Formats that were asked for and did not make it into the repository clean."""
         return tuple(o for o in self.outcomes if o.status != "built")
 
+    def to_json(self, request: BuildRequest) -> dict[str, Any]:
+        """The ``tritongen.convert/1`` document: every model directory, its verification and accuracy."""
+        return {
+            "schema": CONVERT_SCHEMA,
+            "tritongen_version": __version__,
+            "source": str(self.source),
+            "name": request.name,
+            "repo": str(request.repo),
+            "target": request.target,
+            "signature": self.signature.describe(),
+            "precision_settings": request.precision.to_json(),
+            "outcomes": [
+                {
+                    "format": o.format,
+                    "variant": o.variant.key,
+                    "label": o.label,
+                    "model": o.name,
+                    "status": o.status,
+                    "reason": o.reason,
+                    "seconds": round(o.seconds, 3),
+                    "verification": o.verification.to_json() if o.verification is not None else None,
+                    "precision": o.precision.to_json() if o.precision is not None else None,
+                }
+                for o in self.outcomes
+            ],
+        }
 
-def model_dir_name(name: str, fmt: str) -> str:
-    """Directory (and Triton model) name of one format of a model, e.g. ``bert_onnx``."""
-    return f"{name}_{fmt}"
+
+def model_dir_name(name: str, fmt: str, variant: Variant = FP32) -> str:
+    """Directory (and Triton model) name of one format of a model, e.g. ``bert_onnx``, ``bert_onnx_int8``."""
+    return f"{name}_{fmt}{variant.suffix}"
+
+
+def build_plan(
+    formats: tuple[str, ...], variants: tuple[Variant, ...]
+) -> tuple[list[tuple[str, Variant]], list[tuple[str, Variant, str]]]:
+    """The (format, precision) pairs to build, and those no format here takes (with why).
+
+    Raises:
+        ConfigError: no requested format takes any requested precision.
+    """
+    planned: list[tuple[str, Variant]] = []
+    skipped: list[tuple[str, Variant, str]] = []
+    for fmt in formats:
+        for variant in variants:
+            reason = variant_unavailable_reason(fmt, variant)
+            if reason is None:
+                planned.append((fmt, variant))
+            else:
+                skipped.append((fmt, variant, reason))
+    if not planned:
+        raise ConfigError(skipped[0][2], "add --formats onnx, or choose --precision fp32")
+    return planned, skipped
 
 
 def build_models(request: BuildRequest, progress: Progress | None = None) -> BuildResult:
@@ -164,7 +234,9 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
     if unknown:
         raise ConfigError(f"format {unknown[0]!r} is not supported", f"choose from: {', '.join(FORMATS)}")
     request.options.check()
-    names = [model_dir_name(request.name, f) for f in request.formats]
+    plan, skipped = build_plan(request.formats, request.precisions)
+    request.precision.check(tuple(v for _, v in plan), tuple(f for f, v in plan if v.reduced))
+    names = [model_dir_name(request.name, f, v) for f, v in plan]
     for name in names:
         check_model_name(name)
 
@@ -183,12 +255,32 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
         torchscript_mode=request.torchscript_mode,
         tvm=request.tvm,
         tensorrt=request.tensorrt,
+        precision=request.precision,
     )
     outcomes: list[FormatOutcome] = []
     with staging_dir(request.repo) as staged, tempfile.TemporaryDirectory(prefix="tritongen-") as work:
         session = ConvertSession(source, Path(work), convert_options, say)
-        for fmt, name in zip(request.formats, names, strict=True):
-            outcomes.append(_build_one(request, session, fmt, name, staged, batches, say))
+        for fmt, variant in plan:
+            if fmt == "tensorrt":  # impossible TensorRT options are refused before anything is built
+                session.tensorrt_options(variant)
+        session.verify_feeds = (
+            load_verify_data(request.verify.data, source.signature, max(1, max_batch))
+            if request.verify.data is not None
+            else ()
+        )
+        session.random_feeds = verification_batches(source.signature, max_batch)
+        for (fmt, variant), name in zip(plan, names, strict=True):
+            outcomes.append(_build_one(request, session, fmt, variant, name, staged, batches, say))
+        for fmt, variant, reason in skipped:
+            outcomes.append(
+                FormatOutcome(
+                    format=fmt,
+                    name=model_dir_name(request.name, fmt, variant),
+                    status="unavailable",
+                    variant=variant,
+                    reason=reason,
+                )
+            )
         publishable = [o.name for o in outcomes if o.model is not None]
         if publishable:
             say("publishing")
@@ -202,6 +294,7 @@ def _build_one(
     request: BuildRequest,
     session: ConvertSession,
     fmt: str,
+    variant: Variant,
     name: str,
     staged: Path,
     batches: list[Feed],
@@ -210,18 +303,25 @@ def _build_one(
     source = session.source
     started = time.perf_counter()
     model_dir = staged / name
+    label = f"{fmt} {variant.label}" if variant.reduced else fmt
 
     def outcome(status: OutcomeStatus, **kwargs: Any) -> FormatOutcome:
         return FormatOutcome(
-            format=fmt, name=name, status=status, seconds=time.perf_counter() - started, **kwargs
+            format=fmt,
+            name=name,
+            status=status,
+            variant=variant,
+            seconds=time.perf_counter() - started,
+            precision=session.reports.get((fmt, variant)),
+            **kwargs,
         )
 
     reason = unavailable_reason(fmt, source.kind)
     if reason is not None and fmt != "tensorrt":  # TensorRT explains itself: how to build elsewhere
         return outcome("unavailable", reason=reason)
-    say(f"converting to {fmt}")
+    say(f"converting to {label}")
     try:
-        artifact = session.convert(fmt, model_dir, request.repo / name)
+        artifact = session.convert(fmt, model_dir, request.repo / name, variant)
         config = model_config_for(name, source.signature, artifact, request.options, request.target)
         if request.tensorrt.cuda_graphs and fmt == "tensorrt":
             config = config.model_copy(
@@ -236,24 +336,35 @@ def _build_one(
             hint=e.hint,
         )
     verification: Verification | None = None
-    if batches:
-        precision = request.tensorrt.precision if fmt == "tensorrt" else "fp32"
-        tolerance = request.verify.tolerance(precision)
+    report = session.reports.get((fmt, variant))
+    runner = None
+    if batches or report is not None:
+        tolerance = request.verify.tolerance(variant.precision)
         try:
             runner = session.runner(fmt, model_dir)
         except Exception as e:  # the artifact does not even load: that is its verdict
-            runner = None
             verification = broken_verification(
-                fmt, source.reference_name, tolerance, f"the {fmt} artifact does not load: {engine_error(e)}"
+                label,
+                source.reference_name,
+                tolerance,
+                f"the {label} artifact does not load: {engine_error(e)}",
             )
-        if runner is not None:
-            say(f"verifying {fmt} against {source.reference_name}")
+        if runner is not None and batches:
+            say(f"verifying {label} against {source.reference_name}")
             checked = batches + shaped_batches(source.signature, _tuned_shapes(artifact))
             verification = verify_artifact(
-                fmt, runner, session.reference(), source.reference_name, source.signature, checked, tolerance
+                label,
+                runner,
+                session.reference(),
+                source.reference_name,
+                source.signature,
+                checked,
+                tolerance,
             )
+    if report is not None:
+        _measure_accuracy(session, report, runner, model_dir, label, say)
     (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
-    metadata = _metadata(request, source, artifact, verification)
+    metadata = _metadata(request, source, artifact, verification, report)
     (model_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
     dry = bool(artifact.engine.get("dry_run"))  # its plan is built later, elsewhere
     shown = str(request.repo / name / "config.pbtxt")
@@ -288,6 +399,28 @@ def _build_one(
             verification=verification,
         )
     return outcome("built", model=model, verification=verification, warnings=warnings)
+
+
+def _measure_accuracy(
+    session: ConvertSession,
+    report: PrecisionReport,
+    runner: Runner | None,
+    model_dir: Path,
+    label: str,
+    say: Progress,
+) -> None:
+    """Measure a reduced variant's drift: the artifact itself, or the Q/DQ model TensorRT builds from."""
+    if runner is None:
+        prepared = model_dir / "trt-build" / "model.onnx"
+        if not prepared.is_file():
+            return
+        runner = onnxruntime_runner(prepared, session.source.signature)
+        report.accuracy_of = "its Q/DQ model on ONNX Runtime (the plan is built elsewhere)"
+    say(f"measuring the accuracy of {label} against FP32")
+    try:
+        session.reduced().measure(runner, report)
+    except Exception as e:  # reported with the verification; the build goes on
+        report.accuracy_data = f"not measured: {engine_error(e)}"
 
 
 def _tuned_shapes(artifact: Artifact) -> dict[str, tuple[int, ...]]:
@@ -364,7 +497,11 @@ def _tensor_fields(tensor: TensorSpec, keep_batch_dim: bool) -> dict[str, object
 
 
 def _metadata(
-    request: BuildRequest, source: ModelSource, artifact: Artifact, verification: Verification | None
+    request: BuildRequest,
+    source: ModelSource,
+    artifact: Artifact,
+    verification: Verification | None,
+    precision: PrecisionReport | None = None,
 ) -> dict[str, object]:
     signature = source.signature
     return {
@@ -384,5 +521,6 @@ def _metadata(
         },
         "engine": artifact.engine,
         "verification": verification.to_json() if verification is not None else None,
+        "precision": precision.to_json() if precision is not None else None,
         "python_requirements": list(artifact.python_requirements),
     }
