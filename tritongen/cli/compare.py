@@ -22,14 +22,24 @@ from tritongen.cli.common import (
 from tritongen.cli.convert import default_name, source_kind_or_none
 from tritongen.cli.engine_options import (
     Atol,
+    AutoMixed,
+    CalibrationData,
+    CalibrationMethod,
+    CalibrationSamples,
+    ErrorMetric,
     InputSpecs,
+    Int8Mode,
+    KeepFp32,
+    MaxError,
     OutputNames,
+    Precision,
     Rtol,
     Script,
     TvmTarget,
     TvmTuneMinutes,
     TvmTuneTrials,
     VerifyData,
+    precision_settings,
 )
 from tritongen.cli.options import (
     AdminKey,
@@ -51,7 +61,7 @@ from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
 from tritongen.triton.batching import BatchingOptions
-from tritongen.triton.build import BuildRequest, VerifyOptions
+from tritongen.triton.build import BuildRequest, VerifyOptions, build_plan, model_dir_name
 
 
 def compare_command(
@@ -151,6 +161,26 @@ def compare_command(
     templates: Templates = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
     admin_key: AdminKey = None,
+    precision: Precision = "fp32",
+    int8_mode: Int8Mode = "static",
+    calibration_data: CalibrationData = None,
+    calibration_method: CalibrationMethod = "minmax",
+    calibration_samples: CalibrationSamples = None,
+    keep_fp32: KeepFp32 = None,
+    auto_mixed_precision: AutoMixed = False,
+    max_error: MaxError = None,
+    error_metric: ErrorMetric = "max-abs",
+    max_drift: Annotated[
+        float | None,
+        typer.Option(
+            "--max-drift",
+            help="Do not recommend reduced-precision engines whose relative RMS error against FP32 "
+            "exceeds this (measured on --verify-data or held-out calibration rows).",
+            min=0.0,
+            show_default=False,
+            rich_help_panel="Precision",
+        ),
+    ] = None,
 ) -> None:
     """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
     with user_errors():
@@ -167,9 +197,22 @@ def compare_command(
             seed=seed,
         )
         chosen, unavailable = _formats(formats, source, url is not None or repo is not None)
+        variants, precision_options = precision_settings(
+            precision,
+            int8_mode,
+            calibration_data,
+            calibration_method,
+            calibration_samples,
+            None,
+            keep_fp32,
+            auto_mixed_precision,
+            max_error,
+            error_metric,
+        )
         build = None
         if url is None and repo is not None:  # served here: refuse configs Triton would refuse (or hang on)
-            lint_before_serving(repo, [f"{model_name}_{fmt}" for fmt in chosen])
+            plan, _ = build_plan(chosen, variants)
+            lint_before_serving(repo, [model_dir_name(model_name, f, v) for f, v in plan])
         if url is None and repo is None:
             build = BuildRequest(
                 source=source if source_kind_or_none(source) == "pytorch" else Path(source),
@@ -188,6 +231,8 @@ def compare_command(
                 torchscript_mode="script" if script else "trace",
                 tvm=TvmOptions(target=tvm_target, tune_trials=tvm_tune_trials, tune_minutes=tvm_tune_minutes),
                 verify=VerifyOptions(data=verify_data, atol=atol, rtol=rtol),
+                precisions=variants,
+                precision=precision_options,
             )
         request = CompareRequest(
             source=source,
@@ -201,6 +246,8 @@ def compare_command(
             admin_key=admin_key,
             rank_by=rank_by,
             unavailable=unavailable,
+            precisions=variants,
+            max_drift=max_drift,
         )
         outputs = [work / "compare.json", *([json_path] if json_path else [])]
 
@@ -268,13 +315,18 @@ def _print_build(report: CompareReport) -> None:
 
 
 def print_report(report: CompareReport) -> None:
-    """The ranked table, its notes, and the recommendations."""
+    """The ranked table, the accuracy of reduced-precision engines, their notes, and the recommendations."""
+    from tritongen.report.html import precision_tables
     from tritongen.report.tables import compare_table, to_rich
 
-    table = compare_table(report)
-    console.print(to_rich(table))
-    for note in table.notes:
-        console.print(f"  {note}", soft_wrap=True, highlight=False, markup=False)
+    tables = [
+        compare_table(report),
+        *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy]),
+    ]
+    for table in tables:
+        console.print(to_rich(table))
+        for note in table.notes:
+            console.print(f"  {note}", soft_wrap=True, highlight=False, markup=False)
     if report.recommendations:
         console.print("[bold]recommendations[/]")
         for rec in report.recommendations:

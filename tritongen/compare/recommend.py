@@ -85,11 +85,28 @@ def rank(engines: list[EngineResult], by: str = "throughput") -> list[EngineResu
     return sorted(engines, key=key)
 
 
-def recommend(engines: list[EngineResult]) -> list[Recommendation]:
-    """One recommendation per situation, computed from the measured engines."""
-    return [
-        _recommend(situation, title, tie_breaker, engines) for situation, title, tie_breaker in SITUATIONS
-    ]
+def recommend(engines: list[EngineResult], max_drift: float | None = None) -> list[Recommendation]:
+    """One recommendation per situation, computed from the measured engines.
+
+    Reduced-precision engines drifting more than ``max_drift`` (relative RMS error against
+    FP32) are left out; a reduced-precision winner's drift is stated next to its speed-up
+    over the best FP32 engine, so speed is always weighed against accuracy in the text.
+    """
+    eligible = [e for e in engines if not _too_far(e, max_drift)]
+    excluded = [e for e in engines if e.ok and _too_far(e, max_drift)]
+    recommendations = []
+    for situation, title, tie_breaker in SITUATIONS:
+        rec = _recommend(situation, title, tie_breaker, eligible)
+        if excluded and max_drift is not None:
+            rec.reason += "; not considered: " + ", ".join(
+                f"{e.label} (drift {e.drift:.2g} > {max_drift:g})" for e in excluded
+            )
+        recommendations.append(rec)
+    return recommendations
+
+
+def _too_far(engine: EngineResult, max_drift: float | None) -> bool:
+    return max_drift is not None and engine.drift is not None and engine.drift > max_drift
 
 
 def _recommend(situation: str, title: str, tie_breaker: str, engines: list[EngineResult]) -> Recommendation:
@@ -105,7 +122,8 @@ def _recommend(situation: str, title: str, tie_breaker: str, engines: list[Engin
     if len(ordered) == 1:
         return Recommendation(
             situation, title, best.format, criterion.metric, best_value, None, None, None,
-            f"{best.label}: the only engine measured ({criterion.unit(best_value)})",
+            f"{best.label}: the only engine measured ({criterion.unit(best_value)})"
+            + _accuracy(best, engines, criterion), best.model,
         )  # fmt: skip
     runner, runner_value = ordered[1]
     ratio = criterion.ratio(best_value, runner_value)
@@ -120,7 +138,7 @@ def _recommend(situation: str, title: str, tie_breaker: str, engines: list[Engin
             f"({criterion.unit(best_value)} vs {criterion.unit(runner_value)})"
         )
     reason += _trade_offs(best, engines, situation)
-    reason += _accuracy(best)
+    reason += _accuracy(best, engines, criterion)
     return Recommendation(
         situation,
         title,
@@ -131,6 +149,7 @@ def _recommend(situation: str, title: str, tie_breaker: str, engines: list[Engin
         runner_value,
         ratio,
         reason,
+        best.model,
     )
 
 
@@ -185,8 +204,25 @@ def _trade_offs(winner: EngineResult, engines: list[EngineResult], situation: st
     return f"; trade-off: {', '.join(notes)}" if notes else ""
 
 
-def _accuracy(engine: EngineResult) -> str:
-    """The winner's error against the source, where it is reduced precision."""
-    if engine.precision in (None, "fp32") or engine.max_abs_err is None:
+def _accuracy(engine: EngineResult, engines: list[EngineResult], criterion: Criterion) -> str:
+    """What a reduced-precision winner costs in accuracy, beside what it gains over FP32."""
+    if not engine.reduced:
         return ""
-    return f"; {engine.precision}, max error {engine.max_abs_err:.1e} against the source"
+    if engine.drift_headline is not None or engine.drift is not None:
+        cost = (
+            f"; {engine.precision} drifts from FP32: {engine.drift_headline or f'rel RMS {engine.drift:.2g}'}"
+        )
+    elif engine.max_abs_err is not None:
+        cost = f"; {engine.precision}, max error {engine.max_abs_err:.1e} against the source"
+    else:
+        cost = f"; {engine.precision}, accuracy not measured"
+    mine = criterion.value(engine)
+    full = [(e, v) for e in engines if e.ok and not e.reduced and (v := criterion.value(e)) is not None]
+    if mine is None or not full:
+        return cost
+    best, value = min(full, key=lambda ev: ev[1] if criterion.lower_is_better else -ev[1])
+    ratio = criterion.ratio(mine, value)
+    return (
+        cost
+        + f"; {ratio:.1f}× {criterion.better} the best FP32 engine, {best.label} ({criterion.unit(value)})"
+    )

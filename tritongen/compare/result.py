@@ -25,9 +25,9 @@ ENGINE_LABELS = {
 
 
 def engine_label(fmt: str, precision: str | None = None) -> str:
-    """How tables name a format's engine, e.g. ``ONNX Runtime`` or ``TensorRT fp16``."""
+    """How tables name an engine, e.g. ``ONNX Runtime``, ``TensorRT fp16``, ``ONNX Runtime int8 dynamic``."""
     label = ENGINE_LABELS.get(fmt, fmt)
-    return f"{label} {precision}" if precision and precision != "fp32" else label
+    return f"{label} {precision.replace('-', ' ')}" if precision and precision != "fp32" else label
 
 
 def _known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +69,12 @@ class EngineResult:
     load_s: float | None = None
     errors: int = 0
     convert_s: float | None = None
+    drift: float | None = None
+    """Relative RMS error of the worst output against FP32 on representative data (reduced precision)."""
+    drift_headline: str | None = None
+    """The task-level drift in words, e.g. ``cosine 0.9911 (min 0.9736)``."""
+    accuracy: dict[str, Any] | None = None
+    """The precision report: calibration, FP32 nodes, per-output accuracy (reduced precision)."""
     latency_runs: list[dict[str, Any]] = field(default_factory=list)
     """The load-test runs behind the figures (``tritongen.loadtest/1`` run objects)."""
 
@@ -81,6 +87,23 @@ class EngineResult:
     def ok(self) -> bool:
         """Measured without failure."""
         return self.status == "ok"
+
+    @property
+    def reduced(self) -> bool:
+        """Reduced precision (FP16 or INT8)."""
+        return self.precision not in (None, "fp32")
+
+    def apply_precision(self, report: dict[str, Any]) -> None:
+        """Take the drift figures from a precision report (a model's ``precision`` metadata)."""
+        from tritongen.report.tables import task_figure
+
+        self.accuracy = report
+        outputs = (report.get("accuracy") or {}).get("outputs") or []
+        if outputs:
+            self.drift = max(float(o["rel_rms_err"]) for o in outputs)
+            named = len(outputs) > 1
+            figures = [f"{o['name']} {f}" if named else f for o in outputs if (f := task_figure(o)) != "–"]
+            self.drift_headline = "; ".join(figures) or f"rel RMS {self.drift:.2e}"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EngineResult:
@@ -101,6 +124,8 @@ class Recommendation:
     runner_up_value: float | None
     ratio: float | None
     reason: str
+    model: str | None = None
+    """The winner's model (``bert_onnx_int8``): the format alone is ambiguous between precisions."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Recommendation:
@@ -121,12 +146,12 @@ class CompareReport:
     status: str = "ok"
     """``ok``, ``interrupted`` (Ctrl-C) or ``aborted`` (the server went away)."""
 
-    def engine(self, fmt: str) -> EngineResult:
-        """The entry of ``fmt``."""
+    def engine(self, model: str) -> EngineResult:
+        """The entry of the model ``model`` (e.g. ``bert_onnx_int8``)."""
         for engine in self.engines:
-            if engine.format == fmt:
+            if engine.model == model:
                 return engine
-        raise KeyError(fmt)
+        raise KeyError(model)
 
     def to_json(self) -> dict[str, Any]:
         """The ``tritongen.compare/1`` document."""

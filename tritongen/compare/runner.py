@@ -29,12 +29,20 @@ from tritongen.compare.measure import (
 )
 from tritongen.compare.recommend import RANK_KEYS, rank, recommend
 from tritongen.compare.result import CompareReport, EngineResult
+from tritongen.convert.precision import FP32, Variant
 from tritongen.errors import ConfigError, TritongenError
 from tritongen.loadtest.runner import Progress, metrics_url_for
 from tritongen.metrics.hardware import describe_host, server_gpus
 from tritongen.metrics.process_memory import local_server_pid
 from tritongen.server.local import LocalTritonServer
-from tritongen.triton.build import BuildRequest, BuildResult, FormatOutcome, build_models, model_dir_name
+from tritongen.triton.build import (
+    BuildRequest,
+    BuildResult,
+    FormatOutcome,
+    build_models,
+    build_plan,
+    model_dir_name,
+)
 from tritongen.triton.repository import METADATA_FILE
 
 Say = Callable[[str], None]
@@ -61,6 +69,10 @@ class CompareRequest:
     rank_by: str = "throughput"
     unavailable: tuple[tuple[str, str], ...] = ()
     """Formats not attempted, with the reason (shown as ``unavailable`` rows)."""
+    precisions: tuple[Variant, ...] = (FP32,)
+    """Each format is compared in each of these precisions it takes."""
+    max_drift: float | None = None
+    """Reduced-precision engines drifting more than this (relative RMS) are not recommended."""
 
     def check(self) -> None:
         """Reject impossible requests.
@@ -108,12 +120,21 @@ def prepare_compare(request: CompareRequest, say: Say | None = None) -> CompareR
     """
     request.check()
     tell = say or (lambda _msg: None)
+    plan, _ = build_plan(request.formats, request.precisions)  # FP32-only formats: their FP32 row is enough
     report = CompareReport(
         source=request.source,
         name=request.name,
         hardware={"host": describe_host()},
-        settings={**request.settings.to_json(), "rank_by": request.rank_by, "url": request.url},
-        engines=[EngineResult(format=f, model=model_dir_name(request.name, f)) for f in request.formats],
+        settings={
+            **request.settings.to_json(),
+            "rank_by": request.rank_by,
+            "url": request.url,
+            "precisions": [v.key for v in request.precisions],
+            "max_drift": request.max_drift,
+        },
+        engines=[
+            EngineResult(format=f, model=model_dir_name(request.name, f, v), precision=v.key) for f, v in plan
+        ],
     )
     for fmt, reason in request.unavailable:
         model = model_dir_name(request.name, fmt)
@@ -153,17 +174,23 @@ def measure_compare(
 def finish(report: CompareReport, rank_by: str) -> None:
     """Rank the engines and compute the recommendations."""
     report.engines = rank(report.engines, rank_by)
-    report.recommendations = recommend(report.engines)
+    max_drift = report.settings.get("max_drift")
+    report.recommendations = recommend(report.engines, float(max_drift) if max_drift is not None else None)
 
 
 def apply_build(report: CompareReport, build: BuildResult) -> None:
     """Status, precision and verification error of each engine from the conversion."""
     for outcome in build.outcomes:
-        engine = report.engine(outcome.format)
+        try:
+            engine = report.engine(outcome.name)
+        except KeyError:
+            continue  # a combination no format takes: already listed as unavailable
         engine.convert_s = round(outcome.seconds, 3)
         _apply_verification(engine, outcome)
+        if outcome.precision is not None:
+            engine.apply_precision(outcome.precision.to_json())
         if outcome.status == "built":
-            engine.precision = _precision(outcome.model.engine if outcome.model else {})
+            engine.precision = outcome.variant.key
         elif outcome.status == "unavailable":
             engine.status, engine.reason = "unavailable", outcome.reason
         else:
@@ -198,6 +225,8 @@ def apply_metadata(report: CompareReport, repo: Path) -> None:
             continue  # built elsewhere: measured, but precision and error are unknown
         facts = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
         engine.precision = _precision(facts)
+        if isinstance(meta.get("precision"), dict):
+            engine.apply_precision(meta["precision"])
         verification = meta.get("verification")
         if isinstance(verification, dict) and verification.get("outputs"):
             outputs = verification["outputs"]

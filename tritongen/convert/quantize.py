@@ -13,9 +13,11 @@ signed INT8 everywhere (zero point 0, the only kind TensorRT takes).
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,22 @@ def _quiet() -> None:
         root.addFilter(_ADVICE)
 
 
+@contextlib.contextmanager
+def _inside(directory: Path) -> Iterator[None]:
+    """Run in ``directory``, which then holds the temporary files ONNX Runtime leaves.
+
+    Its shape inference and quantizer drop ``sym_shape_infer_temp.onnx`` and external
+    ``<uuid>.data`` files in the working directory.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    previous = Path.cwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
 def preprocess(onnx_path: Path, output: Path) -> Path:
     """The model with shapes inferred for the quantizer and every node named.
 
@@ -59,10 +77,18 @@ def preprocess(onnx_path: Path, output: Path) -> Path:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     _quiet()
-    try:
-        quant_pre_process(str(onnx_path), str(output), skip_optimization=True)
-        model = onnx.load(str(output))
-    except Exception:  # shape inference is an aid, not a requirement
+    onnx_path, output = onnx_path.resolve(), output.resolve()
+    model = None
+    for symbolic in (True, False):  # symbolic inference gives up on some graphs; ONNX's own rarely does
+        try:
+            quant_pre_process(
+                str(onnx_path), str(output), skip_optimization=True, skip_symbolic_shape=not symbolic
+            )
+            model = onnx.load(str(output))
+            break
+        except Exception:  # shape inference is an aid, not a requirement
+            continue
+    if model is None:
         model = onnx.load(str(onnx_path))
     taken = {node.name for node in model.graph.node if node.name}
     for index, node in enumerate(model.graph.node):
@@ -163,24 +189,29 @@ def quantize_static_int8(
             return next(batches, None)
 
     _quiet()
+    onnx_path, output = onnx_path.resolve(), output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     extra: dict[str, Any] = {"ActivationSymmetric": True, "WeightSymmetric": True} if symmetric else {}
     if method == "percentile":
         extra["CalibPercentile"] = 99.999
     try:
-        quantize_static(
-            str(onnx_path),
-            str(output),
-            _Reader(),
-            quant_format=QuantFormat.QDQ,
-            activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            calibrate_method=_method(method),
-            nodes_to_exclude=list(exclude),
-            extra_options=extra,
-            calibration_cache_path=str(cache) if cache is not None else None,
-        )
+        with _inside(output.parent):
+            quantize_static(
+                str(onnx_path),
+                str(output),
+                _Reader(),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                # Weighted operators only: quantizing LayerNorm, Softmax or the attention mask's
+                # Add (one range for -10000 and 0.1) is what breaks transformers at INT8.
+                op_types_to_quantize=list(WEIGHTED_OPS),
+                calibrate_method=_method(method),
+                nodes_to_exclude=list(exclude),
+                extra_options=extra,
+                calibration_cache_path=str(cache.resolve()) if cache is not None else None,
+            )
     except (ConfigError, ConversionError):
         raise
     except Exception as e:  # ONNX Runtime raises plain exceptions of many kinds
@@ -200,15 +231,17 @@ def quantize_dynamic_int8(onnx_path: Path, output: Path, exclude: Sequence[str] 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     _quiet()
+    onnx_path, output = onnx_path.resolve(), output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
-        quantize_dynamic(
-            str(onnx_path),
-            str(output),
-            per_channel=True,
-            weight_type=QuantType.QInt8,
-            nodes_to_exclude=list(exclude),
-        )
+        with _inside(output.parent):
+            quantize_dynamic(
+                str(onnx_path),
+                str(output),
+                per_channel=True,
+                weight_type=QuantType.QInt8,
+                nodes_to_exclude=list(exclude),
+            )
     except Exception as e:
         raise ConversionError(
             f"dynamic INT8 quantization of {onnx_path.name} failed: {type(e).__name__}: {e}",

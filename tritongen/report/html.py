@@ -186,7 +186,10 @@ def compare_section(document: dict[str, Any], source: str) -> Section:
         title=f"Engines for {report.name}",
         source=source,
         facts=facts,
-        tables=[compare_table(report)],
+        tables=[
+            compare_table(report),
+            *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy]),
+        ],
         recommendations=[(r.title, r.reason) for r in report.recommendations],
     )
     if any(e.ok for e in report.engines):

@@ -49,6 +49,7 @@ def compare_table(report: CompareReport) -> TableData:
         "cold start s",
         "precision",
         "max abs err",
+        "drift vs FP32",
     )
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
@@ -68,6 +69,7 @@ def compare_table(report: CompareReport) -> TableData:
                 _num(engine.first_infer_s),
                 engine.precision or "–",
                 f"{engine.max_abs_err:.1e}" if engine.max_abs_err is not None else "–",
+                engine.drift_headline or "–",
             )
         )
         styles.append(None if engine.ok else "bad" if engine.status == "failed" else "muted")
@@ -82,7 +84,7 @@ def compare_table(report: CompareReport) -> TableData:
         title=f"{report.name}: engines ranked by {ranked_by}",
         headers=headers,
         rows=rows,
-        right=(True, False, False, True, True, True, True, False, True),
+        right=(True, False, False, True, True, True, True, False, True, False),
         notes=notes,
         styles=styles,
     )
