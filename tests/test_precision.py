@@ -135,7 +135,7 @@ def test_unusable_calibration_files(tmp_path: Path, arrays: dict[str, Any], mess
 def test_missing_and_inconsistent_calibration_data(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="does not exist"):
         load_calibration(tmp_path / "nope", MLP)
-    with pytest.raises(ConversionError, match="no .npz"):
+    with pytest.raises(ConversionError, match=r"no \.npz"):
         load_calibration(tmp_path, MLP)
     text = Signature(
         inputs=(TensorSpec("ids", "TYPE_INT64", (-1,)),), outputs=MLP.outputs, batched=True
@@ -245,16 +245,16 @@ def test_search_keeps_the_most_sensitive_nodes_until_the_budget_holds(tmp_path: 
         path.write_text(",".join(kept))
         return path
 
-    def evaluate(path: Path) -> tuple[float, float]:
+    def evaluate(path: Path, quick: bool) -> tuple[float, float]:
         kept = set(filter(None, path.read_text().split(",")))
         return sum(v for k, v in share.items() if k not in kept), 1.0 + len(kept)
 
-    path, result = search(build, evaluate, ("z",), ("a", "b", "c", "d"), 0.1, "max-abs")
+    result = search(build, evaluate, ("z",), ("a", "b", "c", "d"), 0.1, "max-abs")
     assert result.kept == ("z", "b", "c") and result.met
     assert [s.added for s in result.steps] == [None, "b", "c"]
     assert [round(s.error, 2) for s in result.steps] == [0.76, 0.26, 0.06]
     assert [n for n, _ in result.sensitivity] == ["b", "c", "d", "a"]
-    assert path.read_text() == "z,b,c"
+    assert built[-1] == ("z", "b", "c")
     with pytest.raises(ConversionError, match="cannot be met"):
         search(build, evaluate, (), ("a",), 0.1, "max-abs")
 
@@ -330,3 +330,33 @@ def test_keep_fp32_by_hand_and_unknown_nodes(mlp: Path, calib: Path, tmp_path: P
     meta = json.loads((repo / "mlp_onnx_int8" / "tritongen.json").read_text())
     assert meta["precision"]["kept_fp32"] == ["MatMul_0", "MatMul_3"]
     assert "QuantizeLinear" not in _ops(repo / "mlp_onnx_int8" / "1" / "model.onnx")
+
+
+def test_tensorrt_int8_shares_calibration_keep_list_and_accuracy(
+    mlp: Path, calib: Path, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    code, out, err = _run(
+        "convert", mlp, "--repo", repo, "--target", "container", "--formats", "onnx,tensorrt", "--dry-run",
+        "--precision", "fp16,int8", "--calibration-data", calib, "--keep-fp32", "MatMul_3",
+    )  # fmt: skip
+    assert code == 0, err
+    int8 = repo / "mlp_tensorrt_int8"
+    meta = json.loads((int8 / "tritongen.json").read_text())
+    commands = meta["engine"]["commands"]["trtexec"]
+    assert "--int8" in commands and "--layerPrecisions=MatMul_3:fp32" in commands
+    assert "trt-build/model.onnx" in commands
+    qdq = onnx.load(str(int8 / "trt-build" / "model.onnx"))
+    zero_points = [i for i in qdq.graph.initializer if i.name.endswith("zero_point")]
+    assert zero_points and all(z.data_type == onnx.TensorProto.INT8 for z in zero_points)  # symmetric
+    precision = meta["precision"]
+    assert precision["flavour"] == "tensorrt" and precision["kept_fp32"] == ["MatMul_3"]
+    assert precision["calibration"]["samples"] == 40
+    assert "Q/DQ model on ONNX Runtime" in precision["accuracy_of"]
+    assert precision["accuracy"]["outputs"][0]["rel_rms_err"] < 0.2
+    # FP16 by builder flags: the kept layer names the named copy the plan is built from.
+    fp16 = json.loads((repo / "mlp_tensorrt_fp16" / "tritongen.json").read_text())
+    assert "--fp16" in fp16["engine"]["commands"]["trtexec"]
+    assert "--layerPrecisions=MatMul_3:fp32" in fp16["engine"]["commands"]["trtexec"]
+    assert (repo / "mlp_onnx_int8").is_dir() and (repo / "mlp_onnx_fp16").is_dir()
+    assert "Q/DQ model on ONNX Runtime" in out

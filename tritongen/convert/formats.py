@@ -217,7 +217,8 @@ class ConvertSession:
                 self.reports[(fmt, variant)] = report
                 trt_options = self.tensorrt_options(variant, tuple(report.kept_fp32))
                 if not needs_prepared_onnx(trt_options):
-                    prepared = None
+                    # Builder flags on the FP32 model; kept layers are named as in the named copy.
+                    prepared = reduced.prepared() if report.kept_fp32 else None
             return write_tensorrt_artifact(
                 onnx_path,
                 signature,

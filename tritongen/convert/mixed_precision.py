@@ -2,7 +2,8 @@
 
 1. Reduce every candidate node; if the error is within ``max_error``, done.
 2. Sensitivity, leave-one-out: for each candidate, the model with only that node back in
-   FP32; the error it removes is its sensitivity.
+   FP32; the error it removes is its sensitivity (measured on a subset of the rows, to
+   keep the search affordable on large models).
 3. Keep the most sensitive nodes in FP32 one at a time, re-measuring error and latency at
    each step, until the budget holds.
 
@@ -20,8 +21,8 @@ from typing import Any
 from tritongen.errors import ConversionError
 
 Build = Callable[[tuple[str, ...]], Path]
-Evaluate = Callable[[Path], tuple[float, float]]
-"""A model's (error, latency in ms)."""
+Evaluate = Callable[[Path, bool], tuple[float, float]]
+"""A model's (error, latency in ms); the flag asks for a quick estimate (fewer rows, no latency)."""
 Say = Callable[[str], None]
 
 
@@ -79,7 +80,7 @@ def search(
     max_error: float,
     metric: str,
     say: Say | None = None,
-) -> tuple[Path, MixedResult]:
+) -> MixedResult:
     """Keep the fewest, most sensitive nodes in FP32 that bring the error within ``max_error``.
 
     ``base`` is kept in FP32 throughout (the user's ``--keep-fp32``).
@@ -89,28 +90,27 @@ def search(
     """
     tell = say or (lambda _m: None)
     result = MixedResult(max_error=max_error, metric=metric, kept=base, candidates=len(candidates))
-    path = build(base)
-    error, latency = evaluate(path)
+    error, latency = evaluate(build(base), False)
     result.steps.append(MixedStep(base, error, latency))
     if error <= max_error:
-        return path, result
+        return result
+    quick, _ = evaluate(build(base), True)
     sensitivity: list[tuple[str, float]] = []
     for i, node in enumerate(candidates, 1):
         tell(f"sensitivity {i}/{len(candidates)}: {node}")
-        alone, _ = evaluate(build((*base, node)))
-        sensitivity.append((node, error - alone))
+        alone, _ = evaluate(build((*base, node)), True)
+        sensitivity.append((node, quick - alone))
     sensitivity.sort(key=lambda item: -item[1])
     result.sensitivity = sensitivity
     kept = base
     for node, _ in sensitivity:
         kept = (*kept, node)
         tell(f"keeping {len(kept) - len(base)} node(s) in FP32 (error {error:.3g} > {max_error:g})")
-        path = build(kept)
-        error, latency = evaluate(path)
+        error, latency = evaluate(build(kept), False)
         result.steps.append(MixedStep(kept, error, latency, added=node))
         result.kept = kept
         if error <= max_error:
-            return path, result
+            return result
     result.met = False
     raise ConversionError(
         f"the error budget {max_error:g} ({metric}) cannot be met: with all {len(candidates)} "

@@ -141,10 +141,24 @@ def resolve_nodes(onnx_path: Path, patterns: Sequence[str], option: str = "--kee
 
 
 def candidate_nodes(onnx_path: Path, exclude: Iterable[str] = ()) -> tuple[str, ...]:
-    """Named weighted nodes (see :data:`WEIGHTED_OPS`) not already kept in FP32, in graph order."""
+    """Named weighted nodes not already kept in FP32, in graph order.
+
+    A weighted node is one of :data:`WEIGHTED_OPS` with a constant (initializer) input:
+    the ``MatMul`` of a linear layer, not the one multiplying queries by keys.
+    """
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    constants = {i.name for i in model.graph.initializer}
+    constants |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     skip = set(exclude)
     return tuple(
-        name for name, op in graph_nodes(onnx_path) if op in WEIGHTED_OPS and name and name not in skip
+        node.name
+        for node in model.graph.node
+        if node.op_type in WEIGHTED_OPS
+        and node.name
+        and node.name not in skip
+        and any(i in constants for i in node.input)
     )
 
 
@@ -191,7 +205,11 @@ def quantize_static_int8(
     _quiet()
     onnx_path, output = onnx_path.resolve(), output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
-    extra: dict[str, Any] = {"ActivationSymmetric": True, "WeightSymmetric": True} if symmetric else {}
+    # TensorRT: symmetric everywhere. ONNX Runtime: weight-times-activation MatMuls only,
+    # the CPU recipe (its integer kernels gain little on activation-times-activation ones).
+    extra: dict[str, Any] = (
+        {"ActivationSymmetric": True, "WeightSymmetric": True} if symmetric else {"MatMulConstBOnly": True}
+    )
     if method == "percentile":
         extra["CalibPercentile"] = 99.999
     try:

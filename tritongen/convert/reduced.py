@@ -34,6 +34,8 @@ from tritongen.sources.signature import Signature
 
 Say = Callable[[str], None]
 LATENCY_RUNS = 7
+SENSITIVITY_ROWS = 16
+"""Rows each node's sensitivity is measured on (the steps use every evaluation row)."""
 
 
 @dataclass
@@ -184,14 +186,17 @@ class ReducedPrecision:
                 self._count += 1
                 return self.write(variant, self.workdir / f"search-{self._count}.onnx", exclude, tensorrt)
 
-            def evaluate(path: Path) -> tuple[float, float]:
+            sample = _first_rows(feeds, SENSITIVITY_ROWS)
+
+            def evaluate(path: Path, quick: bool) -> tuple[float, float]:
                 runner = onnxruntime_runner(path, self.signature)
-                figures = measure_accuracy(runner, self.reference(), self.signature, feeds)
-                latency = _latency_ms(runner, feeds[0]) if feeds else 0.0
+                rows = sample if quick else feeds
+                figures = measure_accuracy(runner, self.reference(), self.signature, rows)
+                latency = _latency_ms(runner, sample[0]) if sample and not quick else 0.0
                 path.unlink(missing_ok=True)
                 return figures.error(options.error_metric), latency
 
-            _, mixed = search(
+            mixed = search(
                 build,
                 evaluate,
                 base,
@@ -211,6 +216,23 @@ class ReducedPrecision:
         feeds, described = self.evaluation()
         report.accuracy = measure_accuracy(runner, self.reference(), self.signature, feeds)
         report.accuracy_data = f"{described} ({report.accuracy.samples} samples)"
+
+
+def _first_rows(feeds: Sequence[Feed], rows: int) -> list[Feed]:
+    """The first ``rows`` rows of ``feeds`` (whole feeds when they carry no batch dim)."""
+    taken: list[Feed] = []
+    left = rows
+    for feed in feeds:
+        if left <= 0:
+            break
+        first = next(iter(feed.values()))
+        if first.ndim == 0:
+            taken.append(feed)
+            left -= 1
+            continue
+        taken.append({name: array[:left] for name, array in feed.items()})
+        left -= min(left, first.shape[0])
+    return taken
 
 
 def _latency_ms(runner: Runner, feed: Feed) -> float:

@@ -472,6 +472,7 @@ def tensorrt_commands(
     profiles: Mapping[str, ShapeProfile],
     options: TensorRtOptions,
     version: int = 1,
+    prepared: bool | None = None,
 ) -> TensorRtCommands:
     """The host ``trtexec`` command and the ``docker compose run`` line for one model.
 
@@ -479,7 +480,7 @@ def tensorrt_commands(
     name inside the container's ``/models``). Timing and calibration caches are
     expected in the model's build folder inside the container.
     """
-    prepared = needs_prepared_onnx(options)
+    prepared = needs_prepared_onnx(options) if prepared is None else prepared
     host_onnx = model_dir / BUILD_DIR / "model.onnx" if prepared else source_onnx
     host = trtexec_command(host_onnx, model_dir / str(version) / PLAN_FILE, profiles, options)
     inside = f"{CONTAINER_REPOSITORY}/{model_dir.name}"
@@ -764,9 +765,16 @@ def write_tensorrt_artifact(
             "the embedded server has no TensorRT backend, so a plan cannot be served with --target local",
             "use --target container and serve it with the Triton image on a GPU host",
         )
-    check_layer_names(onnx_path, options.keep_fp32_layers)
+    check_layer_names(prepared_onnx or onnx_path, options.keep_fp32_layers)
     profiles = shape_profiles(signature, max_batch_size, options, onnx_dim_names(onnx_path))
-    commands = tensorrt_commands(onnx_path, repo_model_dir or model_dir, profiles, options, version)
+    commands = tensorrt_commands(
+        onnx_path,
+        repo_model_dir or model_dir,
+        profiles,
+        options,
+        version,
+        prepared=True if prepared_onnx is not None else None,
+    )
     facts: dict[str, object] = {
         "format": "tensorrt",
         "precision": options.precision,

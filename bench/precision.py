@@ -1,0 +1,202 @@
+"""FP32 against INT8 (dynamic, static, static with auto mixed precision) on MiniLM-L6, served.
+
+Every variant is built by ``tritongen compare`` from the PyTorch source: exported to ONNX,
+quantized (static INT8 calibrated on real sentences tokenized offline), verified, its
+drift measured on held-out sentences, then served one at a time by the embedded Triton
+and load-tested at batch 1 (P50/P99, concurrency 1) and batch 32 (throughput, concurrency
+ramp), sequence length 128. The auto-mixed-precision variant is a second comparison (its
+own model name) measured right after the first, on the same server settings.
+
+Usage: ``.venv/bin/python bench/precision.py [--duration 10s] [--max-error 0.02]
+[--json bench/results/precision.json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+SOURCE = "tritongen.examples.minilm:encoder"
+SPECS = ("input_ids:INT64:-1,-1", "attention_mask:INT64:-1,-1")
+SEQ = 128
+CALIBRATION_SENTENCES = 100
+HELD_OUT_SENTENCES = 64
+
+
+def _compare(
+    name: str,
+    work: Path,
+    precisions: str,
+    calibration: Path,
+    held_out: Path,
+    duration_s: float,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    from tritongen.cli.engine_options import precision_settings
+    from tritongen.compare.measure import MeasureSettings
+    from tritongen.compare.runner import CompareRequest, run_compare
+    from tritongen.triton.batching import BatchingOptions
+    from tritongen.triton.build import BuildRequest, VerifyOptions
+
+    variants, options = precision_settings(
+        precisions,
+        "static",
+        str(calibration) if "int8" in precisions.replace("int8-dynamic", "") else None,
+        "minmax",
+        None,
+        None,
+        None,
+        bool(extra.get("auto")),
+        extra.get("max_error"),
+        extra.get("metric", "max-abs"),
+    )
+    build = BuildRequest(
+        source=SOURCE,
+        name=name,
+        repo=work / name / "model_repository",
+        formats=("onnx",),
+        options=BatchingOptions(max_batch_size=32),
+        force=True,
+        input_specs=SPECS,
+        output_names=("embedding",),
+        verify=VerifyOptions(data=held_out),
+        precisions=variants,
+        precision=options,
+    )
+    request = CompareRequest(
+        source=SOURCE,
+        name=name,
+        formats=("onnx",),
+        settings=MeasureSettings(
+            batch_size_throughput=32,
+            seq=SEQ,
+            duration_s=duration_s,
+            warmup_s=2.0,
+            concurrency_levels=(1, 2, 4),
+        ),
+        build=build,
+        precisions=variants,
+    )
+    started = time.perf_counter()
+    report = run_compare(request, say=lambda msg: console.log(f"{name}: {msg}"))
+    console.log(f"{name}: done in {time.perf_counter() - started:.0f} s")
+    return report.to_json()
+
+
+def _row(engine: dict[str, Any]) -> dict[str, Any]:
+    accuracy = engine.get("accuracy") or {}
+    outputs = (accuracy.get("accuracy") or {}).get("outputs") or [{}]
+    mixed = accuracy.get("auto_mixed_precision") or {}
+    return {
+        "model": engine["model"],
+        "label": engine["format"] + " " + (engine.get("precision") or "fp32"),
+        "status": engine["status"],
+        "reason": engine.get("reason"),
+        "p50_ms_b1": engine.get("p50_ms_b1"),
+        "p99_ms_b1": engine.get("p99_ms_b1"),
+        "infer_per_s_b1": engine.get("infer_per_s_b1"),
+        "infer_per_s_b32": engine.get("infer_per_s_b32"),
+        "p99_ms_b32": engine.get("p99_ms_b32"),
+        "peak_mem_mb": (engine.get("peak_mem_bytes") or 0) / 1e6 or None,
+        "cosine_mean": outputs[0].get("cosine_mean", 1.0 if engine.get("precision") == "fp32" else None),
+        "cosine_min": outputs[0].get("cosine_min", 1.0 if engine.get("precision") == "fp32" else None),
+        "rel_rms_err": outputs[0].get("rel_rms_err", 0.0 if engine.get("precision") == "fp32" else None),
+        "kept_fp32": len(accuracy.get("kept_fp32") or []),
+        "search_steps": len(mixed.get("steps") or []),
+        "convert_s": engine.get("convert_s"),
+    }
+
+
+def main() -> None:
+    """Build, serve and measure every variant; print the table and write the JSON."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--duration", default="10s", help="measured time of each load run")
+    parser.add_argument("--max-error", type=float, default=0.02, help="auto mixed precision: 1 − min cosine")
+    parser.add_argument("--json", type=Path, default=Path("bench/results/precision.json"))
+    args = parser.parse_args()
+    from tritongen.examples.minilm import write_sample_data
+    from tritongen.loadtest.spec import parse_duration
+
+    duration = parse_duration(args.duration, "--duration")
+    with tempfile.TemporaryDirectory(prefix="tritongen-bench-precision-") as tmp:
+        work = Path(tmp)
+        calibration = write_sample_data(work / "calibration.npz", CALIBRATION_SENTENCES, SEQ)
+        held_out = write_sample_data(
+            work / "held_out.npz", HELD_OUT_SENTENCES, SEQ, offset=CALIBRATION_SENTENCES + 20
+        )
+        plain = _compare("minilm", work, "fp32,int8-dynamic,int8", calibration, held_out, duration, {})
+        mixed = _compare(
+            "minilm_amp",
+            work,
+            "int8",
+            calibration,
+            held_out,
+            duration,
+            {"auto": True, "max_error": args.max_error, "metric": "cosine"},
+        )
+    rows = [_row(e) for e in plain["engines"] + mixed["engines"]]
+    base = next((r for r in rows if r["model"] == "minilm_onnx" and r["status"] == "ok"), None)
+    table = Table(title=f"MiniLM-L6 through the embedded Triton, seq {SEQ} (ONNX Runtime, CPU)")
+    for column in ("variant", "P50 ms b1", "P99 ms b1", "infer/s b32", "× FP32 b32", "× FP32 b1 P50",
+                   "cosine mean", "cosine min", "rel RMS", "FP32 nodes"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "variant" else "right")
+    for row in rows:
+        if base and row["infer_per_s_b32"] and base["infer_per_s_b32"]:
+            row["speedup_b32"] = row["infer_per_s_b32"] / base["infer_per_s_b32"]
+        if base and row["p50_ms_b1"] and base["p50_ms_b1"]:
+            row["speedup_b1_p50"] = base["p50_ms_b1"] / row["p50_ms_b1"]
+
+        def cell(key: str, fmt: str, row: dict[str, Any] = row) -> str:
+            value = row.get(key)
+            return format(value, fmt) if value is not None else "–"
+
+        table.add_row(
+            f"{row['model']} ({row['status']})",
+            cell("p50_ms_b1", ".2f"),
+            cell("p99_ms_b1", ".2f"),
+            cell("infer_per_s_b32", ",.0f"),
+            cell("speedup_b32", ".2f"),
+            cell("speedup_b1_p50", ".2f"),
+            cell("cosine_mean", ".4f"),
+            cell("cosine_min", ".4f"),
+            cell("rel_rms_err", ".3f"),
+            str(row["kept_fp32"]),
+        )
+    console.print(table)
+    for rec in plain["recommendations"]:
+        console.print(f"  {rec['title']}: {rec['reason']}", soft_wrap=True, highlight=False, markup=False)
+    result = {
+        "benchmark": "precision",
+        "host": {
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "python": platform.python_version(),
+        },
+        "seq": SEQ,
+        "duration_s": duration,
+        "calibration_sentences": CALIBRATION_SENTENCES,
+        "held_out_sentences": HELD_OUT_SENTENCES,
+        "max_error_cosine": args.max_error,
+        "rows": rows,
+        "recommendations": plain["recommendations"],
+        "hardware": plain["hardware"],
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
