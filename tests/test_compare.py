@@ -189,3 +189,38 @@ def test_compare_refuses_unusable_input_with_one_line(tmp_path: Path) -> None:
     assert code == 1 and "--rank-by 'speed' is unknown" in _error_line(stderr)
     code, _, stderr = _run("compare", broken, "--formats", "onnx,caffe")
     assert code == 1 and "'caffe' is not supported" in _error_line(stderr)
+
+
+def test_precision_variants_are_rows_with_their_drift(
+    example_models: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "work"
+    code, stdout, stderr = _run(
+        "compare", example_models["mlp"], "--formats", "onnx", *FAST, "--out", out,
+        "--precision", "fp32,int8-dynamic,int8", "--calibration-data", "random", "--max-drift", "0.5",
+        "--html", tmp_path / "c.html",
+    )  # fmt: skip
+    assert code == 0, stderr
+    doc = json.loads((out / "compare.json").read_text())
+    engines = {e["model"]: e for e in doc["engines"]}
+    assert set(engines) == {"mlp_onnx", "mlp_onnx_int8_dynamic", "mlp_onnx_int8"}
+    assert doc["settings"]["precisions"] == ["fp32", "int8-dynamic", "int8"]
+    for model in ("mlp_onnx_int8_dynamic", "mlp_onnx_int8"):
+        engine = engines[model]
+        assert engine["status"] == "ok" and engine["infer_per_s_b32"] > 0 and engine["p99_ms_b1"] > 0
+        assert 0 < engine["drift"] < 0.5 and engine["drift_headline"].startswith("top-1")
+        assert engine["accuracy"]["accuracy"]["samples"] > 0
+    assert engines["mlp_onnx"]["drift"] is None and engines["mlp_onnx_int8"]["precision"] == "int8"
+    assert engines["mlp_onnx_int8"]["accuracy"]["calibration"]["random"] is True
+    assert (
+        "ONNX Runtime int8 dynamic" in stdout
+        and "drift vs FP32" in stdout
+        and "accuracy against FP32" in stdout
+    )
+    # Whichever engine wins, the recommendation names it by model; a reduced one states its drift.
+    for rec in doc["recommendations"]:
+        assert rec["model"] in engines
+        if rec["model"] != "mlp_onnx":
+            assert "drifts from FP32: top-1" in rec["reason"] and "the best FP32 engine" in rec["reason"]
+    html = (tmp_path / "c.html").read_text()
+    assert "accuracy against FP32" in html and "calibrated on random noise" in html

@@ -215,7 +215,8 @@ def test_accuracy_figures() -> None:
     assert output.cosine_min == pytest.approx(-1.0)
     assert output.top1_agreement == pytest.approx(39 / 40)
     assert output.rel_rms_err == pytest.approx(np.sqrt(4 / 40))
-    assert output.error("cosine") == pytest.approx(2.0) and output.error("max-abs") == output.max_abs_err
+    assert output.error("cosine-min") == pytest.approx(2.0) and output.error("max-abs") == output.max_abs_err
+    assert output.error("cosine") == pytest.approx(1 - output.cosine_mean) == pytest.approx(2 / 40)
     assert output.task_figure().startswith("cosine")
 
 
@@ -318,6 +319,11 @@ def test_random_calibration_and_auto_mixed_precision(mlp: Path, tmp_path: Path) 
     assert precision["kept_fp32"] == mixed["kept"] and mixed["steps"][0]["error"] > 0.02
     html = (tmp_path / "c.html").read_text()
     assert "accuracy against FP32" in html and "mixed precision" in html and "random noise" in html
+    code, _, err = _run("convert", mlp, "--repo", repo, "--json", tmp_path / "c.json", "--force")
+    assert code == 0, err
+    code, _, err = _run("report", tmp_path / "c.json", "-o", tmp_path / "r.html")
+    assert code == 0, err
+    assert "Conversion of mlp" in (tmp_path / "r.html").read_text()
 
 
 def test_keep_fp32_by_hand_and_unknown_nodes(mlp: Path, calib: Path, tmp_path: Path) -> None:

@@ -189,6 +189,9 @@ def convert_command(
             ),
             precisions=variants,
             precision=precision_options,
+            # "all" means every format that can be built here: precisions a format does not
+            # take are not asked of it.
+            list_unsupported_precisions=formats.strip().lower() != "all",
         )
         with err_console.status("converting") as status:
             result = build_models(request, progress=lambda msg: status.update(msg))

@@ -159,7 +159,8 @@ ErrorMetric = Annotated[
     str,
     typer.Option(
         "--error-metric",
-        help="What --max-error bounds (worst output): max-abs, rel-rms (‖a−b‖/‖b‖) or cosine (1 − min).",
+        help="What --max-error bounds (worst output): max-abs, rel-rms (‖a−b‖/‖b‖), cosine (1 − mean "
+        "row cosine) or cosine-min (1 − lowest row cosine).",
         rich_help_panel="Precision",
     ),
 ]

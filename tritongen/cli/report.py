@@ -1,4 +1,4 @@
-"""``tritongen report``: one self-contained HTML page from loadtest, tune and compare results."""
+"""``tritongen report``: one self-contained HTML page from convert, loadtest, tune and compare results."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def report_command(
     results: Annotated[
         list[Path],
         typer.Argument(
-            help="Result JSON files written by loadtest, tune or compare (--json); one section each.",
+            help="JSON written by convert, loadtest, tune or compare (--json); one section each.",
             show_default=False,
         ),
     ],

@@ -20,8 +20,9 @@ from tritongen.sources.samples import Feed
 from tritongen.sources.signature import Signature
 
 Task = Literal["embedding", "classifier", "other"]
-ERROR_METRICS = ("max-abs", "rel-rms", "cosine")
-"""What ``--max-error`` bounds: the worst output's max abs error, relative RMS error, or 1 − min cosine."""
+ERROR_METRICS = ("max-abs", "rel-rms", "cosine", "cosine-min")
+"""What ``--max-error`` bounds, on the worst output: max abs error, relative RMS error,
+1 − mean row cosine, or 1 − the lowest row cosine."""
 
 _CLASSIFIER_WORDS = ("logit", "class", "prob", "score", "label", "pred")
 _EMBEDDING_WORDS = ("emb", "pool", "sentence", "vector", "feature", "hidden", "encod")
@@ -99,6 +100,8 @@ class OutputAccuracy:
         if metric == "rel-rms":
             return self.rel_rms_err
         if metric == "cosine":
+            return 1.0 - self.cosine_mean if self.cosine_mean is not None else self.rel_rms_err
+        if metric == "cosine-min":
             return 1.0 - self.cosine_min if self.cosine_min is not None else self.rel_rms_err
         return self.max_abs_err
 

@@ -81,9 +81,10 @@ def preprocess(onnx_path: Path, output: Path) -> Path:
     model = None
     for symbolic in (True, False):  # symbolic inference gives up on some graphs; ONNX's own rarely does
         try:
-            quant_pre_process(
-                str(onnx_path), str(output), skip_optimization=True, skip_symbolic_shape=not symbolic
-            )
+            with _inside(output.parent):
+                quant_pre_process(
+                    str(onnx_path), str(output), skip_optimization=True, skip_symbolic_shape=not symbolic
+                )
             model = onnx.load(str(output))
             break
         except Exception:  # shape inference is an aid, not a requirement

@@ -100,6 +100,8 @@ class BuildRequest:
     precisions: tuple[Variant, ...] = (FP32,)
     """Every format is built in each of these precisions it takes (one model directory each)."""
     precision: PrecisionOptions = field(default_factory=PrecisionOptions)
+    list_unsupported_precisions: bool = True
+    """Report (format, precision) pairs no format takes as ``unavailable``; off for ``--formats all``."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,7 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
         session.random_feeds = verification_batches(source.signature, max_batch)
         for (fmt, variant), name in zip(plan, names, strict=True):
             outcomes.append(_build_one(request, session, fmt, variant, name, staged, batches, say))
-        for fmt, variant, reason in skipped:
+        for fmt, variant, reason in skipped if request.list_unsupported_precisions else ():
             outcomes.append(
                 FormatOutcome(
                     format=fmt,
@@ -352,6 +354,10 @@ def _build_one(
         if runner is not None and batches:
             say(f"verifying {label} against {source.reference_name}")
             checked = batches + shaped_batches(source.signature, _tuned_shapes(artifact))
+            if report is not None:  # reduced precision is judged on data like production's
+                representative, described = session.reduced().evaluation()
+                if not described.startswith("random"):
+                    checked = representative
             verification = verify_artifact(
                 label,
                 runner,
@@ -394,6 +400,9 @@ def _build_one(
             hint=(
                 f"the {fmt} engine cannot run this model; build another format (--formats)"
                 if verification.error is not None
+                else "keep sensitive nodes in FP32 (--keep-fp32, or --auto-mixed-precision --max-error X), "
+                "calibrate on representative data, or loosen --atol/--rtol; --keep-failed writes it anyway"
+                if variant.reduced
                 else "fix the model or loosen --atol/--rtol; --keep-failed writes it anyway"
             ),
             verification=verification,
