@@ -123,7 +123,7 @@ def _recommend(situation: str, title: str, tie_breaker: str, engines: list[Engin
         return Recommendation(
             situation, title, best.format, criterion.metric, best_value, None, None, None,
             f"{best.label}: the only engine measured ({criterion.unit(best_value)})"
-            + _accuracy(best, engines, criterion), best.model,
+            + _accuracy(best, engines, criterion, None), best.model,
         )  # fmt: skip
     runner, runner_value = ordered[1]
     ratio = criterion.ratio(best_value, runner_value)
@@ -138,7 +138,7 @@ def _recommend(situation: str, title: str, tie_breaker: str, engines: list[Engin
             f"({criterion.unit(best_value)} vs {criterion.unit(runner_value)})"
         )
     reason += _trade_offs(best, engines, situation)
-    reason += _accuracy(best, engines, criterion)
+    reason += _accuracy(best, engines, criterion, runner)
     return Recommendation(
         situation,
         title,
@@ -204,8 +204,14 @@ def _trade_offs(winner: EngineResult, engines: list[EngineResult], situation: st
     return f"; trade-off: {', '.join(notes)}" if notes else ""
 
 
-def _accuracy(engine: EngineResult, engines: list[EngineResult], criterion: Criterion) -> str:
-    """What a reduced-precision winner costs in accuracy, beside what it gains over FP32."""
+def _accuracy(
+    engine: EngineResult, engines: list[EngineResult], criterion: Criterion, runner: EngineResult | None
+) -> str:
+    """What a reduced-precision winner costs in accuracy, beside what it gains over FP32.
+
+    The gain over the best FP32 engine is stated unless that engine is the runner-up,
+    whose ratio the reason gives already.
+    """
     if not engine.reduced:
         return ""
     if engine.drift_headline is not None or engine.drift is not None:
@@ -221,6 +227,8 @@ def _accuracy(engine: EngineResult, engines: list[EngineResult], criterion: Crit
     if mine is None or not full:
         return cost
     best, value = min(full, key=lambda ev: ev[1] if criterion.lower_is_better else -ev[1])
+    if best is runner:
+        return cost
     ratio = criterion.ratio(mine, value)
     return (
         cost
