@@ -116,6 +116,8 @@ def _row(engine: dict[str, Any]) -> dict[str, Any]:
         "cosine_min": outputs[0].get("cosine_min", 1.0 if engine.get("precision") == "fp32" else None),
         "rel_rms_err": outputs[0].get("rel_rms_err", 0.0 if engine.get("precision") == "fp32" else None),
         "kept_fp32": len(accuracy.get("kept_fp32") or []),
+        "kept_fp32_nodes": accuracy.get("kept_fp32") or [],
+        "search": [{"added": s.get("added"), "error": s.get("error")} for s in mixed.get("steps") or []],
         "search_steps": len(mixed.get("steps") or []),
         "convert_s": engine.get("convert_s"),
     }
