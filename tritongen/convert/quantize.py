@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.convert.calibration import CalibrationSet
-from tritongen.errors import ConfigError, ConversionError
+from tritongen.errors import ConfigError, ConversionError, first_line
 
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 
@@ -64,6 +64,20 @@ def _inside(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(previous)
+
+
+@contextlib.contextmanager
+def _rewriting(output: Path, failure: str, hint: str) -> Iterator[None]:
+    """Where a quantizer runs: quiet logs, its temporary files beside ``output``, one-line errors."""
+    _quiet()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _inside(output.parent):
+            yield
+    except (ConfigError, ConversionError):
+        raise
+    except Exception as e:  # ONNX Runtime raises plain exceptions of many kinds
+        raise ConversionError(f"{failure}: {type(e).__name__}: {first_line(e)}", hint) from e
 
 
 def preprocess(onnx_path: Path, output: Path) -> Path:
@@ -203,9 +217,7 @@ def quantize_static_int8(
         def get_next(self) -> dict[str, Any] | None:
             return next(batches, None)
 
-    _quiet()
     onnx_path, output = onnx_path.resolve(), output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
     # TensorRT: symmetric everywhere. ONNX Runtime: weight-times-activation MatMuls only,
     # the CPU recipe (its integer kernels gain little on activation-times-activation ones).
     extra: dict[str, Any] = (
@@ -213,31 +225,24 @@ def quantize_static_int8(
     )
     if method == "percentile":
         extra["CalibPercentile"] = 99.999
-    try:
-        with _inside(output.parent):
-            quantize_static(
-                str(onnx_path),
-                str(output),
-                _Reader(),
-                quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                # Weighted operators only: quantizing LayerNorm, Softmax or the attention mask's
-                # Add (one range for -10000 and 0.1) is what breaks transformers at INT8.
-                op_types_to_quantize=list(WEIGHTED_OPS),
-                calibrate_method=_method(method),
-                nodes_to_exclude=list(exclude),
-                extra_options=extra,
-                calibration_cache_path=str(cache.resolve()) if cache is not None else None,
-            )
-    except (ConfigError, ConversionError):
-        raise
-    except Exception as e:  # ONNX Runtime raises plain exceptions of many kinds
-        raise ConversionError(
-            f"INT8 calibration of {onnx_path.name} failed: {type(e).__name__}: {e}",
-            "check that the calibration arrays match the model inputs",
-        ) from e
+    failure = f"INT8 calibration of {onnx_path.name} failed"
+    with _rewriting(output, failure, "check that the calibration arrays match the model inputs"):
+        quantize_static(
+            str(onnx_path),
+            str(output),
+            _Reader(),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            # Weighted operators only: quantizing LayerNorm, Softmax or the attention mask's
+            # Add (one range for -10000 and 0.1) is what breaks transformers at INT8.
+            op_types_to_quantize=list(WEIGHTED_OPS),
+            calibrate_method=_method(method),
+            nodes_to_exclude=list(exclude),
+            extra_options=extra,
+            calibration_cache_path=str(cache.resolve()) if cache is not None else None,
+        )
     return output
 
 
@@ -249,23 +254,16 @@ def quantize_dynamic_int8(onnx_path: Path, output: Path, exclude: Sequence[str] 
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    _quiet()
     onnx_path, output = onnx_path.resolve(), output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with _inside(output.parent):
-            quantize_dynamic(
-                str(onnx_path),
-                str(output),
-                per_channel=True,
-                weight_type=QuantType.QInt8,
-                nodes_to_exclude=list(exclude),
-            )
-    except Exception as e:
-        raise ConversionError(
-            f"dynamic INT8 quantization of {onnx_path.name} failed: {type(e).__name__}: {e}",
-            "keep the failing nodes in FP32 (--keep-fp32) or use another precision",
-        ) from e
+    failure = f"dynamic INT8 quantization of {onnx_path.name} failed"
+    with _rewriting(output, failure, "keep the failing nodes in FP32 (--keep-fp32) or use another precision"):
+        quantize_dynamic(
+            str(onnx_path),
+            str(output),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=list(exclude),
+        )
     return output
 
 
@@ -278,14 +276,11 @@ def convert_fp16(onnx_path: Path, output: Path, exclude: Sequence[str] = ()) -> 
     import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    try:
+    onnx_path, output = onnx_path.resolve(), output.resolve()
+    with _rewriting(
+        output, f"FP16 conversion of {onnx_path.name} failed", "keep the failing nodes in FP32 (--keep-fp32)"
+    ):
         model = onnx.load(str(onnx_path))
         converted = convert_float_to_float16(model, keep_io_types=True, node_block_list=list(exclude))
-        output.parent.mkdir(parents=True, exist_ok=True)
         onnx.save(converted, str(output))
-    except Exception as e:
-        raise ConversionError(
-            f"FP16 conversion of {onnx_path.name} failed: {type(e).__name__}: {e}",
-            "keep the failing nodes in FP32 (--keep-fp32)",
-        ) from e
     return output
