@@ -194,8 +194,16 @@ def _read_arrays(path: Path, signature: Signature) -> list[Feed]:
                         + (" (batch first)" if signature.batched else ""),
                         "save arrays shaped like the model input",
                     )
-                feed[spec.name] = np.ascontiguousarray(array, dtype=dtype)
                 inner = array.shape[1:] if signature.batched else array.shape
+                if any(d not in (-1, n) for d, n in zip(spec.dims, inner, strict=True)):
+                    lead = ["batch"] if signature.batched else []
+                    want = ",".join(lead + [str(d) for d in spec.dims])
+                    raise ConversionError(
+                        f"calibration file {file}: {spec.name!r} has shape {list(array.shape)}, "
+                        f"the model wants [{want}]",
+                        "save arrays with the batch dim first and the model's fixed dims",
+                    )
+                feed[spec.name] = np.ascontiguousarray(array, dtype=dtype)
                 if len(files) > 1 and shapes.setdefault(spec.name, inner) != inner:
                     raise ConversionError(
                         f"calibration files disagree on the shape of {spec.name!r}: "

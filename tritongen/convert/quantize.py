@@ -148,7 +148,7 @@ def resolve_nodes(onnx_path: Path, patterns: Sequence[str], option: str = "--kee
             )
             ops = ", ".join(sorted({op for _, op in nodes})[:6])
             raise ConfigError(
-                f"{option} {pattern!r} matches no node of {onnx_path.name}",
+                f"{option} {pattern!r} matches no node of the model",
                 f"use node names or globs (e.g. {sample}) or op:TYPE (e.g. op:{ops.split(', ')[0]})",
             )
         chosen.extend(m for m in matched if m not in chosen)

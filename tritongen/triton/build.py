@@ -271,6 +271,7 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
             else ()
         )
         session.random_feeds = verification_batches(source.signature, max_batch)
+        _check_precision_inputs(session, plan)
         for (fmt, variant), name in zip(plan, names, strict=True):
             outcomes.append(_build_one(request, session, fmt, variant, name, staged, batches, say))
         for fmt, variant, reason in skipped if request.list_unsupported_precisions else ():
@@ -408,6 +409,22 @@ def _build_one(
             verification=verification,
         )
     return outcome("built", model=model, verification=verification, warnings=warnings)
+
+
+def _check_precision_inputs(session: ConvertSession, plan: list[tuple[str, Variant]]) -> None:
+    """Read the calibration data and resolve ``--keep-fp32`` before any format is built.
+
+    Raises:
+        TritongenError: the data does not fit the model, or a pattern matches no node.
+    """
+    options = session.options.precision
+    if not any(variant.reduced for _, variant in plan):
+        return
+    reduced = session.reduced()
+    if options.keep_fp32:
+        reduced.kept()
+    if options.calibration is not None and any(variant.calibrated for _, variant in plan):
+        reduced.calibration()
 
 
 def _measure_accuracy(
