@@ -83,6 +83,7 @@ def test_compare_converts_serves_and_measures_every_engine(
         assert engines[fmt]["max_abs_err"] <= 1e-4 and engines[fmt]["tolerance"] == {
             "atol": 1e-4,
             "rtol": 1e-3,
+            "rms": None,
         }
     # What cannot be built here is listed with the reason, not silently dropped.
     assert engines["torchscript"]["status"] == "unavailable"

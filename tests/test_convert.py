@@ -210,10 +210,10 @@ def test_tensorrt_without_tensorrt_prints_the_build_commands(
     args = ["convert", example_models["mlp"], "--repo", repo, "--target", "container"]
     code, _, err = _run(*args, "--formats", "onnx,tensorrt", "--precision", "fp16")
     assert code == 1
-    assert "tensorrt unavailable" in err
+    assert "tensorrt fp16 unavailable" in err
     assert "trtexec --onnx=" in err and "--fp16" in err
     assert "docker compose run --rm trt-build" in err
-    assert (repo / "mlp_onnx").is_dir() and not (repo / "mlp_tensorrt").exists()
+    assert (repo / "mlp_onnx_fp16").is_dir() and not (repo / "mlp_tensorrt_fp16").exists()
     code, out, err = _run(*args, "--formats", "tensorrt", "--dry-run", "--opt-batch-size", "8")
     assert code == 0, err
     assert "no plan built (dry run)" in out and "--optShapes=input:8x16" in out
