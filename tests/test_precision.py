@@ -122,7 +122,7 @@ def test_calibration_from_a_folder_and_random(tmp_path: Path) -> None:
     ("arrays", "message"),
     [
         ({"other": np.zeros((2, 16), np.float32)}, "no array 'input'"),
-        ({"input": np.zeros((16,), np.float32)}, "wants float32 with 2 dims"),
+        ({"input": np.zeros((16,), np.float32)}, r"has shape \[16\], the model wants \[batch,16\]"),
         ({"input": np.zeros((2, 16), np.complex64)}, "wants float32"),
     ],
 )

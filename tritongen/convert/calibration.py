@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from tritongen.errors import ConfigError, ConversionError
+from tritongen.convert.verify import read_feed
+from tritongen.errors import ConfigError, ConversionError, SourceError
 from tritongen.sources.samples import Feed, random_feed
-from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
+from tritongen.sources.signature import Signature
 
 RANDOM = "random"
 """The ``--calibration-data`` value that asks for noise knowingly."""
@@ -171,52 +172,18 @@ def _read_arrays(path: Path, signature: Signature) -> list[Feed]:
     shapes: dict[str, tuple[int, ...]] = {}
     for file in files:
         try:
-            data = np.load(file, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise ConversionError(
-                f"calibration file {file} is not a readable .npz: {e}", "save batches with numpy.savez"
-            ) from e
-        with data:
-            feed: Feed = {}
-            for spec in signature.inputs:
-                if spec.name not in data.files:
-                    raise ConversionError(
-                        f"calibration file {file} has no array {spec.name!r}",
-                        f"save one array per input: {', '.join(s.name for s in signature.inputs)}",
-                    )
-                array = data[spec.name]
-                dtype = np.dtype(TRITON_TO_NUMPY[spec.data_type])
-                expected = len(spec.dims) + (1 if signature.batched else 0)
-                if array.ndim != expected or not np.can_cast(array.dtype, dtype, "same_kind"):
-                    raise ConversionError(
-                        f"calibration file {file}: {spec.name!r} is {array.dtype}{list(array.shape)}, "
-                        f"the model wants {dtype} with {expected} dims"
-                        + (" (batch first)" if signature.batched else ""),
-                        "save arrays shaped like the model input",
-                    )
-                inner = array.shape[1:] if signature.batched else array.shape
-                if any(d not in (-1, n) for d, n in zip(spec.dims, inner, strict=True)):
-                    lead = ["batch"] if signature.batched else []
-                    want = ",".join(lead + [str(d) for d in spec.dims])
-                    raise ConversionError(
-                        f"calibration file {file}: {spec.name!r} has shape {list(array.shape)}, "
-                        f"the model wants [{want}]",
-                        "save arrays with the batch dim first and the model's fixed dims",
-                    )
-                feed[spec.name] = np.ascontiguousarray(array, dtype=dtype)
-                if len(files) > 1 and shapes.setdefault(spec.name, inner) != inner:
-                    raise ConversionError(
-                        f"calibration files disagree on the shape of {spec.name!r}: "
-                        f"{list(shapes[spec.name])} and {list(inner)} ({file})",
-                        "pad every file to the same shape (e.g. the same sequence length)",
-                    )
-            rows = {a.shape[0] for a in feed.values()} if signature.batched else {1}
-            if len(rows) > 1:
+            feed, _ = read_feed(file, signature, f"calibration file {file}")
+        except SourceError as e:  # the calibration of this format fails; the others may go on
+            raise ConversionError(e.message, e.hint) from e
+        for name, array in feed.items():
+            inner = array.shape[1:] if signature.batched else array.shape
+            if len(files) > 1 and shapes.setdefault(name, inner) != inner:
                 raise ConversionError(
-                    f"calibration file {file}: inputs have different numbers of rows",
-                    "give every input the same rows",
+                    f"calibration files disagree on the shape of {name!r}: "
+                    f"{list(shapes[name])} and {list(inner)} ({file})",
+                    "pad every file to the same shape (e.g. the same sequence length)",
                 )
-            feeds.append(feed)
+        feeds.append(feed)
     return feeds
 
 

@@ -45,6 +45,10 @@ class Variant:
         """How tables name it: ``fp16``, ``int8``, ``int8 dynamic``."""
         return self.key.replace("-", " ")
 
+    def of(self, fmt: str) -> str:
+        """A format in this precision, as reports name it: ``onnx``, ``onnx int8 dynamic``."""
+        return f"{fmt} {self.label}" if self.reduced else fmt
+
     @property
     def reduced(self) -> bool:
         """Anything but FP32."""

@@ -158,26 +158,41 @@ def load_verify_data(path: Path, signature: Signature, max_rows: int) -> list[Fe
     Raises:
         SourceError: unreadable file, a missing input, or a dtype/shape that does not fit.
     """
+    feed, rows = read_feed(path, signature, f"--verify-data {path}")
+    if rows is None:
+        return [feed]
+    return [{k: v[start : start + max_rows] for k, v in feed.items()} for start in range(0, rows, max_rows)]
+
+
+def read_feed(path: Path, signature: Signature, label: str) -> tuple[Feed, int | None]:
+    """Read an ``.npz`` of one array per input, checked against ``signature`` and cast to its dtypes.
+
+    ``label`` names the file in messages (``--verify-data d.npz``, ``calibration file c.npz``).
+
+    Returns:
+        The feed, and its number of rows (``None`` when the signature has no batch dim).
+
+    Raises:
+        SourceError: unreadable file, a missing input, or a dtype/shape that does not fit.
+    """
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}
     except (OSError, ValueError) as e:
-        raise SourceError(
-            f"cannot read --verify-data {path}: {e}", "give an .npz file with one array per input"
-        ) from e
+        raise SourceError(f"cannot read {label}: {e}", "give an .npz file with one array per input") from e
     feed: Feed = {}
     rows: int | None = None
     for tensor in signature.inputs:
         if tensor.name not in arrays:
             raise SourceError(
-                f"--verify-data {path} has no array {tensor.name!r}",
+                f"{label} has no array {tensor.name!r}",
                 f"store one array per input: {', '.join(t.name for t in signature.inputs)}",
             )
         array = arrays[tensor.name]
         dtype = np.dtype(TRITON_TO_NUMPY[tensor.data_type])
         if not np.can_cast(array.dtype, dtype, "same_kind"):
             raise SourceError(
-                f"--verify-data {path}: {tensor.name!r} is {array.dtype}, the model wants {dtype}",
+                f"{label}: {tensor.name!r} is {array.dtype}, the model wants {dtype}",
                 "save the array with the input's dtype",
             )
         expected = (1 if signature.batched else 0) + len(tensor.dims)
@@ -189,21 +204,17 @@ def load_verify_data(path: Path, signature: Signature, max_rows: int) -> list[Fe
             lead = ["batch"] if signature.batched else []
             want = ",".join(lead + [str(d) for d in tensor.dims])
             raise SourceError(
-                f"--verify-data {path}: {tensor.name!r} has shape {list(array.shape)}, "
-                f"the model wants [{want}]",
+                f"{label}: {tensor.name!r} has shape {list(array.shape)}, the model wants [{want}]",
                 "save arrays with the batch dim first and the model's fixed dims",
             )
         if signature.batched:
             if rows is not None and array.shape[0] != rows:
                 raise SourceError(
-                    f"--verify-data {path}: inputs have different numbers of rows",
-                    "give every input the same rows",
+                    f"{label}: inputs have different numbers of rows", "give every input the same rows"
                 )
             rows = array.shape[0]
-        feed[tensor.name] = array.astype(dtype, copy=False)
-    if not signature.batched or rows is None:
-        return [feed]
-    return [{k: v[start : start + max_rows] for k, v in feed.items()} for start in range(0, rows, max_rows)]
+        feed[tensor.name] = np.ascontiguousarray(array, dtype=dtype)
+    return feed, rows
 
 
 def compare_outputs(

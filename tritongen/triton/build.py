@@ -137,7 +137,7 @@ class FormatOutcome:
     @property
     def label(self) -> str:
         """The format and, when reduced, the precision: ``onnx``, ``onnx int8 dynamic``."""
-        return f"{self.format} {self.variant.label}" if self.variant.reduced else self.format
+        return self.variant.of(self.format)
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ def _build_one(
     source = session.source
     started = time.perf_counter()
     model_dir = staged / name
-    label = f"{fmt} {variant.label}" if variant.reduced else fmt
+    label = variant.of(fmt)
 
     def outcome(status: OutcomeStatus, **kwargs: Any) -> FormatOutcome:
         return FormatOutcome(
