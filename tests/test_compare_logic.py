@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,18 +24,45 @@ from tritongen.metrics.process_memory import backend_processes, local_server_pid
 from tritongen.report.tables import compare_table, to_markdown
 
 
-def _engine(fmt: str, p99: float | None, qps: float | None, mem_mb: float | None, **kw: Any) -> EngineResult:
+SPREAD = (-1.2, -0.5, 0.0, 0.5, 1.2)
+"""Round-to-round deviations in units of the noise: symmetric, so the median is the nominal figure."""
+
+
+def _rounds(value: float | None, noise: float, shift: int) -> list[float | None]:
+    """Five rounds around ``value``; engines get the deviations in different orders (``shift``)."""
+    if value is None:
+        return []
+    order = SPREAD[shift % 5 :] + SPREAD[: shift % 5]
+    return [value * math.exp(noise * z) for z in order]
+
+
+def _engine(
+    fmt: str,
+    p99: float | None,
+    qps: float | None,
+    mem_mb: float | None,
+    noise: float = 0.02,
+    shift: int | None = None,
+    **kw: Any,
+) -> EngineResult:
+    """An engine measured in five interleaved rounds with ``noise`` (relative) round to round."""
     kw.setdefault("status", "ok")
     mem = None if mem_mb is None else int(mem_mb * 1e6)
-    return EngineResult(
+    if shift is None:
+        shift = {"onnx": 0, "tvm": 1, "torchscript": 3, "tensorrt": 2}.get(fmt, 4)
+    engine = EngineResult(
         format=fmt,
         model=f"m_{fmt}",
         p99_ms_b1=p99,
         infer_per_s_b32=qps,
         peak_mem_bytes=mem,
         precision="fp32",
+        rounds=5,
+        round_figures={"p99_ms_b1": _rounds(p99, noise, shift), "infer_per_s_b32": _rounds(qps, noise, shift + 2)},
         **kw,
     )
+    engine.summarise(0.95)
+    return engine
 
 
 def _by_situation(engines: list[EngineResult]) -> dict[str, Recommendation]:
@@ -48,13 +76,17 @@ def test_each_situation_picks_the_best_figure_with_the_ratio_in_the_reason() -> 
     latency, throughput, memory = recs["latency"], recs["throughput"], recs["memory"]
     assert latency.format == "tvm" and latency.runner_up == "onnx"
     assert latency.ratio == pytest.approx(2.0)
-    assert "TVM: 2.0× lower P99 than ONNX Runtime (1.00 ms vs 2.00 ms)" in latency.reason
+    assert latency.significant and latency.ratio_low is not None and latency.ratio_high is not None
+    assert 1 < latency.ratio_low < 2.0 < latency.ratio_high
+    assert "TVM: 2.00× [1.93, 2.07] lower P99 than ONNX Runtime (1.00 ± 0.02 ms vs 2.00 ± 0.05 ms)" in (
+        latency.reason
+    )
     assert throughput.format == "tvm" and throughput.ratio == pytest.approx(1.5)
-    assert "1,500 infer/s vs 1,000 infer/s" in throughput.reason
+    assert "1,500 ± 34 infer/s vs 1,000 ± 23 infer/s" in throughput.reason
     assert memory.format == "onnx" and memory.runner_up == "torchscript"
-    assert "3.6× less memory than TorchScript (70 MB vs 250 MB)" in memory.reason
-    # The memory winner is 2× slower than the fastest: stated as a trade-off.
-    assert "trade-off: 2.0× the P99 of TVM" in memory.reason
+    assert "3.57× less memory than TorchScript (70 MB vs 250 MB)" in memory.reason
+    # The memory winner is 2× slower than the fastest: stated as a trade-off, with its interval.
+    assert "trade-off: 2.00× [1.93, 2.07] the P99 of TVM" in memory.reason
 
 
 def test_nothing_is_known_about_engines_in_advance() -> None:
@@ -82,10 +114,38 @@ def test_failed_and_unmeasured_engines_are_never_recommended() -> None:
 def test_a_tie_within_the_noise_is_broken_by_the_next_figure_and_says_so() -> None:
     engines = [_engine("onnx", 1.00, 1000.0, 70.0), _engine("tvm", 1.02, 2000.0, 70.0)]
     latency = _by_situation(engines)["latency"]
-    assert latency.format == "tvm"
-    assert "within 5%" in latency.reason and "2.0× the throughput of ONNX Runtime" in latency.reason
+    assert latency.format == "tvm" and latency.significant
+    assert "are within noise (1.02× [0.99, 1.05], ±3%) on P99 at batch 1" in latency.reason
+    assert "TVM has 2.00× [1.93, 2.07] the throughput of ONNX Runtime" in latency.reason
     same = [_engine("onnx", 1.00, 1000.0, 70.0), _engine("tvm", 1.00, 1000.0, 70.0)]
-    assert "a tie on this machine" in _by_situation(same)["latency"].reason
+    tie = _by_situation(same)["latency"]
+    assert not tie.significant
+    assert tie.reason.startswith("no engine is measurably better: ONNX Runtime and TVM are within noise")
+    assert "throughput does not separate them either" in tie.reason
+
+
+def test_a_difference_inside_the_noise_is_never_claimed() -> None:
+    """A 10% gap with 15% noise round to round: a tie in the rank column and the recommendation."""
+    engines = [_engine("onnx", 1.0, 1100.0, 70.0, noise=0.15), _engine("tvm", 1.0, 1000.0, 72.0, noise=0.15)]
+    throughput = _by_situation(engines)["throughput"]
+    assert not throughput.significant and throughput.ratio_low is not None and throughput.ratio_low < 1
+    assert "no engine is measurably better" in throughput.reason
+    report = CompareReport(source="s", name="m", hardware={}, settings={"rank_by": "throughput"},
+                           engines=rank(engines, "throughput"))  # fmt: skip
+    table = compare_table(report)
+    assert [row[0] for row in table.rows] == ["1", "=1"]
+    assert table.rows[0][4] == "1,100 ± 190"  # median ± half the interval
+    memory = _by_situation(engines)["memory"]
+    assert not memory.significant and "within 5%" in memory.reason  # 70 vs 72 MB: read, not timed
+
+
+def test_one_round_has_no_interval_and_claims_nothing() -> None:
+    one = [replace(_engine(f, p, q, m), rounds=1, round_figures={}, summaries={})
+           for f, p, q, m in (("onnx", 1.0, 3000.0, 70.0), ("tvm", 2.0, 1000.0, 400.0))]  # fmt: skip
+    latency = _by_situation(one)["latency"]
+    assert latency.format == "onnx" and not latency.significant
+    assert "one round: no interval" in latency.reason
+    assert _by_situation(one)["memory"].significant  # memory needs no rounds
 
 
 def test_rank_orders_measured_engines_by_the_chosen_figure() -> None:
@@ -124,9 +184,10 @@ def test_table_and_markdown_show_every_engine_with_reasons() -> None:
     )  # fmt: skip
     table = compare_table(report)
     assert table.headers[4] == "infer/s b32" and table.headers[5] == "memory MB (RSS)"
-    assert table.rows[0][:5] == ("1", "ONNX Runtime", "ok", "2.00", "1,000")
+    assert table.rows[0][:5] == ("1", "ONNX Runtime", "ok", "2.00 ± 0.05", "1,000 ± 23")
     assert table.rows[1][0] == "" and table.rows[1][2] == "unavailable"
-    assert table.notes == ["TensorRT unavailable: no TensorRT | here"]
+    assert table.notes[0] == "TensorRT unavailable: no TensorRT | here"
+    assert table.notes[1].startswith("P99 and throughput: median ± half the 95% interval over 5 interleaved")
     markdown = to_markdown(table)
     lines = markdown.splitlines()
     assert lines[2].count("|") == 11 and lines[3].startswith("|---:|:---|")
@@ -206,21 +267,26 @@ def test_server_gpus_and_local_pid_lookup() -> None:
 
 def test_recommendations_weigh_speed_against_drift() -> None:
     fp32 = _engine("onnx", 2.0, 1000.0, 70.0)
-    dynamic = _engine("onnx", 1.5, 1800.0, 60.0, drift=0.13, drift_headline="cosine 0.9911 (min 0.9736)")
+    dynamic = _engine("onnx", 1.5, 1800.0, 60.0, shift=1, drift=0.13, drift_headline="cosine 0.9911 (min 0.9736)")
     dynamic = replace(dynamic, model="m_onnx_int8_dynamic", precision="int8-dynamic")
-    static = replace(_engine("onnx", 1.0, 2500.0, 50.0, drift=0.5), model="m_onnx_int8", precision="int8")
+    static = _engine("onnx", 1.0, 2500.0, 50.0, shift=3, drift=0.5)
+    static = replace(static, model="m_onnx_int8", precision="int8")
     assert dynamic.label == "ONNX Runtime int8 dynamic" and static.reduced and not fp32.reduced
     throughput = {r.situation: r for r in recommend([fp32, dynamic, static], max_drift=0.2)}["throughput"]
     assert throughput.model == "m_onnx_int8_dynamic"
     assert "int8-dynamic drifts from FP32: cosine 0.9911 (min 0.9736)" in throughput.reason
-    assert "1.8× the throughput of ONNX Runtime (1,800 infer/s vs 1,000 infer/s)" in throughput.reason
+    assert "1.80× [1.74, 1.86] the throughput of ONNX Runtime (1,800 ± 41 infer/s vs 1,000 ± 23 infer/s)" in (
+        throughput.reason
+    )
     assert "best FP32 engine" not in throughput.reason  # the runner-up is that engine: said once
     assert "not considered: ONNX Runtime int8 (drift 0.5 > 0.2)" in throughput.reason
     # Without a drift limit the fastest wins, and its drift is still spelled out.
     unlimited = {r.situation: r for r in recommend([fp32, dynamic, static])}["throughput"]
     assert unlimited.model == "m_onnx_int8" and "int8, max error" not in unlimited.reason
     assert "int8 drifts from FP32: rel RMS 0.5" in unlimited.reason
-    assert "2.5× the throughput of the best FP32 engine, ONNX Runtime (1,000 infer/s)" in unlimited.reason
+    assert "2.50× [2.41, 2.60] the throughput of the best FP32 engine, ONNX Runtime (1,000 ± 23 infer/s)" in (
+        unlimited.reason
+    )
 
 
 def test_drift_comes_from_the_precision_report() -> None:

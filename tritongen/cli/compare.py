@@ -43,9 +43,11 @@ from tritongen.cli.engine_options import (
 )
 from tritongen.cli.options import (
     AdminKey,
+    Confidence,
     HtmlOut,
     JsonOut,
     ProtocolChoice,
+    Rounds,
     Shapes,
     Templates,
     lint_before_serving,
@@ -54,10 +56,11 @@ from tritongen.client.inputs import parse_shape_overrides
 from tritongen.compare.measure import MeasureSettings
 from tritongen.compare.recommend import RANK_KEYS
 from tritongen.compare.result import CompareReport
-from tritongen.compare.runner import CompareRequest, measure_compare, prepare_compare
+from tritongen.compare.runner import CompareRequest, cost_text, measure_compare, prepare_compare
 from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
 from tritongen.convert.tvm import TvmOptions
 from tritongen.errors import ConfigError, ServerError
+from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
 from tritongen.triton.batching import BatchingOptions
@@ -104,6 +107,8 @@ def compare_command(
             help="Concurrency levels tried for throughput; the ramp stops when a level adds < 5%.",
         ),
     ] = "1,2,4,8",
+    rounds: Rounds = None,
+    confidence: Confidence = DEFAULT_CONFIDENCE,
     rank_by: Annotated[
         str, typer.Option("--rank-by", help=f"Order of the table: {', '.join(RANK_KEYS)}.")
     ] = "throughput",
@@ -195,7 +200,10 @@ def compare_command(
             concurrency_levels=parse_int_list(concurrency, "--concurrency") or (1,),
             protocol=protocol.value,
             seed=seed,
+            rounds=DEFAULT_ROUNDS if rounds is None else rounds,
+            confidence=confidence,
         )
+        settings.check()
         chosen, unavailable = _formats(formats, source, url is not None or repo is not None)
         variants, precision_options = precision_settings(
             precision,
@@ -260,6 +268,10 @@ def compare_command(
         if build is not None:
             _print_build(report)
         save(report)
+        pending = sum(e.status == "pending" for e in report.engines)
+        if pending:
+            cost = cost_text(settings, pending)
+            err_console.print(f"measuring {pending} engine(s): {cost}", highlight=False, markup=False)
         with Status("measuring", console=err_console) as status, stop_on_signals() as stopping:
             live = _Live(status)
             report = measure_compare(request, report, live.say, live.progress, save, stopping)

@@ -21,11 +21,13 @@ from tritongen.cli.common import (
     user_errors,
 )
 from tritongen.cli.options import (
+    Confidence,
     HtmlOut,
     JsonOut,
     ModelName,
     Protocol,
     ProtocolChoice,
+    Rounds,
     Serve,
     Shapes,
     Url,
@@ -34,6 +36,7 @@ from tritongen.cli.options import (
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.errors import ConfigError, ServerError
+from tritongen.intervals import DEFAULT_CONFIDENCE, check_confidence
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, parse_duration
@@ -116,15 +119,23 @@ def loadtest_command(
     ] = 0.01,
     serve: Serve = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of random inputs and Poisson arrivals.")] = 0,
+    rounds: Rounds = None,
+    confidence: Confidence = DEFAULT_CONFIDENCE,
 ) -> None:
-    """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level."""
+    """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
+        check_confidence(confidence)
         spec = load_spec(
             model, url, protocol.value, concurrency, rate, arrival, batch_size, shapes, input_data,
             duration, warmup, max_duration, window, processes, metrics_url, seed,
+            rounds=1 if rounds is None else rounds,
         )  # fmt: skip
+        spec.check()
+        if spec.rounds > 1:
+            err_console.print(f"{rounds_cost(spec)}", highlight=False, markup=False)
         with _server(spec, serve) as spec:
             report = _run(spec)
+        report.confidence = confidence
         _write_outputs(report, json_path, csv_path, plot_path, slo_p99_ms, html_path)
         _print_report(report)
         _finish(report, slo_p99_ms, max_error_rate)
@@ -147,6 +158,7 @@ def load_spec(
     processes: str,
     metrics_url: str | None,
     seed: int,
+    rounds: int = 1,
 ) -> LoadSpec:
     """The load spec from the command-line values (shared by ``loadtest`` and ``tune``).
 
@@ -189,6 +201,22 @@ def load_spec(
         processes=None if processes == "auto" else int(processes),
         metrics_url=metrics_url,
         seed=seed,
+        rounds=rounds,
+    )
+
+
+RUN_OVERHEAD_S = 2.5
+"""What a run costs beyond its warm-up and measured time (Locust start, the last window to settle)."""
+
+
+def rounds_cost(spec: LoadSpec) -> str:
+    """How long the runs will take at least, said before a long run starts."""
+    runs = spec.rounds * len(spec.levels)
+    seconds = runs * (spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S)
+    when = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return (
+        f"{len(spec.levels)} level(s) × {spec.rounds} round(s), levels interleaved: {runs} runs, "
+        f"at least about {when} (longer while a run waits to be stable)"
     )
 
 
@@ -244,10 +272,13 @@ def _write_outputs(
 
 
 def _print_report(report: LoadTestReport) -> None:
-    from tritongen.report.tables import loadtest_table, to_rich
+    from tritongen.report.tables import loadtest_rounds_table, loadtest_table, to_rich
 
-    table = loadtest_table(report.to_json())
-    console.print(to_rich(table))
+    document = report.to_json()
+    console.print(to_rich(loadtest_table(document)))
+    over_rounds = loadtest_rounds_table(document)
+    if over_rounds is not None:
+        console.print(to_rich(over_rounds))
     for run in report.runs:
         if run.errors_by_kind:
             console.print(

@@ -1,10 +1,12 @@
 """Measure one engine on a running Triton server: cold start, latency, throughput, memory.
 
 The model is loaded (the cold start runs from the load request to the first successful
-response), then load-tested twice with the same machinery as ``tritongen loadtest``:
-single requests one at a time for the P99, then batches at rising concurrency until
-throughput stops growing. Memory is sampled all along: the server's GPU memory where it
-reports a GPU, else the resident memory of the model's backend processes.
+response), then batches are sent at rising concurrency until throughput stops growing,
+with the same machinery as ``tritongen loadtest``: that ramp picks the concurrency of the
+throughput figure. Memory is sampled all along: the server's GPU memory where it reports
+a GPU, else the resident memory of the model's backend processes. The deciding figures
+(P99 of single requests, throughput at the chosen concurrency) are measured afterwards,
+in rounds interleaved with the other engines (``compare.runner``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import ModelInterface, build_inputs
 from tritongen.compare.result import EngineResult
 from tritongen.errors import ConfigError, ModelLoadError, ServerError, TritongenError, first_line
+from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS, check_confidence, check_rounds
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec
@@ -46,6 +49,9 @@ class MeasureSettings:
     concurrency_levels: tuple[int, ...] = (1, 2, 4, 8)
     protocol: str = "http"
     seed: int = 0
+    rounds: int = DEFAULT_ROUNDS
+    """Interleaved rounds of the deciding figures (every engine once per round)."""
+    confidence: float = DEFAULT_CONFIDENCE
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -61,6 +67,8 @@ class MeasureSettings:
             raise ConfigError("--concurrency levels must be positive", "e.g. --concurrency 1,2,4,8")
         if self.duration_s <= 0 or self.warmup_s < 0:
             raise ConfigError("--duration must be positive and --warmup not negative", "e.g. --duration 10s")
+        check_rounds(self.rounds)
+        check_confidence(self.confidence)
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (recorded in the report)."""
@@ -148,6 +156,30 @@ def cold_start(
     )
 
 
+def engine_spec(
+    server: ServerHandle,
+    settings: MeasureSettings,
+    model: str,
+    batch_size: int,
+    concurrency: int,
+    shapes: dict[str, tuple[int, ...]],
+) -> LoadSpec:
+    """The load of one engine figure: ``batch_size`` rows per request, ``concurrency`` in flight."""
+    return LoadSpec(
+        model=model,
+        url=server.url(settings.protocol),
+        protocol=settings.protocol,  # type: ignore[arg-type]
+        levels=(concurrency,),
+        batch_size=batch_size,
+        shapes=shapes,
+        duration_s=settings.duration_s,
+        warmup_s=settings.warmup_s,
+        max_duration_s=1.5 * settings.duration_s,
+        metrics_url=server.metrics_url,
+        seed=settings.seed,
+    )
+
+
 class EngineMeasurement:
     """Measure one loaded engine; the figures land in ``result`` as they are measured."""
 
@@ -166,6 +198,8 @@ class EngineMeasurement:
         self.say = say or (lambda _msg: None)
         self.progress = progress
         self.stop = stop
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        """The request shapes of the engine's figures (known once it is loaded)."""
 
     def run(self, load: Callable[[], None]) -> EngineResult:
         """Load the model with ``load`` and measure it; a failing engine gets status ``failed``.
@@ -186,9 +220,8 @@ class EngineMeasurement:
             result.first_infer_s, result.load_s, interface = cold_start(
                 endpoint, result.model, load, settings
             )
-            shapes = request_shapes(interface, settings)
-            self._latency(shapes)
-            self._throughput(shapes, interface)
+            self.shapes = request_shapes(interface, settings)
+            self._throughput(self.shapes, interface)
             result.status = "ok" if result.errors == 0 else "failed"
             if result.errors:
                 result.reason = f"{result.errors} request(s) failed under load"
@@ -207,20 +240,7 @@ class EngineMeasurement:
         return result
 
     def _spec(self, batch_size: int, concurrency: int, shapes: dict[str, tuple[int, ...]]) -> LoadSpec:
-        s = self.settings
-        return LoadSpec(
-            model=self.result.model,
-            url=self.server.url(s.protocol),
-            protocol=s.protocol,  # type: ignore[arg-type]
-            levels=(concurrency,),
-            batch_size=batch_size,
-            shapes=shapes,
-            duration_s=s.duration_s,
-            warmup_s=s.warmup_s,
-            max_duration_s=1.5 * s.duration_s,
-            metrics_url=self.server.metrics_url,
-            seed=s.seed,
-        )
+        return engine_spec(self.server, self.settings, self.result.model, batch_size, concurrency, shapes)
 
     def _load(self, spec: LoadSpec, what: str) -> RunResult:
         self.say(f"{self.result.label}: {what}")
@@ -228,20 +248,13 @@ class EngineMeasurement:
         if not report.runs:
             raise ServerError(f"{what}: no run was measured", "see the server log")
         run = report.runs[0]
-        self.result.latency_runs.append(asdict(run))
+        self.result.latency_runs.append({**asdict(run), "figure": "ramp"})
         self.result.errors += run.errors
         if run.status == "interrupted":
             raise Interrupted
         if run.status == "aborted":
             raise ServerGone(run.reason or "the server stopped answering")
         return run
-
-    def _latency(self, shapes: dict[str, tuple[int, ...]]) -> None:
-        run = self._load(self._spec(1, 1, shapes), "P99 of single requests")
-        if run.latency_us:
-            self.result.p99_ms_b1 = run.latency_us["p99"] / 1000
-            self.result.p50_ms_b1 = run.latency_us["p50"] / 1000
-        self.result.infer_per_s_b1 = run.infer_per_s
 
     def _throughput(self, shapes: dict[str, tuple[int, ...]], interface: ModelInterface) -> None:
         batch = self.settings.batch_size_throughput

@@ -1,10 +1,13 @@
-"""Which engine to choose, from the measured numbers alone.
+"""Which engine to choose, from the measured numbers alone, and only where they differ beyond the noise.
 
 Three situations, each judged on one figure: latency-bound online serving on the P99 of
 single requests, throughput-bound batch serving on inferences/s at batch 32, memory-bound
-edge deployment on peak memory. Nothing is known about any engine in advance: the winner
-is the engine with the best figure, the reason is its ratio to the runner-up, and when
-the two are closer than the machine's noise the next figure decides and says so.
+edge deployment on peak memory. Timed figures are samples of interleaved rounds: the
+winner is the engine with the best median, and it is *claimed* only when the paired
+ratio to the runner-up (taken per round) has an interval that excludes 1. Otherwise the
+two are a tie: the next figure decides if it differs beyond the noise, else the
+recommendation says that no engine is measurably better. Memory is read, not timed:
+two resident sizes within :data:`MEMORY_TOLERANCE` are a tie.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tritongen.compare.result import EngineResult, Recommendation
+from tritongen.intervals import DEFAULT_CONFIDENCE, half_text, paired_ratio
 
-NOISE = 0.05
-"""Two figures closer than this (relative) are a tie: repeated runs differ by that much."""
+MEMORY_TOLERANCE = 0.05
+"""Memory figures closer than this (relative) are a tie (resident sizes vary by a few pages)."""
 TRADE_OFF = 1.5
-"""A winner this much worse than the best on another figure gets that stated."""
+"""A winner this much worse than the best on another figure (beyond the noise) gets that stated."""
 
 
 @dataclass(frozen=True)
@@ -29,9 +33,13 @@ class Criterion:
     better: str
     """The ratio's words, e.g. ``lower P99 than``."""
     unit: Callable[[float], str]
+    words: str
+    """The figure in words, e.g. ``P99 at batch 1``."""
+    timed: bool = True
+    """Measured in rounds (paired ratios); memory is read once."""
 
     def value(self, engine: EngineResult) -> float | None:
-        """The engine's figure."""
+        """The engine's figure (its median over rounds)."""
         value = getattr(engine, self.metric)
         return float(value) if value is not None else None
 
@@ -40,6 +48,19 @@ class Criterion:
         if self.lower_is_better:
             return other / best if best > 0 else float("inf")
         return best / other if other > 0 else float("inf")
+
+    def figure(self, engine: EngineResult) -> str:
+        """The engine's figure for a sentence: ``61,880 ± 900 infer/s`` over rounds, else the value."""
+        value = self.value(engine)
+        if value is None:
+            return "–"
+        summary = engine.summary(self.metric)
+        half = summary.half_width if summary is not None else None
+        text = self.unit(value)
+        if half is None:
+            return text
+        number, _, unit = text.partition(" ")
+        return f"{number} ± {half_text(half, number)} {unit}".rstrip()
 
 
 def _ms(value: float) -> str:
@@ -55,9 +76,9 @@ def _mb(value: float) -> str:
 
 
 CRITERIA = {
-    "latency": Criterion("p99_ms_b1", True, "lower P99 than", _ms),
-    "throughput": Criterion("infer_per_s_b32", False, "the throughput of", _per_s),
-    "memory": Criterion("peak_mem_bytes", True, "less memory than", _mb),
+    "latency": Criterion("p99_ms_b1", True, "lower P99 than", _ms, "P99 at batch 1"),
+    "throughput": Criterion("infer_per_s_b32", False, "the throughput of", _per_s, "throughput"),
+    "memory": Criterion("peak_mem_bytes", True, "less memory than", _mb, "memory", timed=False),
 }
 
 SITUATIONS = (
@@ -70,8 +91,71 @@ SITUATIONS = (
 RANK_KEYS = tuple(CRITERIA)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """How much better one engine is than another on one figure, and whether that is beyond the noise."""
+
+    factor: float
+    """≥ 1 when the first engine is better."""
+    low: float | None
+    high: float | None
+    significant: bool
+    noise: float | None
+    """Half the interval's relative width (0.04 = ±4%); ``None`` without an interval."""
+    rounds: int
+    timed: bool = True
+    """A timed figure (memory is read once, judged with :data:`MEMORY_TOLERANCE`)."""
+
+    def text(self) -> str:
+        """``1.30× [1.21, 1.39]`` (paired over rounds), or ``1.30×`` (memory, or one round)."""
+        if self.low is None or self.high is None:
+            return f"{self.factor:.2f}×"
+        return f"{self.factor:.2f}× [{self.low:.2f}, {self.high:.2f}]"
+
+    def within(self) -> str:
+        """Why a difference is not claimed, e.g. ``within noise (±4.1%)``."""
+        if self.noise is not None:
+            return (
+                f"within noise ({self.text()}, ±{self.noise:.0%})"
+                if self.noise < 1
+                else f"within noise ({self.text()})"
+            )
+        if not self.timed:
+            return f"within {MEMORY_TOLERANCE:.0%}"
+        return "not established (one round: no interval; measure with --rounds 3 or more)"
+
+
+def verdict(
+    criterion: Criterion, first: EngineResult, second: EngineResult, confidence: float = DEFAULT_CONFIDENCE
+) -> Verdict | None:
+    """How much better ``first`` is than ``second`` on ``criterion``; ``None`` when either lacks it.
+
+    Timed figures are paired round by round (the interval of the mean log ratio); memory is
+    one reading each, a tie within :data:`MEMORY_TOLERANCE`.
+    """
+    a, b = criterion.value(first), criterion.value(second)
+    if a is None or b is None:
+        return None
+    if not criterion.timed or not first.round_figures or not second.round_figures:
+        factor = criterion.ratio(a, b)
+        if criterion.timed:  # measured once: no interval, nothing claimed
+            return Verdict(factor, None, None, False, None, 1)
+        significant = factor >= 1 + MEMORY_TOLERANCE or factor <= 1 / (1 + MEMORY_TOLERANCE)
+        return Verdict(factor, None, None, significant, None, 1, timed=False)
+    ratio = paired_ratio(
+        first.round_figures.get(criterion.metric, []),
+        second.round_figures.get(criterion.metric, []),
+        confidence,
+    )
+    if ratio is None:
+        return None
+    if criterion.lower_is_better:
+        ratio = ratio.inverse()
+    return Verdict(ratio.estimate, ratio.low, ratio.high, ratio.significant, ratio.noise, ratio.rounds)
+
+
 def rank(engines: list[EngineResult], by: str = "throughput") -> list[EngineResult]:
-    """Measured engines best first on ``by``, then those without the figure, then the rest."""
+    """Measured engines best first on ``by`` (medians), then those without the figure, then the rest."""
     criterion = CRITERIA[by]
 
     def key(engine: EngineResult) -> tuple[int, float]:
@@ -85,7 +169,33 @@ def rank(engines: list[EngineResult], by: str = "throughput") -> list[EngineResu
     return sorted(engines, key=key)
 
 
-def recommend(engines: list[EngineResult], max_drift: float | None = None) -> list[Recommendation]:
+def rank_labels(engines: list[EngineResult], by: str, confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
+    """The rank column of ranked ``engines``: ``1``, ``=1`` for a tie with the engine above, then ``3``.
+
+    An engine ties with the one ranked above it when their paired ratio does not exclude 1.
+    Engines that were not measured get an empty label.
+    """
+    criterion = CRITERIA[by]
+    labels: list[str] = []
+    previous: EngineResult | None = None
+    shared = 0
+    for position, engine in enumerate(engines, start=1):
+        if not engine.ok or criterion.value(engine) is None:
+            labels.append("")
+            continue
+        found = verdict(criterion, previous, engine, confidence) if previous is not None else None
+        if found is not None and not found.significant:
+            labels.append(f"={shared}")
+        else:
+            shared = position
+            labels.append(str(position))
+        previous = engine
+    return labels
+
+
+def recommend(
+    engines: list[EngineResult], max_drift: float | None = None, confidence: float = DEFAULT_CONFIDENCE
+) -> list[Recommendation]:
     """One recommendation per situation, computed from the measured engines.
 
     Reduced-precision engines drifting more than ``max_drift`` (relative RMS error against
@@ -96,7 +206,7 @@ def recommend(engines: list[EngineResult], max_drift: float | None = None) -> li
     excluded = [e for e in engines if e.ok and _too_far(e, max_drift)]
     recommendations = []
     for situation, title, tie_breaker in SITUATIONS:
-        rec = _recommend(situation, title, tie_breaker, eligible)
+        rec = _recommend(situation, title, tie_breaker, eligible, confidence)
         if excluded and max_drift is not None:
             rec.reason += "; not considered: " + ", ".join(
                 f"{e.label} (drift {e.drift:.2g} > {max_drift:g})" for e in excluded
@@ -109,7 +219,9 @@ def _too_far(engine: EngineResult, max_drift: float | None) -> bool:
     return max_drift is not None and engine.drift is not None and engine.drift > max_drift
 
 
-def _recommend(situation: str, title: str, tie_breaker: str, engines: list[EngineResult]) -> Recommendation:
+def _recommend(
+    situation: str, title: str, tie_breaker: str, engines: list[EngineResult], confidence: float
+) -> Recommendation:
     criterion = CRITERIA[situation]
     measured = [(e, v) for e in engines if e.ok and (v := criterion.value(e)) is not None]
     if not measured:
@@ -122,90 +234,100 @@ def _recommend(situation: str, title: str, tie_breaker: str, engines: list[Engin
     if len(ordered) == 1:
         return Recommendation(
             situation, title, best.format, criterion.metric, best_value, None, None, None,
-            f"{best.label}: the only engine measured ({criterion.unit(best_value)})"
-            + _accuracy(best, engines, criterion, None), best.model,
+            f"{best.label}: the only engine measured ({criterion.figure(best)})"
+            + _accuracy(best, engines, criterion, None, confidence), best.model, significant=True,
         )  # fmt: skip
-    runner, runner_value = ordered[1]
-    ratio = criterion.ratio(best_value, runner_value)
-    if ratio < 1 + NOISE:
-        best, runner, reason = _break_tie(criterion, tie_breaker, best, runner)
-        best_value = criterion.value(best) or best_value
-        runner_value = criterion.value(runner) or runner_value
-        ratio = criterion.ratio(best_value, runner_value) if best_value and runner_value else 1.0
+    runner = ordered[1][0]
+    found = verdict(criterion, best, runner, confidence)
+    assert found is not None  # both have the figure
+    if found.significant:
+        figures = _pair(criterion, best, runner)
+        reason = f"{best.label}: {found.text()} {criterion.better} {runner.label} ({figures})"
+        chosen = found
     else:
-        reason = (
-            f"{best.label}: {ratio:.1f}× {criterion.better} {runner.label} "
-            f"({criterion.unit(best_value)} vs {criterion.unit(runner_value)})"
-        )
-    reason += _trade_offs(best, engines, situation)
-    reason += _accuracy(best, engines, criterion, runner)
+        best, runner, reason, chosen = _break_tie(criterion, tie_breaker, best, runner, found, confidence)
+    if chosen.significant:  # a winner: what it gives up, and what it costs in accuracy
+        reason += _trade_offs(best, engines, situation, confidence)
+        reason += _accuracy(best, engines, criterion, runner, confidence)
     return Recommendation(
         situation,
         title,
         best.format,
         criterion.metric,
-        best_value,
+        criterion.value(best),
         runner.format,
-        runner_value,
-        ratio,
+        criterion.value(runner),
+        chosen.factor,
         reason,
         best.model,
+        significant=chosen.significant,
+        ratio_low=chosen.low,
+        ratio_high=chosen.high,
     )
+
+
+def _pair(criterion: Criterion, first: EngineResult, second: EngineResult) -> str:
+    return f"{criterion.figure(first)} vs {criterion.figure(second)}"
 
 
 def _break_tie(
-    criterion: Criterion, tie_breaker: str, first: EngineResult, second: EngineResult
-) -> tuple[EngineResult, EngineResult, str]:
-    """Two engines within the noise: the tie-breaking figure picks one."""
-    a, b = criterion.value(first), criterion.value(second)
-    assert a is not None and b is not None
-    figures = f"{criterion.unit(a)} vs {criterion.unit(b)}"
-    tie = f"{first.label} and {second.label} are within {NOISE:.0%} ({figures})"
+    criterion: Criterion,
+    tie_breaker: str,
+    first: EngineResult,
+    second: EngineResult,
+    tie: Verdict,
+    confidence: float,
+) -> tuple[EngineResult, EngineResult, str, Verdict]:
+    """Two engines within the noise: the tie-breaking figure picks one if it differs beyond its noise."""
+    figures = _pair(criterion, first, second)
+    words = f"{first.label} and {second.label} are {tie.within()} on {criterion.words} ({figures})"
     other = CRITERIA[tie_breaker]
-    x, y = other.value(first), other.value(second)
-    if x is None or y is None or other.ratio(x, y) == 1.0:
-        return first, second, f"{first.label}: {tie}, a tie on this machine"
-    if (x < y) == other.lower_is_better:
-        winner, loser, wv, lv = first, second, x, y
-    else:
-        winner, loser, wv, lv = second, first, y, x
-    return (
-        winner,
-        loser,
-        (
-            f"{winner.label}: {tie}; {winner.label} has {other.ratio(wv, lv):.1f}× {other.better} "
-            f"{loser.label} ({other.unit(wv)} vs {other.unit(lv)})"
-        ),
+    found = verdict(other, first, second, confidence)
+    if found is None or not found.significant:
+        also = f"; {other.words} does not separate them either" if found is not None else ""
+        return first, second, f"no engine is measurably better: {words}{also}", tie
+    winner, loser = (first, second) if found.factor > 1 else (second, first)
+    if winner is second:
+        found = verdict(other, second, first, confidence) or found
+    reason = (
+        f"{winner.label}: {words}; {winner.label} has {found.text()} {other.better} {loser.label} "
+        f"({_pair(other, winner, loser)})"
     )
+    return winner, loser, reason, found
 
 
-def _trade_offs(winner: EngineResult, engines: list[EngineResult], situation: str) -> str:
-    """What the winner gives up on the other figures, where it gives up much."""
+def _trade_offs(winner: EngineResult, engines: list[EngineResult], situation: str, confidence: float) -> str:
+    """What the winner gives up on the other figures, where it gives up much, beyond the noise."""
     notes = []
     for other_situation, criterion in CRITERIA.items():
         if other_situation == situation:
             continue
-        mine = criterion.value(winner)
         values = [(e, v) for e in engines if e.ok and (v := criterion.value(e)) is not None]
-        if mine is None or not values:
+        if criterion.value(winner) is None or not values:
             continue
-        best, best_value = min(values, key=lambda ev: ev[1] if criterion.lower_is_better else -ev[1])
+        best, _ = min(values, key=lambda ev: ev[1] if criterion.lower_is_better else -ev[1])
         if best is winner:
             continue
-        ratio = criterion.ratio(best_value, mine)
-        if ratio >= TRADE_OFF:
-            amount = (
-                {"latency": f"{ratio:.1f}× the P99", "memory": f"{ratio:.1f}× the memory"}[other_situation]
-                + f" of {best.label}"
-                if criterion.lower_is_better
-                else f"{ratio:.1f}× less throughput than {best.label}"
-            )
-            notes.append(amount)
+        found = verdict(criterion, best, winner, confidence)
+        if found is None or found.factor < TRADE_OFF or not found.significant:
+            continue
+        ratio = found.text()
+        amount = (
+            {"latency": f"{ratio} the P99", "memory": f"{ratio} the memory"}[other_situation]
+            + f" of {best.label}"
+            if criterion.lower_is_better
+            else f"{ratio} less throughput than {best.label}"
+        )
+        notes.append(amount)
     return f"; trade-off: {', '.join(notes)}" if notes else ""
 
 
 def _accuracy(
-    engine: EngineResult, engines: list[EngineResult], criterion: Criterion, runner: EngineResult | None
+    engine: EngineResult,
+    engines: list[EngineResult],
+    criterion: Criterion,
+    runner: EngineResult | None,
+    confidence: float,
 ) -> str:
     """What a reduced-precision winner costs in accuracy, beside what it gains over FP32.
 
@@ -222,15 +344,20 @@ def _accuracy(
         cost = f"; {engine.precision}, max error {engine.max_abs_err:.1e} against the source"
     else:
         cost = f"; {engine.precision}, accuracy not measured"
-    mine = criterion.value(engine)
     full = [(e, v) for e in engines if e.ok and not e.reduced and (v := criterion.value(e)) is not None]
-    if mine is None or not full:
+    if criterion.value(engine) is None or not full:
         return cost
-    best, value = min(full, key=lambda ev: ev[1] if criterion.lower_is_better else -ev[1])
+    best, _ = min(full, key=lambda ev: ev[1] if criterion.lower_is_better else -ev[1])
     if best is runner:
         return cost
-    ratio = criterion.ratio(mine, value)
+    found = verdict(criterion, engine, best, confidence)
+    if found is None:
+        return cost
+    if not found.significant:
+        return (
+            cost + f"; {found.within()} against the best FP32 engine, {best.label} ({criterion.figure(best)})"
+        )
     return (
         cost
-        + f"; {ratio:.1f}× {criterion.better} the best FP32 engine, {best.label} ({criterion.unit(value)})"
+        + f"; {found.text()} {criterion.better} the best FP32 engine, {best.label} ({criterion.figure(best)})"
     )

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from tritongen import __version__
 from tritongen.errors import ConfigError
+from tritongen.intervals import Summary, summarise
 from tritongen.triton.repository import write_output
 
 SCHEMA = "tritongen.compare/1"
@@ -76,7 +77,14 @@ class EngineResult:
     accuracy: dict[str, Any] | None = None
     """The precision report: calibration, FP32 nodes, per-output accuracy (reduced precision)."""
     latency_runs: list[dict[str, Any]] = field(default_factory=list)
-    """The load-test runs behind the figures (``tritongen.loadtest/1`` run objects)."""
+    """The load-test runs behind the figures (``tritongen.loadtest/1`` run objects, with their round)."""
+    rounds: int = 0
+    """Interleaved rounds measured (every engine once per round)."""
+    round_figures: dict[str, list[float | None]] = field(default_factory=dict)
+    """Per deciding figure (``p99_ms_b1``, ``infer_per_s_b32``, ``p50_ms_b1``), its value in each
+    round, ``None`` where that round measured nothing: what paired ratios are taken over."""
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per deciding figure, its median, interval and CV over the rounds (``Summary.to_json``)."""
 
     @property
     def label(self) -> str:
@@ -87,6 +95,20 @@ class EngineResult:
     def ok(self) -> bool:
         """Measured without failure."""
         return self.status == "ok"
+
+    def summary(self, metric: str) -> Summary | None:
+        """``metric``'s figure over rounds, or ``None`` when it was not measured in rounds."""
+        data = self.summaries.get(metric)
+        return Summary.from_json(data) if data else None
+
+    def summarise(self, confidence: float) -> None:
+        """Set each deciding figure to its median over the rounds, and keep its summary."""
+        for metric, values in self.round_figures.items():
+            found = summarise([v for v in values if v is not None], confidence)
+            if found is None:
+                continue
+            self.summaries[metric] = found.to_json()
+            setattr(self, metric, found.median)
 
     @property
     def reduced(self) -> bool:
@@ -126,6 +148,11 @@ class Recommendation:
     reason: str
     model: str | None = None
     """The winner's model (``bert_onnx_int8``): the format alone is ambiguous between precisions."""
+    significant: bool = False
+    """Whether the winner beats the runner-up beyond the noise (the ratio's interval excludes 1)."""
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    """The interval of ``ratio`` (paired over rounds); ``None`` without rounds to pair."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Recommendation:

@@ -1,8 +1,11 @@
-"""Compare engines: convert and verify each format, serve them, measure them one at a time.
+"""Compare engines: convert and verify each format, serve them, measure them side by side.
 
-Engines are measured one at a time on one server, every other compared model unloaded,
-so each gets the whole machine and its cold start is a real one. A running deployment
-(``url``) is left as it was found: the models it had loaded are loaded again at the end.
+Each engine is first loaded on its own, every other compared model unloaded, so its cold
+start is a real one and its memory its own; a concurrency ramp picks its throughput
+level. Then every engine is loaded and the deciding figures are measured in interleaved
+rounds (A B C, A B C, …), so the machine's drift hits all alike and ratios are paired
+per round. A running deployment (``url``) is left as it was found: the models it had
+loaded are loaded again at the end.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +29,15 @@ from tritongen.compare.measure import (
     MeasureSettings,
     ServerGone,
     ServerHandle,
+    engine_spec,
 )
 from tritongen.compare.recommend import RANK_KEYS, rank, recommend
 from tritongen.compare.result import CompareReport, EngineResult
 from tritongen.convert.precision import FP32, Variant
 from tritongen.errors import ConfigError, TritongenError
+from tritongen.intervals import DEFAULT_CONFIDENCE
+from tritongen.loadtest.result import RunResult
+from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.runner import Progress, metrics_url_for
 from tritongen.metrics.hardware import describe_host, server_gpus
 from tritongen.metrics.process_memory import local_server_pid
@@ -175,7 +182,11 @@ def finish(report: CompareReport, rank_by: str) -> None:
     """Rank the engines and compute the recommendations."""
     report.engines = rank(report.engines, rank_by)
     max_drift = report.settings.get("max_drift")
-    report.recommendations = recommend(report.engines, float(max_drift) if max_drift is not None else None)
+    report.recommendations = recommend(
+        report.engines,
+        float(max_drift) if max_drift is not None else None,
+        float(report.settings.get("confidence", DEFAULT_CONFIDENCE)),
+    )
 
 
 def apply_build(report: CompareReport, build: BuildResult) -> None:
@@ -277,6 +288,119 @@ def describe_server(server: ServerHandle) -> dict[str, Any]:
     }
 
 
+ROUND_OVERHEAD_S = 2.5
+"""What one load run costs beyond its warm-up and measured time (Locust start, windows to settle)."""
+COLD_START_S = 5.0
+
+
+def estimate_seconds(settings: MeasureSettings, engines: int) -> float:
+    """Roughly how long measuring ``engines`` engines takes: a ramp each, then the rounds."""
+    run_s = settings.warmup_s + settings.duration_s + ROUND_OVERHEAD_S
+    ramp_s = COLD_START_S + len(settings.concurrency_levels) * run_s
+    return engines * ramp_s + settings.rounds * engines * 2 * run_s
+
+
+def cost_text(settings: MeasureSettings, engines: int) -> str:
+    """What the measurement will cost, said before it starts (e.g. ``about 4 min: …``)."""
+    seconds = estimate_seconds(settings, engines)
+    when = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    return (
+        f"at most about {when} (a concurrency ramp each, then {settings.rounds} interleaved round(s) "
+        f"of P99 at batch 1 and throughput, {settings.duration_s:g} s each)"
+    )
+
+
+FIGURES_B1 = {"p99_ms_b1": "p99", "p50_ms_b1": "p50"}
+"""Figures of the batch-1 runs, in ms, from the runs' latency percentiles."""
+
+
+def _measure_rounds(
+    request: CompareRequest,
+    report: CompareReport,
+    server: ServerHandle,
+    control: RepositoryControl,
+    engines: list[tuple[EngineResult, dict[str, tuple[int, ...]]]],
+    say: Say,
+    progress: Callable[[Progress], None] | None,
+    update: Update,
+    stop: threading.Event | None,
+) -> None:
+    """The deciding figures, every engine loaded, measured round-robin (A B C, A B C, …).
+
+    Each round measures the P99 of single requests of every engine, then the throughput of
+    every engine at the concurrency its ramp chose, so drift of the machine falls on all
+    engines alike and their ratios can be taken per round.
+    """
+    settings = request.settings
+    contenders = [
+        Contender(f"{e.model}|b1", engine_spec(server, settings, e.model, 1, 1, shapes))
+        for e, shapes in engines
+    ] + [
+        Contender(
+            f"{e.model}|b32",
+            engine_spec(
+                server, settings, e.model, e.batch_size_throughput or 1, e.concurrency_b32 or 1, shapes
+            ),
+        )
+        for e, shapes in engines
+    ]
+    labels = {f"{e.model}|{kind}": f"{e.label}, {what}" for e, _ in engines
+              for kind, what in (("b1", "P99 at batch 1"), ("b32", "throughput"))}  # fmt: skip
+    for engine, _ in engines:
+        control.load(engine.model)
+
+    def started(number: int, total: int, name: str) -> None:
+        say(f"round {number}/{total}: {labels[name]}")
+
+    def done(rounds: Rounds) -> None:
+        _apply_rounds(engines, rounds, settings.confidence)
+        update(report)
+
+    rounds = measure_rounds(contenders, settings.rounds, progress, stop, on_start=started, on_round=done)
+    _apply_rounds(engines, rounds, settings.confidence)
+    if rounds.status == "interrupted":
+        report.status = "interrupted"
+    elif rounds.status == "aborted":
+        report.status = "aborted"
+        for engine, _ in engines:
+            engine.reason = f"the server stopped answering in round {rounds.completed + 1}: {rounds.reason}"
+    for engine, _ in engines:
+        with contextlib.suppress(TritongenError):
+            control.unload(engine.model)
+
+
+def _apply_rounds(
+    engines: list[tuple[EngineResult, dict[str, tuple[int, ...]]]], rounds: Rounds, confidence: float
+) -> None:
+    """Each engine's figures from its runs so far: per round, and their medians and intervals."""
+    for engine, _ in engines:
+        b1 = rounds.runs.get(f"{engine.model}|b1", [])
+        b32 = rounds.runs.get(f"{engine.model}|b32", [])
+        engine.rounds = min(len(b1), len(b32))
+        engine.latency_runs = [r for r in engine.latency_runs if r.get("figure") == "ramp"]
+        engine.latency_runs += [{**asdict(r), "figure": "p99_ms_b1"} for r in b1]
+        engine.latency_runs += [{**asdict(r), "figure": "infer_per_s_b32"} for r in b32]
+        figures: dict[str, list[float | None]] = {
+            name: rounds.figures(f"{engine.model}|b1", functools.partial(_ms, key=key))
+            for name, key in FIGURES_B1.items()
+        }
+        figures["infer_per_s_b1"] = rounds.figures(f"{engine.model}|b1", lambda r: r.infer_per_s)
+        figures["infer_per_s_b32"] = rounds.figures(f"{engine.model}|b32", lambda r: r.infer_per_s)
+        figures["p99_ms_b32"] = rounds.figures(f"{engine.model}|b32", functools.partial(_ms, key="p99"))
+        engine.round_figures = figures
+        engine.summarise(confidence)
+        errors = sum(r.errors for r in b1 + b32)
+        ramp_errors = sum(int(r.get("errors") or 0) for r in engine.latency_runs if r.get("figure") == "ramp")
+        engine.errors = ramp_errors + errors
+        if engine.errors:
+            engine.status = "failed"
+            engine.reason = f"{engine.errors} request(s) failed under load"
+
+
+def _ms(run: RunResult, key: str) -> float | None:
+    return run.latency_us[key] / 1000 if run.latency_us else None
+
+
 def _measure_all(
     request: CompareRequest,
     report: CompareReport,
@@ -291,6 +415,8 @@ def _measure_all(
     compared = {e.model for e in report.engines}
     states = control.index()
     was_loaded = sorted(m for m in compared if states.get(m) == "READY")
+    ramped: list[tuple[EngineResult, dict[str, tuple[int, ...]]]] = []
+    say(f"measuring {len(pending)} engine(s): {cost_text(request.settings, len(pending))}")
     try:
         for engine in pending:
             if stop is not None and stop.is_set():
@@ -316,7 +442,11 @@ def _measure_all(
                 return
             with contextlib.suppress(TritongenError):
                 control.unload(engine.model)
+            if engine.ok:
+                ramped.append((engine, measurement.shapes))
             update(report)
+        if ramped:
+            _measure_rounds(request, report, server, control, ramped, say, progress, update, stop)
     finally:
         if request.url is not None and report.status != "aborted":
             for model in was_loaded:  # leave the deployment as it was found

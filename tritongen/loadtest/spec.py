@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from tritongen.errors import ConfigError
+from tritongen.intervals import check_rounds
 
 Mode = Literal["concurrency", "rate"]
 Arrival = Literal["constant", "poisson"]
@@ -55,6 +56,8 @@ class LoadSpec:
     metrics_url: str | None = None
     max_inflight: int = 1024
     seed: int = 0
+    rounds: int = 1
+    """Each level is measured this many times, levels interleaved (1 2 3, 1 2 3, …)."""
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -77,6 +80,7 @@ class LoadSpec:
             raise ConfigError("--processes must be at least 1 (or auto)", "e.g. --processes auto")
         if self.window_s is not None and self.window_s <= 0:
             raise ConfigError("--window must be positive", "e.g. --window 2s")
+        check_rounds(self.rounds)
 
     @property
     def effective_window_s(self) -> float:

@@ -23,6 +23,7 @@ from tritongen.report.tables import (
     TableData,
     accuracy_table,
     compare_table,
+    loadtest_rounds_table,
     loadtest_table,
     mixed_precision_table,
     tune_table,
@@ -101,13 +102,18 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
             ("server", f"{report.url} ({report.protocol})"),
             ("status", report.status),
             ("runs", str(len(report.runs))),
+            ("rounds", f"{report.rounds} per level, levels interleaved"),
         ],
         tables=[loadtest_table(document)],
     )
+    over_rounds = loadtest_rounds_table(document)
+    if over_rounds is not None:
+        section.tables.append(over_rounds)
     if any(r.latency_us for r in report.runs):
-        section.figures.append(
-            _figure("Latency against throughput, one point per run", latency_figure(report))
-        )
+        caption = "Latency against throughput, one point per run"
+        if report.rounds > 1:
+            caption = f"Latency against throughput: per level, median of {report.rounds} rounds and interval"
+        section.figures.append(_figure(caption, latency_figure(report)))
     return section
 
 
@@ -178,6 +184,11 @@ def compare_section(document: dict[str, Any], source: str) -> Section:
             f"{settings.get('duration_s')} s per measurement after {settings.get('warmup_s')} s warm-up; "
             f"concurrency {settings.get('concurrency_levels')} "
             f"at batch {settings.get('batch_size_throughput')}",
+        ),
+        (
+            "rounds",
+            f"{settings.get('rounds', 1)} interleaved round(s) per figure, "
+            f"{float(settings.get('confidence') or 0.95):.0%} intervals",
         ),
         ("status", report.status),
     ]

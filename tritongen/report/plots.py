@@ -33,6 +33,9 @@ def latency_figure(report: LoadTestReport, slo_p99_ms: float | None = None) -> A
     plt = _pyplot()
     runs = [r for r in report.runs if r.latency_us]
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    if report.rounds > 1:
+        _level_intervals(ax, report, slo_p99_ms)
+        return fig
     for key, style in (("p50", "o-"), ("p99", "s-")):
         xs = [r.infer_per_s for r in runs]
         ys = [r.latency_us[key] / 1000 for r in runs if r.latency_us]
@@ -116,24 +119,64 @@ def tune_figure(
     return fig
 
 
+def _level_intervals(ax: Any, report: LoadTestReport, slo_p99_ms: float | None) -> None:
+    """Per level, the median P50/P99 against the median throughput, both with their intervals."""
+    levels = [level for level in report.levels() if level.infer_per_s is not None and level.latency_us]
+    for key, style in (("p50", "o-"), ("p99", "s-")):
+        points = [
+            (level.infer_per_s, found)
+            for level in levels
+            if level.infer_per_s is not None and (found := level.latency_us.get(key)) is not None
+        ]
+        xs = [throughput.median for throughput, _ in points]
+        ys = [s.median / 1000 for _, s in points]
+        xerr = [_bar(throughput, 1.0) for throughput, _ in points]
+        yerr = [_bar(s, 1000.0) for _, s in points]
+        ax.errorbar(xs, ys, xerr=list(zip(*xerr, strict=True)) if xerr else None,
+                    yerr=list(zip(*yerr, strict=True)) if yerr else None, fmt=style, capsize=3,
+                    label=f"{key.upper()} (median, {report.confidence:.0%} interval)")  # fmt: skip
+    for level in levels:
+        p99 = level.latency_us.get("p99")
+        if level.infer_per_s is not None and p99 is not None:
+            label = f"c={level.level:g}" if level.mode == "concurrency" else f"{level.level:g}/s"
+            ax.annotate(label, (level.infer_per_s.median, p99.median / 1000), textcoords="offset points",
+                        xytext=(4, 4), fontsize=8)  # fmt: skip
+    if slo_p99_ms is not None:
+        ax.axhline(slo_p99_ms, color="red", linestyle="--", linewidth=1, label=f"P99 SLO {slo_p99_ms:g} ms")
+    ax.set_xlabel("inferences / s")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title(f"{report.model} ({report.protocol}), {report.rounds} rounds per level")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    ax.figure.tight_layout()
+
+
+def _bar(summary: Any, scale: float) -> tuple[float, float]:
+    """(below, above) the median of ``summary``'s interval, divided by ``scale``."""
+    if summary is None or summary.low is None or summary.high is None:
+        return (0.0, 0.0)
+    return (max(0.0, summary.median - summary.low) / scale, max(0.0, summary.high - summary.median) / scale)
+
+
 def engines_figure(report: CompareReport) -> Any:
     """Bars per engine: P99 of single requests, throughput at batch 32, peak memory."""
     plt = _pyplot()
     measured = [e for e in report.engines if e.ok]
+    rounds = max((e.rounds for e in measured), default=0)
+    over = f", median and {rounds}-round interval" if rounds > 1 else ""
     panels = (
-        ("P99 latency, batch 1 (ms)", [e.p99_ms_b1 for e in measured], "lower is better"),
-        ("inferences/s at batch 32", [e.infer_per_s_b32 for e in measured], "higher is better"),
-        (
-            "peak memory (MB)",
-            [None if e.peak_mem_bytes is None else e.peak_mem_bytes / 1e6 for e in measured],
-            "lower is better",
-        ),
-    )
+        (f"P99 latency, batch 1 (ms{over})", [e.p99_ms_b1 for e in measured], "lower is better",
+         _intervals(measured, "p99_ms_b1")),
+        (f"inferences/s at batch 32{over}", [e.infer_per_s_b32 for e in measured], "higher is better",
+         _intervals(measured, "infer_per_s_b32")),
+        ("peak memory (MB)", [None if e.peak_mem_bytes is None else e.peak_mem_bytes / 1e6 for e in measured],
+         "lower is better", None),
+    )  # fmt: skip
     fig, axes = plt.subplots(1, 3, figsize=(11, max(2.2, 0.55 * len(measured) + 1.4)), dpi=110)
     labels = [e.label for e in measured]
-    for ax, (title, values, note) in zip(axes, panels, strict=True):
+    for ax, (title, values, note, errors) in zip(axes, panels, strict=True):
         heights = [v if v is not None else 0.0 for v in values]
-        bars = ax.barh(labels, heights, color="#4c72b0")
+        bars = ax.barh(labels, heights, color="#4c72b0", xerr=errors, capsize=3 if errors else 0)
         for bar, value in zip(bars, values, strict=True):
             text = "n/a" if value is None else (f"{value:,.0f}" if value >= 100 else f"{value:.3g}")
             ax.annotate(
@@ -153,12 +196,26 @@ def engines_figure(report: CompareReport) -> Any:
     return fig
 
 
+def _intervals(engines: list[Any], metric: str) -> list[list[float]] | None:
+    """Error bars (below, above the median) of each engine's interval; ``None`` when none has one."""
+    below, above = [], []
+    for engine in engines:
+        summary = engine.summary(metric)
+        if summary is None or summary.low is None or summary.high is None:
+            below.append(0.0)
+            above.append(0.0)
+            continue
+        below.append(max(0.0, summary.median - summary.low))
+        above.append(max(0.0, summary.high - summary.median))
+    return [below, above] if any(below) or any(above) else None
+
+
 def compare_latency_figure(report: CompareReport) -> Any:
     """Per engine, P99 against inferences/s over its measured runs (batch 1, then the ramp)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for engine in report.engines:
-        runs = [r for r in engine.latency_runs if r.get("latency_us")]
+        runs = [r for r in engine.latency_runs if r.get("latency_us") and r.get("figure", "ramp") == "ramp"]
         if not runs:
             continue
         ramp = [r for r in runs if r.get("batch_size", 1) > 1] or runs

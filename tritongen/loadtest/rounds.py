@@ -1,0 +1,90 @@
+"""Contenders measured in interleaved rounds: A B C, A B C, … on one server.
+
+Every figure that decides something is a sample of rounds, and contenders that are
+compared are measured round-robin, so slow drift of the machine (another process, heat,
+the page cache) hits every contender alike and ratios can be taken per round (paired;
+see :mod:`tritongen.intervals`). A contender is one load level of one model; ``prepare``
+runs before each of its measurements (tune reloads the model with the contender's config
+there).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from tritongen.loadtest.result import RunResult
+from tritongen.loadtest.runner import ProgressCallback, run_load_test
+from tritongen.loadtest.spec import LoadSpec
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One thing to measure each round: a one-level load spec and what to do before it."""
+
+    name: str
+    spec: LoadSpec
+    prepare: Callable[[], None] | None = None
+
+
+@dataclass
+class Rounds:
+    """The runs of every contender, in round order; ``status`` as for a load test."""
+
+    runs: dict[str, list[RunResult]] = field(default_factory=dict)
+    status: str = "ok"
+    """``ok``, ``aborted`` (the server went away) or ``interrupted`` (Ctrl-C)."""
+    reason: str | None = None
+    completed: int = 0
+    """Rounds in which every contender was measured."""
+
+    def figures(self, name: str, figure: Callable[[RunResult], float | None]) -> list[float | None]:
+        """One figure of ``name``'s runs, round by round (``None`` where a run has none)."""
+        return [figure(run) if run.status == "ok" else None for run in self.runs.get(name, [])]
+
+
+RoundStarted = Callable[[int, int, str], None]
+"""Called with (round number from 1, rounds, contender name) before each measurement."""
+
+
+def measure_rounds(
+    contenders: Sequence[Contender],
+    rounds: int,
+    progress: ProgressCallback | None = None,
+    stop: threading.Event | None = None,
+    on_start: RoundStarted | None = None,
+    on_round: Callable[[Rounds], None] | None = None,
+) -> Rounds:
+    """Measure every contender once per round, round-robin, ``rounds`` times.
+
+    The order within a round is the same each time (A B C, A B C): what one contender
+    leaves behind (a warm cache, a busy core) then falls on the next one alike in every
+    round. A stop or a server that goes away ends the rounds with what was measured.
+
+    Raises:
+        TritongenError: a contender's model or settings are unusable (before or between
+            rounds; what was measured is lost only for that call).
+    """
+    result = Rounds(runs={c.name: [] for c in contenders})
+    for number in range(1, rounds + 1):
+        for contender in contenders:
+            if stop is not None and stop.is_set():
+                result.status, result.reason = "interrupted", "interrupted by the user"
+                return result
+            if on_start is not None:
+                on_start(number, rounds, contender.name)
+            if contender.prepare is not None:
+                contender.prepare()
+            report = run_load_test(replace(contender.spec, rounds=1), progress=progress, stop=stop)
+            for run in report.runs:
+                run.round = number
+            result.runs[contender.name].extend(report.runs)
+            if report.status != "ok":
+                result.status = report.status
+                result.reason = next((r.reason for r in report.runs if r.reason), None)
+                return result
+        result.completed = number
+        if on_round is not None:
+            on_round(result)
+    return result
