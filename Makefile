@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
 
-.PHONY: install demo test lint typecheck pytest example-repository browser clean
+.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser clean
 
 install: $(STAMP)
 
@@ -65,6 +65,10 @@ pytest: install
 # Regenerate the committed example repository and compose.yaml (a test checks they are current).
 example-repository: install
 	$(BIN)/python -m tritongen.examples.repository model_repository compose.yaml
+
+# README's benchmark tables from the committed bench/results/*.json (a test checks they are current).
+bench-tables: install
+	$(BIN)/python bench/tables.py
 
 # Debian's Chromium, for the test that renders the HTML report (skipped without it).
 browser:

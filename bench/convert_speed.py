@@ -6,11 +6,13 @@ Usage: ``.venv/bin/python bench/convert_speed.py [--repeat N] [--json PATH]``
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+from provenance import RESULTS, write_result
 
 from tritongen.examples.models import EXAMPLES, write_example
 from tritongen.triton.batching import BatchingOptions
@@ -31,7 +33,7 @@ def main() -> None:
     """Run the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--json", type=Path, default=Path("bench/results/convert_speed.json"))
+    parser.add_argument("--json", type=Path, default=RESULTS / "convert_speed.json")
     args = parser.parse_args()
 
     results = []
@@ -56,9 +58,8 @@ def main() -> None:
                 f"{name:6s} convert {row['convert_median_us'] / 1000:8.1f} ms   "
                 f"render+check {row['render_and_check_median_us'] / 1000:6.2f} ms"
             )
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"schema": "tritongen.bench.convert/1", "results": results}, indent=2))
-    print(f"wrote {args.json}")
+    document = {"schema": "tritongen.bench.convert/1", "results": results}
+    print(f"wrote {write_result(args.json, document, sys.argv)}")
 
 
 if __name__ == "__main__":

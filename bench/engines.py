@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -106,6 +108,27 @@ def _build(model: BenchModel, repo: Path, tune_minutes: float, tune_trials: int)
     return result
 
 
+def _tvm_facts(result: Any, repo: Path) -> dict[str, Any] | None:
+    """The TVM artifact's metadata (its libraries, and the tuning behind the tuned one)."""
+    for outcome in result.outcomes:
+        if outcome.format == "tvm" and outcome.model is not None:
+            facts: dict[str, Any] = json.loads(
+                (repo / outcome.name / "1" / "tvm_metadata.json").read_text(encoding="utf-8")
+            )
+            return facts
+    return None
+
+
+def _tvm_library(facts: dict[str, Any] | None, feed: dict[str, Array]) -> str | None:
+    """Which TVM library serves ``feed``: the served wrapper's rule (tuned only for its exact shape)."""
+    if facts is None:
+        return None
+    tuning = facts.get("tuning") or {}
+    shapes = {name: tuple(shape) for name, shape in (tuning.get("shapes") or {}).items()}
+    tuned = bool(shapes) and all(array.shape == shapes.get(name) for name, array in feed.items())
+    return "tuned" if tuned else "symbolic"
+
+
 def _runners(result: Any, repo: Path, threads: int) -> dict[str, Callable[[dict[str, Array]], Any]]:
     from tritongen.convert.onnx import onnx_runner
     from tritongen.convert.torchscript import torchscript_runner
@@ -136,11 +159,12 @@ def main() -> None:
     parser.add_argument("--tune-trials", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--budget-s", type=float, default=5.0, help="timing budget per engine and batch")
-    parser.add_argument("--json", type=Path, default=Path("bench/results/engines.json"))
+    parser.add_argument("--json", type=Path, default=RESULTS / "engines.json")
     args = parser.parse_args()
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))
 
     rows: list[dict[str, Any]] = []
+    tvm_tuning: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="tritongen-bench-") as tmp:
         for key in args.models.split(","):
             model = MODELS[key.strip()]
@@ -153,6 +177,9 @@ def main() -> None:
                 if o.verification is not None
             }
             runners = _runners(result, repo, args.threads)
+            facts = _tvm_facts(result, repo)
+            if facts is not None:
+                tvm_tuning[model.name] = facts.get("tuning")
             for batch in BATCHES:
                 feed = _feed(model, batch)
                 heavy = model.seq is not None and batch > 1
@@ -169,9 +196,13 @@ def main() -> None:
                             "median_us": statistics.median(samples),
                             "p90_us": float(np.percentile(samples, 90)),
                             "max_abs_err": errors.get(fmt),
+                            "library": _tvm_library(facts, feed) if engine == "tvm" else None,
                         }
                     )
-                    console.log(f"{model.name} b{batch} {engine}: {rows[-1]['median_us'] / 1000:.3f} ms")
+                    library = f" ({rows[-1]['library']} library)" if rows[-1]["library"] else ""
+                    console.log(
+                        f"{model.name} b{batch} {engine}{library}: {rows[-1]['median_us'] / 1000:.3f} ms"
+                    )
 
     table = Table(title=f"in-process latency, {args.threads} threads (median)")
     for column in (
@@ -196,7 +227,7 @@ def main() -> None:
         table.add_row(
             row["model"],
             str(row["batch"]),
-            row["engine"],
+            row["engine"] + (f" ({row['library']})" if row["library"] else ""),
             f"{row['median_us'] / 1000:.3f}",
             f"{row['p90_us'] / 1000:.3f}",
             f"{row['ratio_vs_onnxruntime']:.2f}×",
@@ -204,20 +235,15 @@ def main() -> None:
             "" if err is None else f"{err:.1e}",
         )
     console.print(table)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "schema": "tritongen.bench.engines/1",
-                "host": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
-                "threads": args.threads,
-                "tune_minutes": args.tune_minutes,
-                "results": rows,
-            },
-            indent=2,
-        )
-    )
-    console.print(f"wrote {args.json}")
+    document = {
+        "schema": "tritongen.bench.engines/1",
+        "host": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
+        "threads": args.threads,
+        "tune_minutes": args.tune_minutes,
+        "tvm_tuning": tvm_tuning,
+        "results": rows,
+    }
+    console.print(f"wrote {write_result(args.json, document, sys.argv)}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+from provenance import RESULTS, write_result
 
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.metrics.statistics import StatsSnapshot
@@ -200,7 +201,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--instances", type=int, default=1, help="Identity model instances on the server.")
-    parser.add_argument("--json", type=Path, default=HERE / "results" / "loadgen.json")
+    parser.add_argument("--json", type=Path, default=RESULTS / "loadgen.json")
     args = parser.parse_args()
 
     ensure_wrk()
@@ -253,24 +254,28 @@ def main() -> None:
     }
     print(f"\ntritongen ({best}) drives {ratios[best]:.2f}x wrk's requests/s (target >= 0.8)")
     generators = {
-        name: {"requests_per_s": rps[name], "cpu_s_per_1000_requests": cpu[name], "rounds": samples[name]}
+        name: {
+            "requests_per_s": rps[name],
+            "vs_wrk": ratios[name],
+            "vs_wrk_per_round": [
+                run["requests_per_s"] / wrk["requests_per_s"]
+                for run, wrk in zip(samples[name], samples["wrk"], strict=True)
+            ],
+            "cpu_s_per_1000_requests": cpu[name],
+            "rounds": samples[name],
+        }
         for name in rps
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(
-        json.dumps(
-            {
-                "schema": "tritongen.bench.loadgen/1",
-                "concurrency": args.concurrency,
-                "instances": args.instances,
-                "seconds": args.seconds,
-                "generators": generators,
-                "verdict": verdict,
-            },
-            indent=2,
-        )
-    )
-    print(f"wrote {args.json}")
+    document = {
+        "schema": "tritongen.bench.loadgen/1",
+        "concurrency": args.concurrency,
+        "instances": args.instances,
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "generators": generators,
+        "verdict": verdict,
+    }
+    print(f"wrote {write_result(args.json, document, sys.argv)}")
 
 
 if __name__ == "__main__":

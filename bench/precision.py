@@ -16,13 +16,14 @@ Usage: ``.venv/bin/python bench/precision.py [--duration 10s] [--max-error 0.02]
 from __future__ import annotations
 
 import argparse
-import json
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -35,6 +36,12 @@ CALIBRATION_SENTENCES = 100
 HELD_OUT_SENTENCES = 64
 FFN_OUTPUT = "/bert/encoder/layer.[0-9]/output/dense/MatMul"
 """The feed-forward output projections: their GELU inputs carry the outliers per-tensor INT8 cannot hold."""
+VARIANTS = {
+    "minilm": {"fp32": "FP32", "int8-dynamic": "INT8 dynamic", "int8": "INT8 static, every linear layer"},
+    "minilm_ffn": {"int8": "INT8 static, feed-forward outputs in FP32"},
+    "minilm_amp": {"int8": "INT8 static, auto mixed precision"},
+}
+"""How README's table names each variant: per comparison, per precision."""
 
 
 def _compare(
@@ -97,13 +104,16 @@ def _compare(
     return report.to_json()
 
 
-def _row(engine: dict[str, Any]) -> dict[str, Any]:
+def _row(comparison: str, engine: dict[str, Any]) -> dict[str, Any]:
     accuracy = engine.get("accuracy") or {}
     outputs = (accuracy.get("accuracy") or {}).get("outputs") or [{}]
     mixed = accuracy.get("auto_mixed_precision") or {}
+    precision = engine.get("precision") or "fp32"
     return {
         "model": engine["model"],
-        "label": engine["format"] + " " + (engine.get("precision") or "fp32"),
+        "label": engine["format"] + " " + precision,
+        "precision": precision,
+        "variant": VARIANTS.get(comparison, {}).get(precision, f"{comparison} {precision}"),
         "status": engine["status"],
         "reason": engine.get("reason"),
         "p50_ms_b1": engine.get("p50_ms_b1"),
@@ -130,7 +140,7 @@ def main() -> None:
     )
     parser.add_argument("--duration", default="10s", help="measured time of each load run")
     parser.add_argument("--max-error", type=float, default=0.01, help="auto mixed precision: 1 − mean cosine")
-    parser.add_argument("--json", type=Path, default=Path("bench/results/precision.json"))
+    parser.add_argument("--json", type=Path, default=RESULTS / "precision.json")
     args = parser.parse_args()
     from tritongen.examples.minilm import write_sample_data
     from tritongen.loadtest.spec import parse_duration
@@ -161,7 +171,11 @@ def main() -> None:
             duration,
             {"auto": True, "max_error": args.max_error, "metric": "cosine"},
         )
-    rows = [_row(e) for e in plain["engines"] + by_hand["engines"] + mixed["engines"]]
+    rows = [
+        _row(comparison, engine)
+        for comparison, report in (("minilm", plain), ("minilm_ffn", by_hand), ("minilm_amp", mixed))
+        for engine in report["engines"]
+    ]
     base = next((r for r in rows if r["model"] == "minilm_onnx" and r["status"] == "ok"), None)
     table = Table(title=f"MiniLM-L6 through the embedded Triton, seq {SEQ} (ONNX Runtime, CPU)")
     for column in ("variant", "P50 ms b1", "P99 ms b1", "infer/s b32", "× FP32 b32", "× FP32 b1 P50",
@@ -208,9 +222,7 @@ def main() -> None:
         "recommendations": plain["recommendations"],
         "hardware": plain["hardware"],
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    console.print(f"wrote {args.json}")
+    console.print(f"wrote {write_result(args.json, result, sys.argv)}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Usage: ``.venv/bin/python bench/soak.py [--duration 600] [--fraction 0.7] [--jso
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -220,15 +220,14 @@ def main() -> int:
         help="requests the generator may have in flight before it drops new ones (a pause of the "
         "server then shows as latency, not as requests never sent)",
     )
-    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "soak.json")
+    parser.add_argument("--json", type=Path, default=RESULTS / "soak.json")
     args = parser.parse_args()
     if args.duration < 2 * MINUTE:
         parser.error("--duration must be at least 120 s: the first and last minutes are compared")
     result = soak(args.model, args.repo, args.duration, args.fraction, args.max_inflight)
     _print(result)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    console.print(f"wrote {args.json}", highlight=False, markup=False)
+    path = write_result(args.json, result, sys.argv)
+    console.print(f"wrote {path}", highlight=False, markup=False)
     return 0 if result["passed"] else 1
 
 

@@ -3,8 +3,9 @@
 For each model (the example MLP, and MiniLM-L6 as ONNX on the local target when the
 torch extra is installed) both strategies tune the same space against the same SLO,
 one after the other on one embedded server. Printed and written as JSON: trials used,
-the best feasible inferences/s, wall time, and the best config's gain over the baseline
-(dynamic batching off, one instance) at the same P99 budget.
+the best feasible inferences/s of the search, wall time, the search best's gain over the
+baseline (the built model's own config) at the same P99 budget from one measurement each,
+and the confirmation's verdict (finalists against the baseline in interleaved rounds).
 
 Usage: ``.venv/bin/python bench/tune.py [--models mlp,minilm] [--duration 2] [--json PATH]``
 """
@@ -12,13 +13,14 @@ Usage: ``.venv/bin/python bench/tune.py [--models mlp,minilm] [--duration 2] [--
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -92,7 +94,7 @@ def main() -> None:
     )
     parser.add_argument("--models", default="mlp,minilm")
     parser.add_argument("--duration", type=float, default=2.0, help="measured seconds per trial")
-    parser.add_argument("--json", type=Path, default=Path("bench/results/tune.json"))
+    parser.add_argument("--json", type=Path, default=RESULTS / "tune.json")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tritongen-tune-bench-") as tmp:
@@ -136,7 +138,9 @@ def main() -> None:
                         ),
                     )
                     wall = time.perf_counter() - started
-                    winner = report.best
+                    winner = report.search_best
+                    finalist = report.confirmation.best_finalist if report.confirmation else None
+                    gain = finalist.ratio if finalist else None
                     rows.append(
                         {
                             "model": model.name,
@@ -154,7 +158,17 @@ def main() -> None:
                             "baseline_p99_ms": (report.baseline.measurement.p99_us or 0) / 1000
                             if report.baseline
                             else None,
-                            "gain_over_baseline": report.gain,
+                            "search_gain": winner.measurement.infer_per_s
+                            / report.baseline.measurement.infer_per_s
+                            if winner and report.baseline and report.baseline.measurement.infer_per_s
+                            else None,
+                            # The best finalist over the baseline, paired by confirmation round.
+                            "finalist_key": finalist.key if finalist else None,
+                            "gain_over_baseline": gain.estimate if gain else None,
+                            "gain_ci_low": gain.low if gain else None,
+                            "gain_ci_high": gain.high if gain else None,
+                            "decision": report.decision,
+                            "verdict": report.verdict(),
                             "wall_s": wall,
                         }
                     )
@@ -191,9 +205,8 @@ def main() -> None:
             f"{r['wall_s']:.0f}",
         )
     console.print(table)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"schema": "tritongen.bench.tune/1", "results": rows}, indent=2))
-    console.print(f"wrote {args.json}")
+    document = {"schema": "tritongen.bench.tune/1", "duration_s": args.duration, "results": rows}
+    console.print(f"wrote {write_result(args.json, document, sys.argv)}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ workers and machines line up) to the master, which merges them, appends them to
 ``--triton-results`` (JSON lines) and prints microsecond percentiles when the test ends.
 In open-loop mode (``--triton-user-rate``) latency is counted from each request's
 *scheduled* send time, so a slow server or a late generator cannot hide queueing delay.
+When ``--triton-max-inflight`` requests are in flight, a send is *held back*: it waits,
+oldest first, for a request to finish, goes out then, and still counts from its scheduled
+time; the windows count such sends (``held_back``) and their longest wait (``max_hold_us``).
 
 Payloads are built once per process: HTTP bodies use Triton's binary tensor extension,
 gRPC requests carry raw tensor contents. The file imports nothing from tritongen so it
@@ -35,6 +38,7 @@ import os
 import random
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -90,7 +94,13 @@ def _add_arguments(parser: Any) -> None:
     group.add_argument(
         "--triton-arrival", env_var="TRITONGEN_ARRIVAL", default="constant", choices=["constant", "poisson"]
     )
-    group.add_argument("--triton-max-inflight", env_var="TRITONGEN_MAX_INFLIGHT", type=int, default=1024)
+    group.add_argument(
+        "--triton-max-inflight",
+        env_var="TRITONGEN_MAX_INFLIGHT",
+        type=int,
+        default=1024,
+        help="Open loop: requests in flight per user; further sends are held back until one finishes.",
+    )
     group.add_argument(
         "--triton-window", env_var="TRITONGEN_WINDOW", type=float, default=1.0, help="Window in s."
     )
@@ -244,6 +254,8 @@ class Recorder:
                 "sent": 0,
                 "late": 0,
                 "max_lag_us": 0.0,
+                "held_back": 0,
+                "max_hold_us": 0.0,
             }
             self.windows[index] = window
         return window
@@ -257,14 +269,26 @@ class Recorder:
             else:
                 window["errors"][error] = window["errors"].get(error, 0) + 1
 
-    def sent(self, when: float, lag_s: float) -> None:
-        """Count one request leaving; ``lag_s`` is how late it left against its schedule."""
+    def sent(self, when: float, lag_s: float, held: bool = False) -> None:
+        """Count one request leaving; ``lag_s`` is how late it left against its schedule.
+
+        A send that was held back (``held``) left late because the in-flight cap was reached,
+        not because the generator fell behind: its wait goes to ``max_hold_us``, not ``late``.
+        """
         with self.lock:
             window = self._window(when)
             window["sent"] += 1
+            if held:
+                window["max_hold_us"] = max(window["max_hold_us"], lag_s * 1e6)
+                return
             if lag_s > 0.001:
                 window["late"] += 1
             window["max_lag_us"] = max(window["max_lag_us"], lag_s * 1e6)
+
+    def hold(self, scheduled: float) -> None:
+        """Count one send held back at its scheduled time (the in-flight cap was reached)."""
+        with self.lock:
+            self._window(scheduled)["held_back"] += 1
 
     def drain(self, everything: bool) -> list[dict[str, Any]]:
         """Windows that are over (or all of them), encoded for the master."""
@@ -285,6 +309,8 @@ class Recorder:
                     "hist": base64.b64encode(hist.encode()).decode() if hist.get_total_count() else "",
                     "late": window["late"],
                     "max_lag_us": window["max_lag_us"],
+                    "held_back": window["held_back"],
+                    "max_hold_us": window["max_hold_us"],
                     "final": everything,
                 }
             )
@@ -348,6 +374,7 @@ class Collector:
         self.path = path
         self.total = HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
         self.errors: dict[str, int] = {}
+        self.held_back = 0
         if path:
             open(path, "w").close()  # truncate once
 
@@ -363,6 +390,7 @@ class Collector:
                 self.total.add(HdrHistogram.decode(base64.b64decode(window["hist"])))
             for kind, count in window["errors"].items():
                 self.errors[kind] = self.errors.get(kind, 0) + count
+            self.held_back += int(window.get("held_back", 0))
 
     def summary(self) -> str:
         """Microsecond percentiles over everything received."""
@@ -371,6 +399,8 @@ class Collector:
             return "tritongen: no successful requests"
         pcts = ", ".join(f"p{p:g} {h.get_value_at_percentile(p)} µs" for p in (50, 90, 95, 99, 99.9))
         counts = f"{h.get_total_count()} ok, errors {self.errors or 0}"
+        if self.held_back:
+            counts += f", {self.held_back} sends held back at the in-flight cap"
         return f"tritongen: {counts}; {pcts}; max {h.get_max_value()} µs"
 
 
@@ -749,34 +779,50 @@ class TritonUser(User):
             recorder.record(start, clock(), error)
 
     def _open_loop(self) -> None:
+        """Send on schedule; at the in-flight cap, hold sends back instead of dropping them.
+
+        A held-back send waits in a queue and goes out, oldest first, as soon as a request
+        in flight finishes; its latency still counts from its scheduled time, so a server
+        that pauses shows in the tail rather than as requests that were never sent.
+        """
         recorder, transport, options = _recorder, self.transport, self.options
         assert recorder is not None
         rate = options.triton_user_rate
         poisson = options.triton_arrival == "poisson"
         rng = random.Random(options.triton_seed + os.getpid())
         idle: list[Any] = []
+        held: deque[float] = deque()  # scheduled times of the sends held back, oldest first
         in_flight = [0]
         clock = time.perf_counter
 
         def fire(scheduled: float) -> None:
+            """One slot in flight: send, then take over held-back sends while there are any."""
             try:
-                connection = idle.pop() if idle else transport.new_connection()
-                error = transport.send(connection)
-                idle.append(connection)
-            except Exception as e:  # a failed connect or request is counted, never raised
-                error = _error_kind(e)
+                while True:
+                    try:
+                        connection = idle.pop() if idle else transport.new_connection()
+                        error = transport.send(connection)
+                        idle.append(connection)
+                    except Exception as e:  # a failed connect or request is counted, never raised
+                        error = _error_kind(e)
+                    recorder.record(scheduled, clock(), error)
+                    if not held:
+                        return
+                    scheduled = held.popleft()
+                    now = clock()
+                    recorder.sent(now, now - scheduled, held=True)
             finally:
                 in_flight[0] -= 1
-            recorder.record(scheduled, clock(), error)
 
         next_at = clock()
         while True:
             next_at += rng.expovariate(rate) if poisson else 1.0 / rate
             _wait_until(next_at, clock)
+            if in_flight[0] >= options.triton_max_inflight:
+                held.append(next_at)
+                recorder.hold(next_at)
+                continue
             now = clock()
             recorder.sent(now, now - next_at)
-            if in_flight[0] >= options.triton_max_inflight:
-                recorder.record(next_at, now, "client_backlog")
-                continue
             in_flight[0] += 1
             gevent.spawn(fire, next_at)

@@ -26,10 +26,11 @@ def served_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the committed example repository, plus a TorchScript model where torch is installed."""
     repo = tmp_path_factory.mktemp("served") / "model_repository"
     shutil.copytree(ROOT / "model_repository", repo, ignore=shutil.ignore_patterns("__pycache__"))
-    from sleep_model import SLEEP_MODELS, write_sleep_model
+    from sleep_model import PAUSE_MODEL, SLEEP_MODELS, write_pause_model, write_sleep_model
 
     for name, durations in SLEEP_MODELS.items():
         write_sleep_model(repo / name, durations)
+    write_pause_model(repo / PAUSE_MODEL)
     try:
         import torch  # noqa: F401
     except ImportError:

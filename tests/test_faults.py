@@ -115,7 +115,8 @@ def test_tune_killed_is_finished_by_resume_without_redoing_trials(
     out = tmp_path / "tune"
     args = ["tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
             "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,200,400", "--instances", "1",
-            "--strategy", "grid", "--duration", "1s", "--warmup", "0.5s", "--concurrency", "2"]  # fmt: skip
+            "--strategy", "grid", "--duration", "1s", "--warmup", "0.5s", "--concurrency", "2",
+            "--rounds", "1", "--finalists", "1"]  # fmt: skip
     cli = start_cli(tmp_path / "first", *args, "--out", out)
     try:
         wait_until(lambda: len(list(out.glob("trials/*/result.json"))) >= 2, cli, 180, "two trials finished")

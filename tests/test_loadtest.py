@@ -18,6 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.loadtest.result import LoadTestReport
+from tritongen.loadtest.runner import run_load_test
+from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 
 pytestmark = pytest.mark.triton
@@ -88,6 +91,69 @@ def test_open_loop_grpc_keeps_the_rate(triton_server: LocalTritonServer, tmp_pat
     assert run["achieved_rate"] == pytest.approx(150, rel=0.15)
     assert run["qps"] == pytest.approx(150, rel=0.15)
     assert run["errors"] == 0
+
+
+def test_open_loop_http_counts_a_server_pause_from_the_schedule(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
+) -> None:
+    """A 1 s stall of the server in an HTTP open-loop run is in the tail, and held-back sends are counted.
+
+    ``sleep_pause`` has one instance and no batching and stalls ``PAUSE_S`` once,
+    ``PAUSE_AFTER_S`` after the run's first request. With 1 s windows and 1 s of warm-up the
+    measured span starts 1 to 2 s after the window of the first answer, so the stall falls
+    inside it, and the span ends seconds after the stall: time for the held-back sends to
+    drain (the model answers at once, far faster than RATE). Let P be the moment the stall
+    starts. Every request scheduled at or after P finishes after
+    P + PAUSE_S, so the at least RATE * (PAUSE_S - L) - 1 requests scheduled in
+    [P, P + PAUSE_S - L] have latencies of at least L, counted from their scheduled sends.
+    Percentile q is then at least L once that count exceeds (1 - q) * N + 1 (N requests).
+    During the stall no request finishes but the at most CAP - 1 already on their way back,
+    so of the RATE * PAUSE_S / 2 sends scheduled in its first half, all but 2 * CAP are held
+    back (unless the generator itself stalled half a second), and wait at least 0.5 s.
+    """
+    from sleep_model import PAUSE_AFTER_S, PAUSE_MODEL, PAUSE_S, RECORD_FILE
+
+    rate, cap, duration_s = 100.0, 4, 7.0
+    # The timing above: the stall starts at least 1 s after warm-up ends at the latest (2 s
+    # after the first answer), and ends at least 3 s before the span at the earliest does.
+    assert PAUSE_AFTER_S >= 2 + 1 and 1 + duration_s - (PAUSE_AFTER_S + PAUSE_S) >= 3
+    record = served_repository / PAUSE_MODEL / RECORD_FILE
+    record.write_text("")
+    spec = LoadSpec(
+        model=PAUSE_MODEL, url=triton_server.http_url, protocol="http", mode="rate", levels=(rate,),
+        arrival="constant", duration_s=duration_s, warmup_s=1.0, window_s=1.0, max_duration_s=duration_s,
+        metrics_url=triton_server.metrics_url, max_inflight=cap,
+    )  # fmt: skip
+    out = tmp_path / "pause.json"
+    run_load_test(spec).write_json(out)
+    (run,) = _doc(out)["runs"]
+    back = LoadTestReport.from_json(_doc(out)).runs[0]
+    lat, n = run["latency_us"], run["requests"]
+    print(
+        f"requests {n}, achieved {run['achieved_rate']:.1f}/s, held back {run['held_back_sends']} "
+        f"(longest {run['max_hold_us'] / 1000:.0f} ms), late {run['late_sends']}; latency µs: "
+        + ", ".join(f"{k} {lat[k]:.0f}" for k in ("p50", "p90", "p99", "p999", "max"))
+        + "; per window (req/s, P99 µs): "
+        + ", ".join(f"{w['qps']:.0f} {w['p99_us']:.0f}" for w in run["windows"])
+    )
+    stalls = [us for us in np.loadtxt(record, ndmin=1) if us >= PAUSE_S * 1e6]
+    assert len(stalls) == 1, "the model stalls exactly once"
+    assert run["status"] == "ok" and run["duration_s"] == duration_s
+    # Nothing dropped: every held-back send went out later and is an ordinary, successful request.
+    assert run["errors"] == 0 and run["errors_by_kind"] == {}
+    assert n >= 0.85 * rate * duration_s
+    assert run["achieved_rate"] == pytest.approx(rate, rel=0.15)
+    # The stall is in the tail, because latency counts from the scheduled send.
+    assert lat["max"] >= 0.999 * PAUSE_S * 1e6
+    for key, q in (("p99", 0.99), ("p999", 0.999)):
+        bound_s = PAUSE_S - ((1 - q) * n + 3) / rate
+        assert lat[key] >= 0.999 * bound_s * 1e6, (key, lat[key], bound_s)
+    # The held-back sends are reported with their count, in the JSON and in the warnings.
+    held = run["held_back_sends"]
+    assert rate * PAUSE_S / 2 - 2 * cap <= held <= n
+    assert run["max_hold_us"] >= 0.5e6
+    assert back.held_back_sends == held
+    assert any(w.startswith(f"{held} sends were held back") for w in run["warnings"]), run["warnings"]
 
 
 def test_batch_size_and_dynamic_shape(triton_server: LocalTritonServer, tmp_path: Path) -> None:

@@ -66,6 +66,17 @@ def test_merge_and_summary_keep_microseconds() -> None:
     assert summary["mean"] == pytest.approx((1234 * 199 + 9876) / 200, rel=0.001)
 
 
+def test_held_back_sends_add_up_across_workers_and_windows() -> None:
+    """Sends the open loop held at the in-flight cap are counted, never lost in a merge."""
+    a, b = Window(0), Window(1)
+    a.add({**_report(0, "a", [1000] * 5), "held_back": 3, "max_hold_us": 250_000.0})
+    a.add({**_report(0, "b", [1000] * 5), "held_back": 2, "max_hold_us": 900_000.0})
+    b.add(_report(1, "a", [1000] * 5))  # an older worker's report without the keys: zero
+    assert (a.held_back, a.max_hold_us, b.held_back, b.max_hold_us) == (5, 900_000.0, 0, 0.0)
+    total = merge([a, b])
+    assert total.held_back == 5 and total.max_hold_us == 900_000.0 and total.ok == 15
+
+
 def _steady(index: int, count: int, latency: int) -> Window:
     window = Window(index)
     window.add(_report(index, "a", [latency] * count))

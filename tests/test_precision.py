@@ -304,10 +304,23 @@ def test_convert_writes_one_verified_directory_per_precision(mlp: Path, calib: P
 
 
 def test_random_calibration_and_auto_mixed_precision(mlp: Path, tmp_path: Path) -> None:
+    # The all-INT8 error depends on the CPU and ONNX Runtime build (its int8 kernels): 0.0186
+    # on some machines, above 0.02 on others, so no fixed budget is sure to need the search.
+    # A generous budget measures it; half of it then must be met by keeping nodes in FP32.
+    probe = tmp_path / "probe"
+    code, _, err = _run(
+        "convert", mlp, "--repo", probe, "--precision", "int8", "--calibration-data", "random",
+        "--auto-mixed-precision", "--max-error", "1", "--error-metric", "rel-rms",
+    )  # fmt: skip
+    assert code == 0, err
+    generous = json.loads((probe / "mlp_onnx_int8" / "tritongen.json").read_text())["precision"]
+    all_int8 = generous["auto_mixed_precision"]["steps"][0]["error"]
+    assert generous["auto_mixed_precision"]["kept"] == [] and 0 < all_int8 < 1  # met at once, nothing kept
+    budget = f"{all_int8 / 2:.6g}"
     repo = tmp_path / "repo"
     code, out, err = _run(
         "convert", mlp, "--repo", repo, "--precision", "int8", "--calibration-data", "random",
-        "--auto-mixed-precision", "--max-error", "0.02", "--error-metric", "rel-rms",
+        "--auto-mixed-precision", "--max-error", budget, "--error-metric", "rel-rms",
         "--html", tmp_path / "c.html",
     )  # fmt: skip
     assert code == 0, err
@@ -315,8 +328,15 @@ def test_random_calibration_and_auto_mixed_precision(mlp: Path, tmp_path: Path) 
     precision = json.loads((repo / "mlp_onnx_int8" / "tritongen.json").read_text())["precision"]
     assert precision["calibration"]["random"] is True
     mixed = precision["auto_mixed_precision"]
-    assert mixed["met"] and mixed["candidates"] == 2 and mixed["steps"][-1]["error"] <= 0.02
-    assert precision["kept_fp32"] == mixed["kept"] and mixed["steps"][0]["error"] > 0.02
+    steps = mixed["steps"]
+    assert mixed["met"] and mixed["candidates"] == 2 and len(mixed["sensitivity"]) == 2
+    assert steps[0]["kept"] == [] and steps[0]["error"] > float(budget) >= steps[-1]["error"]
+    assert 2 <= len(steps) <= 3 and all(step["error"] > float(budget) for step in steps[:-1])
+    assert mixed["kept"] == steps[-1]["kept"] and [s["added"] for s in steps[1:]] == mixed["kept"]
+    removed = [item["error_removed"] for item in mixed["sensitivity"]]
+    assert removed == sorted(removed, reverse=True)  # the most sensitive node is kept first
+    assert mixed["kept"] == [item["node"] for item in mixed["sensitivity"]][: len(mixed["kept"])]
+    assert precision["kept_fp32"] == mixed["kept"] and set(mixed["kept"]) <= {"MatMul_0", "MatMul_3"}
     html = (tmp_path / "c.html").read_text()
     assert "accuracy against FP32" in html and "mixed precision" in html and "random noise" in html
     code, _, err = _run("convert", mlp, "--repo", repo, "--json", tmp_path / "c.json", "--force")

@@ -50,7 +50,7 @@ def results(
         "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,500", "--instances", "1",
         "--duration", "1s", "--warmup", "0.5s",
         "--concurrency", "4", "--slo-p99-ms", "1000", "--out", out / "tune", "--json", out / "tune.json",
-        "--html", out / "tune.html",
+        "--html", out / "tune.html", "--rounds", "2", "--finalists", "1",
     )  # fmt: skip
     assert code == 0, stderr
     code, _, stderr = _run(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
+from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.triton.repository import write_output
 
 SCHEMA = "tritongen.loadtest/1"
@@ -45,9 +46,85 @@ class RunResult:
     achieved_rate: float | None = None
     """Open loop: requests actually sent per second."""
     late_sends: int = 0
+    """Open loop: sends the generator itself sent more than 1 ms after their scheduled time."""
     max_send_lag_us: float = 0.0
+    held_back_sends: int = 0
+    """Open loop: sends held back because the requests in flight had reached the cap; each
+    went out as soon as one finished and is counted in ``requests``, its latency from its
+    scheduled time."""
+    max_hold_us: float = 0.0
+    """Open loop: the longest a held-back send waited for a free slot."""
     warnings: list[str] = field(default_factory=list)
     windows: list[dict[str, float | None]] = field(default_factory=list)
+    round: int = 1
+    """Which round of its level this run is (levels are measured round-robin)."""
+
+
+def run_level(run: RunResult) -> float:
+    """The level a run was measured at: its concurrency or its target rate."""
+    if run.mode == "concurrency":
+        return float(run.concurrency or 0)
+    return float(run.target_rate or 0.0)
+
+
+@dataclass(frozen=True)
+class LevelSummary:
+    """One load level over its rounds: each deciding figure's median, interval and spread."""
+
+    mode: str
+    level: float
+    rounds: int
+    """Rounds measured without failure (the others are left out of the figures)."""
+    infer_per_s: Summary | None
+    qps: Summary | None
+    latency_us: dict[str, Summary]
+    """``p50`` … ``p999`` and ``mean``, each over rounds."""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"mode", "concurrency"|"target_rate", "rounds", "infer_per_s", "qps", "latency_us"}``."""
+        return {
+            "mode": self.mode,
+            "concurrency" if self.mode == "concurrency" else "target_rate": (
+                int(self.level) if self.mode == "concurrency" else self.level
+            ),
+            "rounds": self.rounds,
+            "infer_per_s": None if self.infer_per_s is None else self.infer_per_s.to_json(),
+            "qps": None if self.qps is None else self.qps.to_json(),
+            "latency_us": {k: v.to_json() for k, v in self.latency_us.items()},
+        }
+
+
+def level_summaries(runs: list[RunResult], confidence: float = DEFAULT_CONFIDENCE) -> list[LevelSummary]:
+    """Each level's figures over the rounds that finished without failure, levels in first-seen order."""
+    order: list[float] = []
+    by_level: dict[float, list[RunResult]] = {}
+    for run in runs:
+        level = run_level(run)
+        if level not in by_level:
+            order.append(level)
+            by_level[level] = []
+        if run.status == "ok":
+            by_level[level].append(run)
+    summaries = []
+    for level in order:
+        good = by_level[level]
+        mode = good[0].mode if good else next(r.mode for r in runs if run_level(r) == level)
+        latency: dict[str, Summary] = {}
+        for key in ("p50", "p90", "p95", "p99", "p999", "mean"):
+            found = summarise([r.latency_us[key] for r in good if r.latency_us], confidence)
+            if found is not None:
+                latency[key] = found
+        summaries.append(
+            LevelSummary(
+                mode=mode,
+                level=level,
+                rounds=len(good),
+                infer_per_s=summarise([r.infer_per_s for r in good], confidence),
+                qps=summarise([r.qps for r in good], confidence),
+                latency_us=latency,
+            )
+        )
+    return summaries
 
 
 @dataclass
@@ -59,9 +136,15 @@ class LoadTestReport:
     url: str
     runs: list[RunResult] = field(default_factory=list)
     status: str = "ok"
+    rounds: int = 1
+    confidence: float = DEFAULT_CONFIDENCE
+
+    def levels(self) -> list[LevelSummary]:
+        """One summary per load level over its rounds, in the order the levels were asked."""
+        return level_summaries(self.runs, self.confidence)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``tritongen.loadtest/1`` document."""
+        """The ``tritongen.loadtest/1`` document (``levels``: each level's figures over rounds)."""
         return {
             "schema": SCHEMA,
             "tritongen_version": __version__,
@@ -69,8 +152,11 @@ class LoadTestReport:
             "protocol": self.protocol,
             "url": self.url,
             "status": self.status,
+            "rounds": self.rounds,
+            "confidence": self.confidence,
             "host": {"machine": platform.machine(), "python": platform.python_version()},
             "runs": [asdict(run) for run in self.runs],
+            "levels": [level.to_json() for level in self.levels()],
         }
 
     @classmethod
@@ -83,6 +169,8 @@ class LoadTestReport:
             url=str(document.get("url", "")),
             runs=[RunResult(**{k: v for k, v in r.items() if k in known}) for r in document.get("runs", [])],
             status=str(document.get("status", "ok")),
+            rounds=int(document.get("rounds", 1)),
+            confidence=float(document.get("confidence", DEFAULT_CONFIDENCE)),
         )
 
     def write_json(self, path: Path) -> None:
@@ -93,11 +181,11 @@ class LoadTestReport:
         """One row per run, flat columns with units in their names."""
         buffer = io.StringIO()
         columns = [
-            "mode", "concurrency", "target_rate", "batch_size", "duration_s", "requests", "errors", "qps",
-            "infer_per_s", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "mean_us", "max_us",
+            "mode", "concurrency", "target_rate", "round", "batch_size", "duration_s", "requests", "errors",
+            "qps", "infer_per_s", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "mean_us", "max_us",
             "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch", "stable",
             "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util_mean", "cpu_util_max",
-            "cpu_mem_max_bytes", "status",
+            "cpu_mem_max_bytes", "held_back_sends", "status",
         ]  # fmt: skip
         writer = csv.DictWriter(buffer, fieldnames=columns)
         writer.writeheader()
@@ -109,6 +197,7 @@ class LoadTestReport:
             writer.writerow(
                 {
                     "mode": run.mode, "concurrency": run.concurrency, "target_rate": run.target_rate,
+                    "round": run.round,
                     "batch_size": run.batch_size, "duration_s": round(run.duration_s, 3),
                     "requests": run.requests, "errors": run.errors, "qps": round(run.qps, 3),
                     "infer_per_s": round(run.infer_per_s, 3),
@@ -118,7 +207,7 @@ class LoadTestReport:
                     "gpu_util_mean": gpu.get("util_mean"), "gpu_util_max": gpu.get("util_max"),
                     "gpu_mem_max_bytes": gpu.get("mem_max_bytes"), "cpu_util_mean": cpu.get("util_mean"),
                     "cpu_util_max": cpu.get("util_max"), "cpu_mem_max_bytes": cpu.get("mem_max_bytes"),
-                    "status": run.status,
+                    "held_back_sends": run.held_back_sends, "status": run.status,
                 }
             )  # fmt: skip
         write_output(path, buffer.getvalue())

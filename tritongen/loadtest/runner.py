@@ -111,20 +111,23 @@ def run_load_test(
         )
     arrays = prepare_inputs(spec, interface)
     rows = int(next(iter(arrays.values())).shape[0]) if interface.batched else 1
-    report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url)
+    report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url, rounds=spec.rounds)
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
     sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url))
     try:
         inputs_path = workdir / "inputs.npz"
         np.savez(inputs_path, **arrays)
         sampler.start()
-        for level in spec.levels:
-            run = _LevelRun(spec, level, rows, endpoint, sampler, inputs_path, workdir, progress, stop)
-            result = run.execute()
-            report.runs.append(result)
-            if result.status != "ok":
-                report.status = result.status
-                break
+        for number in range(1, spec.rounds + 1):
+            for level in spec.levels:
+                run = _LevelRun(
+                    spec, level, rows, endpoint, sampler, inputs_path, workdir, progress, stop, number
+                )
+                result = run.execute()
+                report.runs.append(result)
+                if result.status != "ok":
+                    report.status = result.status
+                    return report
     finally:
         sampler.stop()
         endpoint.close()
@@ -146,6 +149,7 @@ class _LevelRun:
         workdir: Path,
         progress: ProgressCallback | None,
         stop: threading.Event | None,
+        round_number: int = 1,
     ) -> None:
         self.spec = spec
         self.level = level
@@ -157,8 +161,11 @@ class _LevelRun:
         if spec.mode == "concurrency":
             self.processes = min(self.processes, int(level))
         self.label = f"concurrency {int(level)}" if spec.mode == "concurrency" else f"rate {level:g}/s"
-        self.results = workdir / f"windows-{level:g}.jsonl"
-        self.log_path = workdir / f"locust-{level:g}.log"
+        self.round = round_number
+        if spec.rounds > 1:
+            self.label += f" (round {round_number}/{spec.rounds})"
+        self.results = workdir / f"windows-{level:g}-r{round_number}.jsonl"
+        self.log_path = workdir / f"locust-{level:g}-r{round_number}.log"
         self.inputs = inputs
         self.progress = progress
         self.stop_event = stop
@@ -250,7 +257,8 @@ class _LevelRun:
             status, reason = "interrupted", "interrupted by the user"
         finally:
             stopped_at = time.time()
-            locust.stop()
+            # A finished measurement has all it needs: no point waiting for Locust's own shutdown.
+            locust.stop(timeout_s=0.0 if status == "ok" else 10.0)
             self.health.close()
         if measure_start is not None and status != "ok":
             # Windows that were over before the stop, not those cut short by it.
@@ -344,6 +352,7 @@ class _LevelRun:
             status=status,
             reason=reason,
             processes=self.processes,
+            round=self.round,
             windows=[
                 {"index": w.index, "qps": w.ok / self.window_s, "p99_us": w.p99_us(), "errors": w.error_count}
                 for w in measured
@@ -353,6 +362,8 @@ class _LevelRun:
             result.achieved_rate = total.sent / elapsed if elapsed else 0.0
             result.late_sends = total.late
             result.max_send_lag_us = total.max_lag_us
+            result.held_back_sends = total.held_back
+            result.max_hold_us = total.max_hold_us
             result.warnings += _schedule_warnings(result, self.level)
         if status == "ok" and not result.stable:
             result.warnings.append(
@@ -381,10 +392,11 @@ def _schedule_warnings(result: RunResult, target: float) -> list[str]:
             f"(max {result.max_send_lag_us / 1000:.1f} ms): "
             "the generator is near its limit"
         )
-    backlog = result.errors_by_kind.get("client_backlog", 0)
-    if backlog:
+    if result.held_back_sends:
         warnings.append(
-            f"{backlog} requests were not sent: the requests in flight hit --triton-max-inflight "
-            "(the server is far slower than the rate asked)"
+            f"{result.held_back_sends} sends were held back: the requests in flight had reached the "
+            f"in-flight cap, so they went out when one finished, up to {result.max_hold_us / 1000:.0f} ms "
+            "late (the server stalled or is slower than the rate asked); their latency counts from "
+            "the scheduled times"
         )
     return warnings

@@ -32,8 +32,12 @@ class Window:
     histogram: HdrHistogram = field(default_factory=new_histogram)
     workers: set[str] = field(default_factory=set)
     late: int = 0
-    """Open loop: sends that left more than 1 ms after their scheduled time."""
+    """Open loop: sends the generator itself sent more than 1 ms after their scheduled time."""
     max_lag_us: float = 0.0
+    held_back: int = 0
+    """Open loop: sends scheduled in this window that waited for the in-flight cap (sent later)."""
+    max_hold_us: float = 0.0
+    """Open loop: the longest such wait, among held-back sends that left in this window."""
 
     def add(self, report: dict[str, Any]) -> None:
         """Merge one worker's report for this window."""
@@ -41,6 +45,8 @@ class Window:
         self.sent += int(report.get("sent", 0))
         self.late += int(report.get("late", 0))
         self.max_lag_us = max(self.max_lag_us, float(report.get("max_lag_us", 0.0)))
+        self.held_back += int(report.get("held_back", 0))
+        self.max_hold_us = max(self.max_hold_us, float(report.get("max_hold_us", 0.0)))
         for kind, count in report.get("errors", {}).items():
             self.errors[kind] = self.errors.get(kind, 0) + int(count)
         if report.get("hist"):
@@ -100,6 +106,8 @@ def merge(windows: list[Window]) -> Window:
         total.sent += window.sent
         total.late += window.late
         total.max_lag_us = max(total.max_lag_us, window.max_lag_us)
+        total.held_back += window.held_back
+        total.max_hold_us = max(total.max_hold_us, window.max_hold_us)
         for kind, count in window.errors.items():
             total.errors[kind] = total.errors.get(kind, 0) + count
         total.histogram.add(window.histogram)

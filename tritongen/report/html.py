@@ -31,10 +31,10 @@ from tritongen.report.tables import (
 )
 from tritongen.triton.build import CONVERT_SCHEMA
 from tritongen.triton.repository import write_output
-from tritongen.tune.runner import SCHEMA as TUNE_SCHEMA
+from tritongen.tune.runner import READABLE_SCHEMAS as TUNE_SCHEMAS
 
 REPORT_TEMPLATE = "report.html.j2"
-SCHEMAS = (LOADTEST_SCHEMA, TUNE_SCHEMA, COMPARE_SCHEMA, CONVERT_SCHEMA)
+SCHEMAS = (LOADTEST_SCHEMA, *TUNE_SCHEMAS, COMPARE_SCHEMA, CONVERT_SCHEMA)
 
 
 @dataclass
@@ -118,11 +118,12 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
 
 
 def tune_section(document: dict[str, Any], source: str) -> Section:
-    """Trials table and throughput/P99 front of a tune."""
-    from tritongen.report.plots import tune_figure, tune_points
+    """Trials table, verdict and throughput/P99 plot of a tune (confirmed configs with their intervals)."""
+    from tritongen.report.plots import confirmed_points, tune_figure, tune_points
 
     best = document.get("best")
     slo = document.get("slo_p99_ms")
+    confirmation = document.get("confirmation") or {}
     facts = [
         ("model", str(document.get("model"))),
         ("P99 budget", f"{slo:g} ms" if slo is not None else "none"),
@@ -133,13 +134,25 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
         ),
         ("status", str(document.get("status"))),
     ]
-    if isinstance(best, dict):
+    if confirmation:
+        finalists = len(confirmation.get("contenders") or {}) - 1
+        facts.append(
+            (
+                "confirmation",
+                f"{finalists} finalist(s) and the current config, {confirmation.get('completed_rounds')} of "
+                f"{confirmation.get('rounds')} interleaved rounds, {float(confirmation['confidence']):.0%} "
+                "intervals",
+            )
+        )
+    if document.get("verdict"):
+        facts.append(("verdict", str(document["verdict"])))
+    elif isinstance(best, dict):  # tritongen.tune/1: one measurement per config
         gain = best.get("gain_over_baseline")
         facts.append(
             (
                 "best",
                 f"{best['key']}: {float(best['infer_per_s']):,.0f} infer/s"
-                + (f", {gain:.2f}× the baseline" if gain else ""),
+                + (f", {gain:.2f}× the baseline" if isinstance(gain, int | float) else ""),
             )
         )
     section = Section(
@@ -150,11 +163,13 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
         tables=[tune_table(document)],
     )
     points, baseline = tune_points(document)
-    if points:
+    confirmed = confirmed_points(document)
+    if points or confirmed:
         section.figures.append(
             _figure(
-                "Throughput against P99 per trial; the front joins the configs nothing beats on both",
-                tune_figure(points, f"tune {document.get('model')}", slo, baseline),
+                "Throughput against P99 per trial; the front joins the configs nothing beats on both"
+                + ("; diamonds: configs confirmed in rounds, bars their intervals" if confirmed else ""),
+                tune_figure(points, f"tune {document.get('model')}", slo, baseline, confirmed),
             )
         )
     if best is None:
@@ -262,7 +277,7 @@ def section_for(document: dict[str, Any], source: str) -> Section:
         return convert_section(document, source)
     if schema == LOADTEST_SCHEMA:
         return loadtest_section(document, source)
-    if schema == TUNE_SCHEMA:
+    if schema in TUNE_SCHEMAS:
         return tune_section(document, source)
     return compare_section(document, source)
 

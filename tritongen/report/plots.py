@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,21 @@ from tritongen.loadtest.result import LoadTestReport
 
 TunePoint = tuple[str, float, float, bool, bool]
 """(label, infer_per_s, p99_ms, feasible, on_front) of one measured trial."""
+
+
+@dataclass(frozen=True)
+class ConfirmedPoint:
+    """A config confirmed in rounds: medians and interval bounds of throughput and P99 (ms)."""
+
+    label: str
+    infer_per_s: float
+    infer_low: float | None
+    infer_high: float | None
+    p99_ms: float
+    p99_low: float | None
+    p99_high: float | None
+    current: bool
+    best: bool
 
 
 def _pyplot() -> Any:
@@ -62,7 +78,7 @@ def latency_figure(report: LoadTestReport, slo_p99_ms: float | None = None) -> A
 
 
 def tune_points(document: dict[str, Any]) -> tuple[list[TunePoint], tuple[float, float] | None]:
-    """The measured trials of a ``tritongen.tune/1`` document, and its baseline (infer/s, P99 ms)."""
+    """The measured trials of a tune document, and its current config's measurement (infer/s, P99 ms)."""
     front = set(document.get("front") or [])
     points = [
         (t["key"], t["infer_per_s"], t["p99_us"] / 1000, bool(t["feasible"]), t["key"] in front)
@@ -76,23 +92,59 @@ def tune_points(document: dict[str, Any]) -> tuple[list[TunePoint], tuple[float,
     return points, reference
 
 
+def confirmed_points(document: dict[str, Any]) -> list[ConfirmedPoint]:
+    """The contenders of a tune document's confirmation (none for ``tritongen.tune/1``)."""
+    confirmed = (document.get("confirmation") or {}).get("contenders") or {}
+    best = (document.get("best") or {}).get("key")
+    points = []
+    for key, entry in confirmed.items():
+        infer, p99 = entry.get("infer_per_s"), entry.get("p99_us")
+        if not infer or not p99:
+            continue
+
+        def ms(value: float | None) -> float | None:
+            return None if value is None else float(value) / 1000
+
+        points.append(
+            ConfirmedPoint(
+                label=str(key),
+                infer_per_s=float(infer["median"]),
+                infer_low=infer.get("ci_low"),
+                infer_high=infer.get("ci_high"),
+                p99_ms=float(p99["median"]) / 1000,
+                p99_low=ms(p99.get("ci_low")),
+                p99_high=ms(p99.get("ci_high")),
+                current=bool(entry.get("current")),
+                best=key == best,
+            )
+        )
+    return points
+
+
 def plot_tune(
     points: list[TunePoint],
     path: Path,
     title: str,
     slo_p99_ms: float | None,
     baseline: tuple[float, float] | None = None,
+    confirmed: list[ConfirmedPoint] | None = None,
 ) -> Path:
     """Plot each trial's throughput against its P99 (see :func:`tune_figure`) into ``path``."""
-    return _save(tune_figure(points, title, slo_p99_ms, baseline), path)
+    return _save(tune_figure(points, title, slo_p99_ms, baseline, confirmed), path)
 
 
 def tune_figure(
-    points: list[TunePoint], title: str, slo_p99_ms: float | None, baseline: tuple[float, float] | None = None
+    points: list[TunePoint],
+    title: str,
+    slo_p99_ms: float | None,
+    baseline: tuple[float, float] | None = None,
+    confirmed: list[ConfirmedPoint] | None = None,
 ) -> Any:
     """Each trial's throughput against its P99: feasible region shaded, the front joined.
 
-    ``baseline``: (infer_per_s, p99_ms) of the baseline, drawn as a star.
+    ``baseline``: (infer_per_s, p99_ms) of the current config's search measurement, drawn
+    as a star. ``confirmed``: the configs measured in rounds, at their medians with error
+    bars spanning their confidence intervals (the current config in grey, the best in green).
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
@@ -104,7 +156,32 @@ def tune_figure(
         if chosen:
             ax.scatter([p[1] for p in chosen], [p[2] for p in chosen], marker=marker, label=name)
     if baseline is not None:
-        ax.scatter([baseline[0]], [baseline[1]], marker="*", s=120, color="grey", label="baseline")
+        ax.scatter([baseline[0]], [baseline[1]], marker="*", s=120, color="grey", label="current config")
+    labelled: set[str] = set()
+    for c in confirmed or []:
+        colour = "grey" if c.current else "green" if c.best else "tab:purple"
+        label = "current config, in rounds" if c.current else "confirmed in rounds"
+
+        def bar(median: float, low: float | None, high: float | None) -> list[list[float]] | None:
+            if low is None or high is None:
+                return None
+            return [[max(median - low, 0.0)], [max(high - median, 0.0)]]
+
+        ax.errorbar(
+            [c.infer_per_s],
+            [c.p99_ms],
+            xerr=bar(c.infer_per_s, c.infer_low, c.infer_high),
+            yerr=bar(c.p99_ms, c.p99_low, c.p99_high),
+            fmt="D",
+            color=colour,
+            markersize=5,
+            capsize=3,
+            label=None if label in labelled else f"{label} (interval)",
+        )
+        labelled.add(label)
+        ax.annotate(
+            c.label, (c.infer_per_s, c.p99_ms), textcoords="offset points", xytext=(4, -10), fontsize=7
+        )
     front = sorted((p for p in points if p[4]), key=lambda p: p[2])
     if front:
         ax.plot([p[1] for p in front], [p[2] for p in front], "-", color="black", linewidth=1, label="front")

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tritongen.compare.recommend import rank_labels
 from tritongen.compare.result import CompareReport
+from tritongen.compare.result import EngineResult as CompareEngine
+from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, format_summary
 
 
 @dataclass(frozen=True)
@@ -54,17 +57,17 @@ def compare_table(report: CompareReport) -> TableData:
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
     notes = []
-    rank = 0
-    for engine in report.engines:
-        if engine.ok:
-            rank += 1
+    ranked_by = report.settings.get("rank_by", "throughput")
+    confidence = float(report.settings.get("confidence", DEFAULT_CONFIDENCE))
+    ranks = rank_labels(report.engines, ranked_by, confidence)
+    for engine, rank in zip(report.engines, ranks, strict=True):
         rows.append(
             (
-                str(rank) if engine.ok else "",
+                rank,
                 engine.label,
                 engine.status,
-                _num(engine.p99_ms_b1),
-                _num(engine.infer_per_s_b32),
+                _over_rounds(engine, "p99_ms_b1"),
+                _over_rounds(engine, "infer_per_s_b32"),
                 _num(engine.peak_mem_bytes / 1e6 if engine.peak_mem_bytes is not None else None),
                 _num(engine.first_infer_s),
                 engine.precision or "–",
@@ -79,7 +82,12 @@ def compare_table(report: CompareReport) -> TableData:
             notes.append(
                 f"{engine.label}: throughput at batch {engine.batch_size_throughput} (its max batch)"
             )
-    ranked_by = report.settings.get("rank_by", "throughput")
+    rounds = max((e.rounds for e in report.engines), default=0)
+    if rounds:
+        notes.append(
+            f"P99 and throughput: median ± half the {confidence:.0%} interval over {rounds} interleaved "
+            f"round(s); '=' ranks an engine level with the one above (their paired ratio's interval holds 1)"
+        )
     return TableData(
         title=f"{report.name}: engines ranked by {ranked_by}",
         headers=headers,
@@ -87,6 +95,58 @@ def compare_table(report: CompareReport) -> TableData:
         right=(True, False, False, True, True, True, True, False, True, False),
         notes=notes,
         styles=styles,
+    )
+
+
+def _over_rounds(engine: CompareEngine, metric: str) -> str:
+    """A figure as ``median ± half-interval`` when it was measured in rounds, else its value."""
+    summary = engine.summary(metric)
+    if summary is None:
+        return _num(getattr(engine, metric))
+    return format_summary(summary)
+
+
+def loadtest_rounds_table(document: dict[str, Any]) -> TableData | None:
+    """Each level's figures over its rounds (``None`` for a one-round load test)."""
+    levels = document.get("levels") or []
+    if int(document.get("rounds") or 1) < 2 or not levels:
+        return None
+    rows: list[tuple[str, ...]] = []
+    for level in levels:
+        latency = level.get("latency_us") or {}
+
+        def ms(key: str, latency: dict[str, Any] = latency) -> str:
+            data = latency.get(key)
+            if not data:
+                return "–"
+            summary = Summary.from_json(data)
+            scaled = Summary(
+                tuple(v / 1000 for v in summary.values), summary.median / 1000, summary.mean / 1000,
+                None if summary.low is None else summary.low / 1000,
+                None if summary.high is None else summary.high / 1000, summary.cv, summary.confidence,
+            )  # fmt: skip
+            return format_summary(scaled)
+
+        infer = level.get("infer_per_s")
+        summary = Summary.from_json(infer) if infer else None
+        rows.append(
+            (
+                run_level(level),
+                str(level.get("rounds", 0)),
+                format_summary(summary),
+                "–" if summary is None or summary.cv is None else f"{summary.cv:.1%}",
+                ms("p50"),
+                ms("p99"),
+                ms("p999"),
+            )
+        )
+    confidence = float(document.get("confidence") or DEFAULT_CONFIDENCE)
+    return TableData(
+        title=f"{document.get('model')} over {document.get('rounds')} rounds: median ± half the "
+        f"{confidence:.0%} interval, latency in ms",
+        headers=("level", "rounds", "infer/s", "CV", "P50", "P99", "P99.9"),
+        rows=rows,
+        right=(True,) * 7,
     )
 
 
@@ -116,6 +176,8 @@ def loadtest_table(document: dict[str, Any]) -> TableData:
         server = run.get("server_us") or {}
         cpu = (run.get("cpu") or {}).get("util_mean")
         level = run_level(run)
+        if int(document.get("rounds") or 1) > 1:
+            level += f" r{run.get('round', 1)}"
         rows.append(
             (
                 level,
@@ -157,36 +219,94 @@ def run_level(run: dict[str, Any]) -> str:
 
 
 def tune_table(document: dict[str, Any]) -> TableData:
-    """The baseline, then the trials by throughput, of a ``tritongen.tune/1`` document."""
+    """The current config, the confirmed finalists, then the other trials by throughput, of a tune document.
+
+    The search columns hold each config's one measurement. Where a confirmation ran
+    (``tritongen.tune/2``), its contenders also show ``median ± half-interval`` over the
+    rounds and their throughput over the current config's with its interval.
+    """
+    from tritongen.intervals import Ratio
+
     front = set(document.get("front") or [])
     best = (document.get("best") or {}).get("key")
-    trials = sorted(document.get("trials") or [], key=lambda t: -float(t.get("infer_per_s") or 0.0))
+    confirmation = document.get("confirmation") or {}
+    confirmed: dict[str, Any] = confirmation.get("contenders") or {}
+    trials = sorted(
+        document.get("trials") or [],
+        key=lambda t: (t["key"] not in confirmed, -float(t.get("infer_per_s") or 0.0)),
+    )
     baseline = document.get("baseline")
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
     for trial in ([baseline] if baseline else []) + trials:
         p99 = trial.get("p99_us")
-        rows.append(
-            (
-                str(trial["key"]),
-                f"{float(trial.get('infer_per_s') or 0.0):,.0f}",
-                "-" if p99 is None else f"{p99 / 1000:.2f}",
-                "yes" if trial.get("feasible") else "no",
-                "●" if trial["key"] in front else "",
-            )
+        row: tuple[str, ...] = (
+            str(trial["key"]),
+            f"{float(trial.get('infer_per_s') or 0.0):,.0f}",
+            "-" if p99 is None else f"{p99 / 1000:.2f}",
+            "yes" if trial.get("feasible") else "no",
+            "●" if trial["key"] in front else "",
         )
+        if confirmed:
+            entry = confirmed.get(trial["key"])
+            if entry is None:
+                row += ("", "", "")
+            else:
+                infer = entry.get("infer_per_s")
+                ratio = entry.get("ratio")
+                if entry.get("current"):
+                    versus = "baseline"
+                elif ratio is None:
+                    versus = "–"
+                else:
+                    versus = Ratio(
+                        tuple(ratio.get("ratios") or ()),
+                        float(ratio["estimate"]),
+                        ratio.get("ci_low"),
+                        ratio.get("ci_high"),
+                        float(ratio.get("confidence") or DEFAULT_CONFIDENCE),
+                    ).text()
+                if not entry.get("eligible", True):
+                    versus += " (over the SLO)" if not entry.get("feasible") else " (incomplete)"
+                row += (
+                    format_summary(Summary.from_json(infer) if infer else None),
+                    _summary_ms(entry.get("p99_us")),
+                    versus,
+                )
+        rows.append(row)
         styles.append("good" if trial["key"] == best else "bad" if trial.get("status") == "failed" else None)
     notes = [
         f"{t['key']} failed: {t['reason']}" for t in trials if t.get("status") == "failed" and t.get("reason")
     ]
+    title = f"{document.get('model')}: {len(trials)} trials ({document.get('strategy')})"
+    headers: tuple[str, ...] = ("config", "infer/s", "P99 ms", "feasible", "front")
+    if confirmed:
+        level = float(confirmation.get("confidence") or DEFAULT_CONFIDENCE)
+        title += f", {len(confirmed)} configs confirmed over {confirmation.get('completed_rounds')} rounds"
+        headers += ("rounds infer/s", "rounds P99 ms", "vs current")
+        notes.append(
+            f"rounds: median ± half the {level:.0%} interval over interleaved rounds; vs current: throughput "
+            "over the current config's, paired by round, with its interval"
+        )
     return TableData(
-        title=f"{document.get('model')}: {len(trials)} trials ({document.get('strategy')})",
-        headers=("config", "infer/s", "P99 ms", "feasible", "front"),
+        title=title,
+        headers=headers,
         rows=rows,
-        right=(False, True, True, True, True),
+        right=(False,) + (True,) * (len(headers) - 1),
         notes=notes,
         styles=styles,
     )
+
+
+def _summary_ms(data: dict[str, Any] | None) -> str:
+    """A µs summary from JSON as ``median ± half-interval`` in ms."""
+    if not data:
+        return "–"
+    summary = Summary.from_json(data)
+    half = summary.half_width
+    if half is None:
+        return f"{summary.median / 1000:.2f}"
+    return f"{summary.median / 1000:.2f} ± {half / 1000:.2f}"
 
 
 def to_markdown(table: TableData) -> str:

@@ -1,0 +1,508 @@
+"""README's benchmark tables, generated from the committed ``bench/results/*.json``.
+
+Each table lives in README.md between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``,
+one block per result file ``bench/results/NAME.json``: the table, a line saying where and
+how it was measured (from the file's ``provenance``) and the noise floor of this machine
+(from ``bench/results/noise.json``). A result that is not committed yet gets one line
+saying how to measure it instead of a table, so README never shows a figure without its
+file.
+
+Usage: ``.venv/bin/python bench/tables.py [--check]`` (``make bench-tables``). ``--check``
+changes nothing and exits 1 when a block differs from what the results give.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+README = ROOT / "README.md"
+
+Document = dict[str, Any]
+
+VERSIONS = ("nvidia-pytriton", "onnxruntime-gpu", "onnxruntime", "apache-tvm", "torch")
+"""Packages whose versions the provenance line names (Triton, ONNX Runtime, TVM, torch)."""
+
+MODEL_LABELS = {"mlp": "MLP", "minilm": "MiniLM-L6"}
+ENGINE_LABELS = {"onnxruntime": "ONNX Runtime", "torchscript": "TorchScript", "tvm": "TVM"}
+GENERATOR_LABELS = {
+    "wrk": "wrk (1 thread)",
+    "plain_locust": "plain Locust + tritonclient.http",
+    "tritongen_p1": "tritongen loadtest, 1 process",
+    "tritongen_p2": "tritongen loadtest, 2 processes",
+}
+
+
+class TablesError(Exception):
+    """README lacks a block, or a result file cannot be read."""
+
+
+# --- number formats ---------------------------------------------------------------------
+
+
+def _ms(us: float | None) -> str:
+    """Microseconds as milliseconds with about three significant digits."""
+    if us is None:
+        return "–"
+    ms = us / 1000
+    if ms < 1:
+        return f"{ms:.3f}"
+    if ms < 10:
+        return f"{ms:.2f}"
+    if ms < 100:
+        return f"{ms:.1f}"
+    return f"{ms:,.0f}"
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}%}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _interval(summary: dict[str, Any] | None, fmt: Callable[[float | None], str]) -> str:
+    """``median [ci_low, ci_high]`` of a summary (``intervals.Summary.to_json``)."""
+    if not summary:
+        return "–"
+    low, high = summary.get("ci_low"), summary.get("ci_high")
+    interval = "" if low is None or high is None else f" [{fmt(low)}, {fmt(high)}]"
+    return fmt(summary.get("median")) + interval
+
+
+# --- one renderer per result file --------------------------------------------------------
+
+
+def render_noise(doc: Document) -> list[str]:
+    """The A/A series: each contender's throughput and P99 over rounds, and their paired ratio."""
+    settings = doc.get("settings") or {}
+    caption = (
+        f"A/A series: `{doc['model']}` and an identical copy `{doc['copy']}` served side by side, "
+        f"{doc.get('rounds_completed', settings.get('rounds'))} interleaved rounds of "
+        f"{settings.get('duration_s', 0):g} s at concurrency {settings.get('concurrency')} "
+        f"(batch {settings.get('batch_size', 1)}). Every difference between the two is noise."
+    )
+    rows = []
+    for name, data in doc["contenders"].items():
+        summary = data.get("summary") or {}
+        throughput, p99 = summary.get("infer_per_s"), summary.get("p99_us")
+        rows.append(
+            [
+                f"`{name}`",
+                _interval(throughput, _num),
+                _pct((throughput or {}).get("cv")),
+                _interval(p99, _ms),
+                _pct((p99 or {}).get("cv")),
+            ]
+        )
+    header = ["model", "infer/s, median [95% CI]", "CV", "P99 ms, median [95% CI]", "CV"]
+    paired = doc.get("paired") or {}
+    parts = []
+    for key, label in (("infer_per_s", "throughput"), ("p99_us", "P99")):
+        ratio = paired.get(key) or {}
+        if ratio.get("estimate") is None:
+            parts.append(f"{label} –")
+            continue
+        low, high = ratio.get("ci_low"), ratio.get("ci_high")
+        interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
+        spread = ratio.get("log_sd")
+        spread_text = "" if spread is None else f", per-round spread ±{spread:.1%} (s.d. of the log ratio)"
+        verdict = "different (a false positive)" if ratio.get("significant") else "a tie"
+        parts.append(f"{label} {ratio['estimate']:.3f}×{interval}{spread_text}, {verdict}")
+    ratio_line = f"Paired ratio `{doc['model']}` / `{doc['copy']}` per round: " + "; ".join(parts) + "."
+    return [caption, "", *_table(header, rows), "", ratio_line]
+
+
+def render_loadgen(doc: Document) -> list[str]:
+    """Requests/s and CPU cost of each load generator against the same identity model."""
+    generators: dict[str, Any] = doc["generators"]
+    rounds = doc.get("rounds") or max((len(g.get("rounds") or []) for g in generators.values()), default=0)
+    caption = (
+        f"Identity model, {doc['instances']} instance(s), concurrency {doc['concurrency']}, "
+        f"{rounds} interleaved round(s) of {doc['seconds']} s per generator; medians over rounds."
+    )
+    rows = [
+        [
+            GENERATOR_LABELS.get(name, name),
+            _num(g["requests_per_s"]),
+            _ratio(g.get("vs_wrk")),
+            ", ".join(_ratio(r) for r in g.get("vs_wrk_per_round") or []) or "–",
+            _num(g["cpu_s_per_1000_requests"], 3),
+        ]
+        for name, g in generators.items()
+    ]
+    header = ["generator", "req/s", "× wrk", "× wrk per round", "CPU-s / 1000 requests"]
+    return [caption, "", *_table(header, rows)]
+
+
+def render_convert_speed(doc: Document) -> list[str]:
+    """Convert and render+check times of the example models."""
+    results: list[dict[str, Any]] = doc["results"]
+    repeats = sorted({r["repeat"] for r in results})
+    caption = f"Median of {', '.join(map(str, repeats))} runs per example model."
+    rows = [[r["model"], _ms(r["convert_median_us"]), _ms(r["render_and_check_median_us"])] for r in results]
+    return [caption, "", *_table(["model", "convert ms", "render + check ms"], rows)]
+
+
+def _gain(row: dict[str, Any]) -> str:
+    gain = row.get("gain_over_baseline")
+    if gain is None:
+        return "–"
+    low, high = row.get("gain_ci_low"), row.get("gain_ci_high")
+    interval = "" if low is None or high is None else f" [{low:.2f}, {high:.2f}]"
+    return f"{gain:.2f}×{interval}"
+
+
+def render_tune(doc: Document) -> list[str]:
+    """Grid against adaptive search per model: trials, best, its gain over the baseline, wall time."""
+    results: list[dict[str, Any]] = doc["results"]
+    sizes = sorted({r["grid_size"] for r in results})
+    duration = doc.get("duration_s")
+    caption = f"Search space of {', '.join(map(str, sizes))} configs" + (
+        f", {duration:g} s per trial." if duration is not None else "."
+    )
+    rows = [
+        [
+            MODEL_LABELS.get(r["model"], r["model"]),
+            r["strategy"],
+            str(r["concurrency"]),
+            _num(r["slo_p99_ms"]),
+            str(r["trials"]),
+            _num(r.get("best_infer_per_s")),
+            _ratio(r.get("vs_grid_best")),
+            _num(r.get("best_p99_ms"), 1),
+            _num(r.get("baseline_infer_per_s")),
+            _gain(r),
+            _num(r["wall_s"]),
+        ]
+        for r in results
+    ]
+    header = ["model", "strategy", "concurrency", "SLO P99 ms", "trials", "best infer/s",
+              "vs grid's best", "P99 ms", "baseline infer/s", "gain", "wall s"]  # fmt: skip
+    return [caption, "", *_table(header, rows)]
+
+
+def render_soak(doc: Document) -> list[str]:
+    """Load, errors, P99 per minute and memory growth of the soak."""
+    minutes = [_ms(p) for p in doc["p99_us_per_minute"]]
+    drift = doc.get("p99_drift")
+    errors = str(doc["errors"])
+    if doc.get("errors_by_kind"):
+        errors += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(doc["errors_by_kind"].items())) + ")"
+
+    def rss(side: str, digits: int) -> str:
+        sizes = doc[f"{side}_rss_bytes"]
+        first, last = sizes["first_minute"] / 1e6, sizes["last_minute"] / 1e6
+        return f"{first:,.{digits}f} MB → {last:,.{digits}f} MB ({doc[f'{side}_rss_growth']:+.1%})"
+
+    rows = [
+        ["model", f"`{doc['model']}`"],
+        [
+            "load",
+            f"{_num(doc['target_req_per_s'])} req/s ({doc['fraction']:.0%} of {doc['max_req_per_s']:,.0f} at "
+            f"c={doc['max_at_concurrency']}), {doc['requests']:,} requests in {doc['duration_s']:.0f} s, "
+            f"achieved {_num(doc.get('achieved_req_per_s'))} req/s",
+        ],
+        ["errors", errors],
+        [
+            "P99 per minute",
+            f"{', '.join(minutes)} ms (median {_ms(doc.get('p99_us_median_minute'))} ms; "
+            f"first → last {'–' if drift is None else f'{drift:+.0%}'})",
+        ],
+        ["server RSS", rss("server", 0)],
+        ["load-generator RSS", rss("generator", 1)],
+        ["verdict", "passed" if doc.get("passed") else "failed"],
+    ]
+    return _table(["figure", "value"], rows)
+
+
+def _model_label(model: str, seq: int | None) -> str:
+    return MODEL_LABELS.get(model, model) + (f", seq {seq}" if seq else "")
+
+
+def _tuning_text(model: str, tuning: dict[str, Any] | None) -> str:
+    label = MODEL_LABELS.get(model, model)
+    if not tuning:
+        return f"{label} untuned"
+    shape = " × ".join(str(d) for d in next(iter((tuning.get("shapes") or {"": ["?"]}).values())))
+    cached = ", cached records" if tuning.get("cache_hit") else ""
+    return (
+        f"{label} tuned at {shape}: {tuning.get('trials')} MetaSchedule trials on "
+        f"{tuning.get('tasks')} tasks in {(tuning.get('tune_s') or 0) / 60:.1f} min{cached}"
+    )
+
+
+def render_engines(doc: Document) -> list[str]:
+    """In-process latency per model, batch and engine, with the ratio to ONNX Runtime."""
+    results: list[dict[str, Any]] = doc["results"]
+    engines = list(dict.fromkeys(r["engine"] for r in results))
+    tunings = doc.get("tvm_tuning") or {}
+    caption = f"In-process, {doc['threads']} threads, median time per call."
+    if tunings:
+        caption += " TVM: " + "; ".join(_tuning_text(m, t) for m, t in tunings.items()) + "."
+    shapes = list(dict.fromkeys((r["model"], r["seq"], r["batch"]) for r in results))
+    rows = []
+    for model, seq, batch in shapes:
+        cells = [_model_label(model, seq), str(batch)]
+        for engine in engines:
+            row = next(
+                (r for r in results if (r["model"], r["batch"], r["engine"]) == (model, batch, engine)), None
+            )
+            if row is None:
+                cells.append("–")
+                continue
+            notes = [] if engine == "onnxruntime" else [f"{row['ratio_vs_onnxruntime']:.2f}×"]
+            if row.get("library"):
+                notes.append(f"{row['library']} library")
+            cells.append(f"{_ms(row['median_us'])} ms" + (f" ({', '.join(notes)})" if notes else ""))
+        rows.append(cells)
+    header = ["model", "batch", *(ENGINE_LABELS.get(e, e) for e in engines)]
+    errors = []
+    for engine in engines:
+        found = [
+            r["max_abs_err"] for r in results if r["engine"] == engine and r.get("max_abs_err") is not None
+        ]
+        if found:
+            errors.append(f"{ENGINE_LABELS.get(engine, engine)} {max(found):.1e}")
+    lines = [caption, "", *_table(header, rows)]
+    if errors:
+        lines += ["", "Largest absolute error against the PyTorch source: " + ", ".join(errors) + "."]
+    return lines
+
+
+def render_precision(doc: Document) -> list[str]:
+    """Latency, throughput and drift of MiniLM-L6 in FP32 and each INT8 variant, served."""
+    rows: list[dict[str, Any]] = doc["rows"]
+    caption = (
+        f"Sequence length {doc['seq']}, {doc['duration_s']:g} s per load level; static INT8 calibrated "
+        f"on {doc['calibration_sentences']} sentences, drift measured on {doc['held_out_sentences']} "
+        f"others; auto mixed precision budget: 1 − mean cosine ≤ {doc['max_error_cosine']:g}."
+    )
+    table = []
+    for row in rows:
+        ok = row["status"] == "ok"
+        measured = [
+            _num(row.get("p50_ms_b1"), 1),
+            _num(row.get("p99_ms_b1"), 1),
+            _num(row.get("infer_per_s_b32")),
+            _ratio(row.get("speedup_b32")),
+            _ratio(row.get("speedup_b1_p50")),
+        ]
+        mean, low = row.get("cosine_mean"), row.get("cosine_min")
+        cosine = "–" if mean is None else f"{mean:.4f}"
+        if mean is not None and low is not None and low != mean:
+            cosine += f" ({low:.4f})"
+        kept = "–" if row.get("precision", "fp32") == "fp32" else str(row.get("kept_fp32", 0))
+        if not ok:
+            kept += f" ({row['status']})"
+        memory = _num(row.get("peak_mem_mb"))
+        table.append(
+            [
+                row.get("variant") or row["model"],
+                *(measured if ok else ["–"] * len(measured)),
+                cosine,
+                _num(row.get("rel_rms_err"), 3),
+                kept,
+                memory if ok else "–",
+            ]
+        )
+    header = ["variant", "P50 ms b1", "P99 ms b1", "infer/s b32", "× FP32 b32", "× FP32 b1 P50",
+              "cosine mean (min)", "rel RMS", "FP32 nodes", "memory MB"]  # fmt: skip
+    lines = [caption, "", *_table(header, table)]
+    for row in rows:
+        if row.get("search_steps"):
+            lines += [
+                "",
+                f"{row.get('variant') or row['model']}: {row.get('kept_fp32', 0)} nodes kept in FP32 "
+                f"after {row['search_steps']} search steps; building it took {_num(row.get('convert_s'))} s.",
+            ]
+    return lines
+
+
+@dataclass(frozen=True)
+class Block:
+    """One README block: the result file ``bench/results/{name}.json`` and its renderer."""
+
+    name: str
+    script: str
+    render: Callable[[Document], list[str]]
+
+    @property
+    def file(self) -> str:
+        """The result file, relative to the repository."""
+        return f"bench/results/{self.name}.json"
+
+
+BLOCKS = (
+    Block("noise", "bench/noise.py", render_noise),
+    Block("loadgen", "bench/loadgen.py", render_loadgen),
+    Block("convert_speed", "bench/convert_speed.py", render_convert_speed),
+    Block("tune", "bench/tune.py", render_tune),
+    Block("soak", "bench/soak.py", render_soak),
+    Block("engines", "bench/engines.py", render_engines),
+    Block("precision", "bench/precision.py", render_precision),
+)
+
+
+# --- provenance and noise lines ----------------------------------------------------------
+
+
+def _machine(provenance: dict[str, Any]) -> str:
+    return f"{provenance.get('cpu') or 'an unknown CPU'}, {provenance.get('cores') or '?'} cores"
+
+
+def provenance_line(doc: Document, block: Block) -> str:
+    """Where, when and how the figures were measured."""
+    facts = doc.get("provenance")
+    if not facts:
+        return f"No provenance recorded in {block.file}: measure it again with `python {block.script}`."
+    commit = (facts.get("commit") or "unknown")[:7]
+    if facts.get("dirty"):
+        commit += " with uncommitted changes"
+    packages = facts.get("packages") or {}
+    versions = [f"{name} {packages[name]}" for name in VERSIONS if name in packages]
+    command = str(facts.get("command") or "").replace(f"{ROOT}/", "")
+    return (
+        f"Measured {str(facts.get('date') or '?')[:10]} on {_machine(facts)}, commit {commit}, "
+        f"Python {facts.get('python') or '?'}"
+        + "".join(f", {v}" for v in versions)
+        + f": `{command}` ({block.file})."
+    )
+
+
+def noise_line(noise: Document | None, doc: Document) -> str:
+    """The noise floor, from the A/A series: the CV of throughput and P99 between rounds."""
+    if noise is None:
+        return "Noise floor on this machine: not measured yet (run `python bench/noise.py`)."
+    cvs: dict[str, list[float]] = {"infer_per_s": [], "p99_us": []}
+    for data in (noise.get("contenders") or {}).values():
+        for key, found in cvs.items():
+            cv = ((data.get("summary") or {}).get(key) or {}).get("cv")
+            if cv is not None:
+                found.append(float(cv))
+    spread = {key: ("–" if not v else f"±{max(v):.1%}") for key, v in cvs.items()}
+    here, there = doc.get("provenance") or {}, noise.get("provenance") or {}
+    where = "on this machine"
+    if (here.get("cpu"), here.get("cores")) != (there.get("cpu"), there.get("cores")):
+        where = f"on {_machine(there)}"
+    rounds = noise.get("rounds_completed", (noise.get("settings") or {}).get("rounds"))
+    return (
+        f"Noise floor {where}: throughput {spread['infer_per_s']}, P99 {spread['p99_us']} "
+        f"(coefficient of variation over {rounds} A/A rounds, bench/results/noise.json)."
+    )
+
+
+# --- README ------------------------------------------------------------------------------
+
+
+def _load(path: Path) -> Document | None:
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TablesError(f"{path}: not readable JSON ({e})") from e
+    if not isinstance(doc, dict):
+        raise TablesError(f"{path}: not a JSON object")
+    return doc
+
+
+def render_block(block: Block, results: Path = RESULTS) -> str:
+    """The block's generated Markdown (without its markers)."""
+    doc = _load(results / f"{block.name}.json")
+    if doc is None:
+        return f"No committed result: run `python {block.script}` (it writes {block.file})."
+    try:
+        lines = block.render(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise TablesError(f"{block.file}: cannot render the table ({type(e).__name__}: {e})") from e
+    lines += ["", provenance_line(doc, block), "", noise_line(_load(results / "noise.json"), doc)]
+    return "\n".join(lines)
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+
+
+def _span(text: str, name: str) -> tuple[int, int]:
+    """Where the block, its markers included, starts and ends in ``text``."""
+    start, end = _markers(name)
+    at = text.find(start)
+    until = text.find(end, at + len(start)) if at >= 0 else -1
+    if at < 0 or until < 0:
+        raise TablesError(f"README.md has no {start} … {end} block")
+    return at, until + len(end)
+
+
+def _generated(block: Block, results: Path) -> str:
+    start, end = _markers(block.name)
+    return f"{start}\n{render_block(block, results)}\n{end}"
+
+
+def render_readme(text: str, results: Path = RESULTS) -> str:
+    """``text`` with every benchmark block regenerated from ``results``."""
+    for block in BLOCKS:
+        begin, end = _span(text, block.name)
+        text = text[:begin] + _generated(block, results) + text[end:]
+    return text
+
+
+def stale_blocks(text: str, results: Path = RESULTS) -> list[str]:
+    """The names of the blocks whose content differs from what ``results`` give."""
+    stale = []
+    for block in BLOCKS:
+        begin, end = _span(text, block.name)
+        if text[begin:end] != _generated(block, results):
+            stale.append(block.name)
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite README's benchmark blocks, or with ``--check`` report the first that differs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a block differs")
+    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    try:
+        text = args.readme.read_text(encoding="utf-8")
+        if args.check:
+            stale = stale_blocks(text, args.results)
+            if stale:
+                names = ", ".join(f"bench:{name}" for name in stale)
+                print(
+                    f"{args.readme.name}: {names} differs from what {args.results.name}/ gives; "
+                    "run make bench-tables",
+                    file=sys.stderr,
+                )
+                return 1
+            return 0
+        updated = render_readme(text, args.results)
+    except (OSError, TablesError) as e:
+        print(f"bench/tables.py: {e}", file=sys.stderr)
+        return 1
+    if updated != text:
+        args.readme.write_text(updated, encoding="utf-8")
+        print(f"updated {args.readme.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

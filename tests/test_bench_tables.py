@@ -1,0 +1,292 @@
+"""README's benchmark tables are generated from the committed bench/results/*.json."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_tables() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_tables", ROOT / "bench" / "tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+tables = _load_tables()
+
+PROVENANCE = {
+    "commit": "0123456789abcdef0123456789abcdef01234567",
+    "dirty": False,
+    "date": "2026-11-30T10:00:00+00:00",
+    "cpu": "Test CPU 9000",
+    "cores": 2,
+    "machine": "x86_64",
+    "python": "3.11.7",
+    "packages": {"nvidia-pytriton": "0.7.0", "onnxruntime-gpu": "1.31.1", "numpy": "1.26.4"},
+    "command": f"python {ROOT}/bench/loadgen.py --rounds 3",
+}
+
+
+def _summary(median: float, cv: float) -> dict[str, Any]:
+    return {"median": median, "ci_low": median * 0.9, "ci_high": median * 1.1, "cv": cv}
+
+
+NOISE = {
+    "schema": "tritongen.bench.noise/1",
+    "model": "mlp_onnx",
+    "copy": "mlp_onnx_copy",
+    "settings": {"rounds": 10, "concurrency": 8, "batch_size": 1, "duration_s": 5.0},
+    "rounds_completed": 10,
+    "contenders": {
+        "mlp_onnx": {"summary": {"infer_per_s": _summary(4000.0, 0.021), "p99_us": _summary(3000.0, 0.05)}},
+        "mlp_onnx_copy": {
+            "summary": {"infer_per_s": _summary(4100.0, 0.034), "p99_us": _summary(3100.0, 0.084)}
+        },
+    },
+    "paired": {
+        "infer_per_s": {
+            "estimate": 0.99,
+            "ci_low": 0.97,
+            "ci_high": 1.01,
+            "significant": False,
+            "log_sd": 0.02,
+        },
+        "p99_us": {"estimate": 1.02, "ci_low": 0.95, "ci_high": 1.09, "significant": False},
+    },
+    "provenance": PROVENANCE,
+}
+
+LOADGEN = {
+    "schema": "tritongen.bench.loadgen/1",
+    "concurrency": 16,
+    "instances": 2,
+    "seconds": 20,
+    "rounds": 2,
+    "generators": {
+        "wrk": {
+            "requests_per_s": 4208.0,
+            "vs_wrk": 1.0,
+            "vs_wrk_per_round": [1.0, 1.0],
+            "cpu_s_per_1000_requests": 0.0301,
+        },
+        "tritongen_p1": {
+            "requests_per_s": 4050.4,
+            "vs_wrk": 0.9625,
+            "vs_wrk_per_round": [0.86, 0.98],
+            "cpu_s_per_1000_requests": 0.0841,
+        },
+    },
+    "provenance": PROVENANCE,
+}
+
+
+def _write(results: Path, name: str, doc: dict[str, Any]) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+def _readme(names: list[str] | None = None) -> str:
+    names = names or [block.name for block in tables.BLOCKS]
+    blocks = "\n\n".join(f"<!-- bench:{n} -->\nold text\n<!-- /bench:{n} -->" for n in names)
+    return f"# Project\n\n## Benchmarks\n\n{blocks}\n\n## Tests\n"
+
+
+def test_readme_tables_match_the_committed_results() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    stale = tables.stale_blocks(text)
+    assert stale == [], f"README's blocks {stale} differ from bench/results: run make bench-tables"
+    assert tables.render_readme(text) == text
+
+
+def test_every_result_file_has_a_block_and_provenance() -> None:
+    names = {block.name for block in tables.BLOCKS}
+    for path in sorted((ROOT / "bench" / "results").glob("*.json")):
+        assert path.stem in names, f"{path.name} has no README block in bench/tables.py"
+        assert "provenance" in json.loads(path.read_text(encoding="utf-8")), path.name
+
+
+def test_a_missing_result_is_one_line_saying_how_to_measure_it(tmp_path: Path) -> None:
+    block = next(b for b in tables.BLOCKS if b.name == "tune")
+    assert tables.render_block(block, tmp_path) == (
+        "No committed result: run `python bench/tune.py` (it writes bench/results/tune.json)."
+    )
+
+
+def test_loadgen_table_with_provenance_and_noise_floor(tmp_path: Path) -> None:
+    _write(tmp_path, "loadgen", LOADGEN)
+    _write(tmp_path, "noise", NOISE)
+    block = next(b for b in tables.BLOCKS if b.name == "loadgen")
+    lines = tables.render_block(block, tmp_path).splitlines()
+    assert lines[0].startswith("Identity model, 2 instance(s), concurrency 16, 2 interleaved round(s) of 20")
+    assert "| generator | req/s | × wrk | × wrk per round | CPU-s / 1000 requests |" in lines
+    assert "| wrk (1 thread) | 4,208 | 1.00 | 1.00, 1.00 | 0.030 |" in lines
+    assert "| tritongen loadtest, 1 process | 4,050 | 0.96 | 0.86, 0.98 | 0.084 |" in lines
+    assert lines[-3] == (
+        "Measured 2026-11-30 on Test CPU 9000, 2 cores, commit 0123456, Python 3.11.7, "
+        "nvidia-pytriton 0.7.0, onnxruntime-gpu 1.31.1: `python bench/loadgen.py --rounds 3` "
+        "(bench/results/loadgen.json)."
+    )
+    assert lines[-1] == (
+        "Noise floor on this machine: throughput ±3.4%, P99 ±8.4% "
+        "(coefficient of variation over 10 A/A rounds, bench/results/noise.json)."
+    )
+
+
+def test_noise_floor_line_without_a_noise_result_or_from_another_machine(tmp_path: Path) -> None:
+    assert tables.noise_line(None, LOADGEN) == (
+        "Noise floor on this machine: not measured yet (run `python bench/noise.py`)."
+    )
+    elsewhere = {**NOISE, "provenance": {**PROVENANCE, "cpu": "Other CPU", "cores": 16}}
+    line = tables.noise_line(elsewhere, LOADGEN)
+    assert line.startswith("Noise floor on Other CPU, 16 cores: throughput ±3.4%")
+
+
+def test_noise_block_states_the_spread_and_the_paired_ratio(tmp_path: Path) -> None:
+    _write(tmp_path, "noise", NOISE)
+    block = next(b for b in tables.BLOCKS if b.name == "noise")
+    text = tables.render_block(block, tmp_path)
+    assert "| `mlp_onnx` | 4,000 [3,600, 4,400] | 2.1% | 3.00 [2.70, 3.30] | 5.0% |" in text
+    assert "throughput 0.990× [0.970, 1.010], per-round spread ±2.0% (s.d. of the log ratio), a tie" in text
+    assert "P99 1.020× [0.950, 1.090], a tie." in text
+    assert "Noise floor on this machine: throughput ±3.4%, P99 ±8.4%" in text
+
+
+def test_dirty_tree_and_missing_provenance_are_said() -> None:
+    block = next(b for b in tables.BLOCKS if b.name == "soak")
+    dirty = {"provenance": {**PROVENANCE, "dirty": True, "command": "python bench/soak.py"}}
+    assert "commit 0123456 with uncommitted changes" in tables.provenance_line(dirty, block)
+    assert tables.provenance_line({}, block) == (
+        "No provenance recorded in bench/results/soak.json: measure it again with `python bench/soak.py`."
+    )
+
+
+def test_engines_table_names_the_tvm_library_and_the_ratio() -> None:
+    def row(model: str, seq: int | None, batch: int, engine: str, us: float, ratio: float) -> dict[str, Any]:
+        library = ("tuned" if batch == 32 else "symbolic") if engine == "tvm" else None
+        return {"model": model, "seq": seq, "batch": batch, "engine": engine, "median_us": us,
+                "ratio_vs_onnxruntime": ratio, "max_abs_err": 8e-7, "library": library}  # fmt: skip
+
+    doc = {
+        "threads": 2,
+        "tvm_tuning": {
+            "minilm": {"shapes": {"input_ids": [32, 128]}, "trials": 272, "tasks": 6, "tune_s": 600.0}
+        },
+        "results": [
+            row("minilm", 128, 1, "onnxruntime", 24_400.0, 1.0),
+            row("minilm", 128, 1, "tvm", 1_454_000.0, 59.6),
+            row("minilm", 128, 32, "onnxruntime", 704_000.0, 1.0),
+            row("minilm", 128, 32, "tvm", 1_300_000.0, 1.85),
+        ],
+    }
+    lines = tables.render_engines(doc)
+    assert "TVM: MiniLM-L6 tuned at 32 × 128: 272 MetaSchedule trials on 6 tasks in 10.0 min." in lines[0]
+    assert "| MiniLM-L6, seq 128 | 1 | 24.4 ms | 1,454 ms (59.60×, symbolic library) |" in lines
+    assert "| MiniLM-L6, seq 128 | 32 | 704 ms | 1,300 ms (1.85×, tuned library) |" in lines
+    assert lines[-1] == (
+        "Largest absolute error against the PyTorch source: ONNX Runtime 8.0e-07, TVM 8.0e-07."
+    )
+
+
+def test_tune_soak_convert_and_precision_tables() -> None:
+    tune = {
+        "duration_s": 2.0,
+        "results": [
+            {"model": "mlp", "strategy": "grid", "concurrency": 16, "slo_p99_ms": 20.0, "grid_size": 80,
+             "trials": 80, "best_infer_per_s": 5232.2, "vs_grid_best": 1.0, "best_p99_ms": 10.84,
+             "baseline_infer_per_s": 2378.0, "gain_over_baseline": 2.2, "gain_ci_low": 1.9,
+             "gain_ci_high": 2.5, "wall_s": 655.3},
+        ],
+    }  # fmt: skip
+    assert "| MLP | grid | 16 | 20 | 80 | 5,232 | 1.00 | 10.8 | 2,378 | 2.20× [1.90, 2.50] | 655 |" in (
+        tables.render_tune(tune)
+    )
+    soak = {
+        "model": "mlp_onnx", "target_req_per_s": 2866, "fraction": 0.7, "max_req_per_s": 4094.2,
+        "max_at_concurrency": 8, "requests": 1720308, "duration_s": 600.0, "achieved_req_per_s": 2867.1,
+        "errors": 0, "errors_by_kind": {}, "p99_us_per_minute": [97_000.0, 31_000.0], "p99_drift": -0.68,
+        "p99_us_median_minute": 64_000.0, "server_rss_bytes": {"first_minute": 123e6, "last_minute": 127e6},
+        "server_rss_growth": 0.031, "generator_rss_bytes": {"first_minute": 77.0e6, "last_minute": 77.4e6},
+        "generator_rss_growth": 0.006, "passed": True,
+    }  # fmt: skip
+    lines = tables.render_soak(soak)
+    load = "2,866 req/s (70% of 4,094 at c=8), 1,720,308 requests in 600 s, achieved 2,867 req/s"
+    assert f"| load | {load} |" in lines
+    assert "| P99 per minute | 97.0, 31.0 ms (median 64.0 ms; first → last -68%) |" in lines
+    assert "| server RSS | 123 MB → 127 MB (+3.1%) |" in lines
+    assert "| verdict | passed |" in lines
+    convert = {"results": [{"model": "mlp", "convert_median_us": 36_712.0,
+                            "render_and_check_median_us": 423.0, "repeat": 10}]}  # fmt: skip
+    assert tables.render_convert_speed(convert) == [
+        "Median of 10 runs per example model.",
+        "",
+        "| model | convert ms | render + check ms |",
+        "|---|---|---|",
+        "| mlp | 36.7 | 0.423 |",
+    ]
+    base = {"status": "ok", "p50_ms_b1": 29.3, "p99_ms_b1": 46.0, "infer_per_s_b32": 40.2, "speedup_b32": 1.0,
+            "speedup_b1_p50": 1.0, "rel_rms_err": 0.0, "kept_fp32": 0, "peak_mem_mb": 268.4}  # fmt: skip
+    precision = {
+        "seq": 128, "duration_s": 8.0, "calibration_sentences": 100, "held_out_sentences": 64,
+        "max_error_cosine": 0.01,
+        "rows": [
+            {**base, "model": "minilm_onnx", "precision": "fp32", "variant": "FP32", "cosine_mean": 1.0,
+             "cosine_min": 1.0},
+            {**base, "model": "minilm_onnx_int8", "precision": "int8", "status": "failed",
+             "variant": "INT8 static, every linear layer", "cosine_mean": 0.93874, "cosine_min": 0.8412},
+            {**base, "model": "minilm_amp_onnx_int8", "precision": "int8", "kept_fp32": 10,
+             "search_steps": 11, "convert_s": 230.4, "variant": "INT8 static, auto mixed precision",
+             "cosine_mean": 0.9902, "cosine_min": 0.9671},
+        ],
+    }  # fmt: skip
+    lines = tables.render_precision(precision)
+    assert "| FP32 | 29.3 | 46.0 | 40 | 1.00 | 1.00 | 1.0000 | 0.000 | – | 268 |" in lines
+    failed = "| INT8 static, every linear layer | – | – | – | – | – | 0.9387 (0.8412) | 0.000 | 0 (failed) |"
+    assert failed + " – |" in lines
+    assert lines[-1] == (
+        "INT8 static, auto mixed precision: 10 nodes kept in FP32 after 11 search steps; "
+        "building it took 230 s."
+    )
+
+
+def test_readme_is_rewritten_in_place_and_check_names_the_stale_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    _write(results, "loadgen", LOADGEN)
+    readme = tmp_path / "README.md"
+    readme.write_text(_readme(), encoding="utf-8")
+    args = ["--readme", str(readme), "--results", str(results)]
+    assert tables.main([*args, "--check"]) == 1
+    assert "bench:noise" in capsys.readouterr().err
+    assert tables.main(args) == 0
+    text = readme.read_text(encoding="utf-8")
+    assert text.startswith("# Project\n\n## Benchmarks\n\n<!-- bench:noise -->\nNo committed result")
+    assert text.endswith("<!-- /bench:precision -->\n\n## Tests\n")
+    assert "| wrk (1 thread) | 4,208 |" in text and "old text" not in text
+    assert tables.main([*args, "--check"]) == 0
+    assert tables.render_readme(text, results) == text  # idempotent
+
+    _write(results, "loadgen", {**LOADGEN, "concurrency": 32})
+    assert tables.main([*args, "--check"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("README.md: bench:loadgen differs") and "\n" not in err
+
+
+def test_a_readme_without_a_block_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(_readme(["noise", "loadgen"]), encoding="utf-8")
+    assert tables.main(["--readme", str(readme), "--results", str(tmp_path), "--check"]) == 1
+    assert "README.md has no <!-- bench:convert_speed --> … <!-- /bench:convert_speed --> block" in (
+        capsys.readouterr().err
+    )
