@@ -161,22 +161,21 @@ def render_convert_speed(doc: Document) -> list[str]:
     return [caption, "", *_table(["model", "convert ms", "render + check ms"], rows)]
 
 
-def _gain(row: dict[str, Any]) -> str:
-    gain = row.get("gain_over_baseline")
-    if gain is None:
-        return "–"
-    low, high = row.get("gain_ci_low"), row.get("gain_ci_high")
-    interval = "" if low is None or high is None else f" [{low:.2f}, {high:.2f}]"
-    return f"{gain:.2f}×{interval}"
-
-
 def render_tune(doc: Document) -> list[str]:
-    """Grid against adaptive search per model: trials, best, its gain over the baseline, wall time."""
+    """Grid against adaptive search per model: trials, each one's choice, their head-to-head, wall time."""
     results: list[dict[str, Any]] = doc["results"]
     sizes = sorted({r["grid_size"] for r in results})
     duration = doc.get("duration_s")
-    caption = f"Search space of {', '.join(map(str, sizes))} configs" + (
-        f", {duration:g} s per trial." if duration is not None else "."
+    rounds = doc.get("rounds")
+    caption = (
+        f"Search space of {', '.join(map(str, sizes))} configs"
+        + (f", {duration:g} s per trial" if duration is not None else "")
+        + (
+            f"; the configs each strategy chose and the baseline then measured in {rounds} interleaved "
+            "rounds (median ± half the 95% interval; ratios paired by round)."
+            if rounds
+            else "."
+        )
     )
     rows = [
         [
@@ -184,19 +183,39 @@ def render_tune(doc: Document) -> list[str]:
             r["strategy"],
             str(r["concurrency"]),
             _num(r["slo_p99_ms"]),
-            str(r["trials"]),
-            _num(r.get("best_infer_per_s")),
-            _ratio(r.get("vs_grid_best")),
-            _num(r.get("best_p99_ms"), 1),
-            _num(r.get("baseline_infer_per_s")),
-            _gain(r),
+            f"{r['trials']}/{r['grid_size']}",
+            f"`{r.get('h2h_key') or r.get('best_key') or '–'}`",
+            _plus_minus(r.get("h2h_infer_per_s")),
+            _paired(r.get("h2h_vs_grid")) if r["strategy"] != "grid" else "–",
+            _paired(r.get("h2h_vs_baseline")),
+            str(r.get("decision") or "–"),
             _num(r["wall_s"]),
         ]
         for r in results
     ]
-    header = ["model", "strategy", "concurrency", "SLO P99 ms", "trials", "best infer/s",
-              "vs grid's best", "P99 ms", "baseline infer/s", "gain", "wall s"]  # fmt: skip
+    header = ["model", "strategy", "concurrency", "SLO P99 ms", "trials", "chosen config", "infer/s",
+              "vs grid's choice", "vs baseline", "tune decision", "wall s"]  # fmt: skip
     return [caption, "", *_table(header, rows)]
+
+
+def _plus_minus(summary: dict[str, Any] | None) -> str:
+    """``median ± half the interval`` of a summary (``intervals.Summary.to_json``)."""
+    if not summary:
+        return "–"
+    median, low, high = summary["median"], summary.get("ci_low"), summary.get("ci_high")
+    if low is None or high is None:
+        return _num(median)
+    return f"{_num(median)} ± {_num((high - low) / 2)}"
+
+
+def _paired(ratio: dict[str, Any] | None) -> str:
+    """``1.93× [1.45, 2.56]`` of a paired ratio (``intervals.Ratio.to_json``), ``(tie)`` when it holds 1."""
+    if not ratio:
+        return "–"
+    if ratio.get("ci_low") is None:
+        return f"{ratio['estimate']:.2f}×"
+    tie = "" if ratio.get("significant") else " (tie)"
+    return f"{ratio['estimate']:.2f}× [{ratio['ci_low']:.2f}, {ratio['ci_high']:.2f}]{tie}"
 
 
 def render_soak(doc: Document) -> list[str]:

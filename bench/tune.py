@@ -1,11 +1,15 @@
-"""Grid against adaptive search on the embedded server: trials, best objective, wall time, gain.
+"""Grid against adaptive search on the embedded server: trials, wall time, and their bests side by side.
 
 For each model (the example MLP, and MiniLM-L6 as ONNX on the local target when the
-torch extra is installed) both strategies tune the same space against the same SLO,
-one after the other on one embedded server. Printed and written as JSON: trials used,
-the best feasible inferences/s of the search, wall time, the search best's gain over the
-baseline (the built model's own config) at the same P99 budget from one measurement each,
-and the confirmation's verdict (finalists against the baseline in interleaved rounds).
+torch extra is installed), built without dynamic batching (the baseline), both
+strategies tune the same space against the same SLO, one after the other on one
+embedded server, each ending with its confirmation (finalists against the baseline in
+interleaved rounds). Then the grid's best config, the adaptive search's best config and
+the baseline are measured once more in interleaved rounds (A B C, A B C, …): whether
+adaptive search found as good a config as the grid is that paired ratio with its
+interval, not a difference between two single measurements. Printed and written as
+JSON: trials used, wall time, each search's best, the confirmation's verdict and gain
+over the baseline with its interval, and the head-to-head ratios.
 
 Usage: ``.venv/bin/python bench/tune.py [--models mlp,minilm] [--duration 2] [--json PATH]``
 """
@@ -16,7 +20,8 @@ import argparse
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +29,18 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.intervals import DEFAULT_ROUNDS, paired_ratio, summarise
+from tritongen.loadtest.rounds import Contender, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.build import BuildRequest, build_models
+from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
 from tritongen.tune.control import ModelControl
 from tritongen.tune.runner import TuneRequest, run_tune
-from tritongen.tune.space import SearchSpace, parse_preferred_sets
+from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
+from tritongen.tune.trial import candidate_config
 
 console = Console()
 
@@ -51,9 +60,9 @@ class BenchModel:
 
 def _models() -> dict[str, BenchModel]:
     space = SearchSpace(
-        max_batch_sizes=(8, 16, 32),
+        max_batch_sizes=(16, 32),
         preferred_batch_sizes=parse_preferred_sets("4,8;8,16;none"),
-        max_queue_delays_us=(0, 100, 500, 1000, 2000),
+        max_queue_delays_us=(0, 500, 2000),
         instance_counts=(1, 2),
     )
     return {
@@ -79,12 +88,64 @@ def _build(model: BenchModel, repo: Path) -> str:
             name=model.name,
             repo=repo,
             formats=("onnx",),
-            options=BatchingOptions(max_batch_size=32),
+            options=BatchingOptions(max_batch_size=32, dynamic_batching=False),
             input_specs=model.input_specs,
             force=True,
         )
     )
     return result.models[0].name
+
+
+def _head_to_head(
+    control: ModelControl,
+    base: ModelConfig,
+    load: LoadSpec,
+    bests: dict[str, Candidate | Current],
+    rounds: int,
+) -> dict[str, dict[str, Any]]:
+    """Each strategy's chosen config against the grid's and the baseline's, in interleaved rounds."""
+    if "grid" not in bests:
+        return {}
+    contenders: dict[str, Candidate | Current] = {"baseline": Current.of(base)}
+    for candidate in bests.values():
+        contenders.setdefault(candidate.key, candidate)
+    keys = {strategy: candidate.key for strategy, candidate in bests.items()}
+    console.log(f"head to head, {rounds} rounds: {', '.join(contenders)}")
+    measured = measure_rounds(
+        [
+            Contender(key, replace(load, model=control.model), prepare=_reload(control, base, candidate))
+            for key, candidate in contenders.items()
+        ],
+        rounds,
+    )
+    control.load(base)
+
+    def throughput(key: str) -> list[float | None]:
+        return measured.figures(key, lambda run: run.infer_per_s)
+
+    out: dict[str, dict[str, Any]] = {}
+    for strategy, key in keys.items():
+        vs_grid = paired_ratio(throughput(key), throughput(keys["grid"]))
+        vs_base = paired_ratio(throughput(key), throughput("baseline"))
+        summary = summarise(throughput(key))
+        out[strategy] = {
+            "h2h_key": key,
+            "h2h_rounds": measured.completed,
+            "h2h_infer_per_s": None if summary is None else summary.to_json(),
+            "h2h_vs_grid": None if vs_grid is None else vs_grid.to_json(),
+            "h2h_vs_baseline": None if vs_base is None else vs_base.to_json(),
+        }
+    return out
+
+
+def _reload(control: ModelControl, base: ModelConfig, candidate: Candidate | Current) -> Callable[[], None]:
+    config = candidate_config(base, candidate, "local")
+
+    def reload() -> None:
+        control.load(config)
+        control.check_serving(config)
+
+    return reload
 
 
 def main() -> None:
@@ -94,6 +155,9 @@ def main() -> None:
     )
     parser.add_argument("--models", default="mlp,minilm")
     parser.add_argument("--duration", type=float, default=2.0, help="measured seconds per trial")
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help="confirmation and head-to-head rounds"
+    )
     parser.add_argument("--json", type=Path, default=RESULTS / "tune.json")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
@@ -107,6 +171,7 @@ def main() -> None:
                 root / "repo", http_port=0, grpc_port=0, metrics_port=0, models=[name]
             ) as server:
                 control = ModelControl(server.http_url, name)
+                bests: dict[str, Candidate | Current] = {}
                 for strategy in ("grid", "adaptive"):
                     load = LoadSpec(
                         model=name,
@@ -125,6 +190,7 @@ def main() -> None:
                         slo_p99_ms=model.slo_p99_ms,
                         strategy=strategy,
                         out_dir=root / f"{name}-{strategy}",
+                        rounds=args.rounds,
                     )
                     started = time.perf_counter()
                     report = run_tune(
@@ -139,6 +205,9 @@ def main() -> None:
                     )
                     wall = time.perf_counter() - started
                     winner = report.search_best
+                    chosen = report.best
+                    if chosen is not None:
+                        bests[strategy] = chosen.candidate
                     finalist = report.confirmation.best_finalist if report.confirmation else None
                     gain = finalist.ratio if finalist else None
                     rows.append(
@@ -172,12 +241,15 @@ def main() -> None:
                             "wall_s": wall,
                         }
                     )
+                head_to_head = _head_to_head(control, base, load, bests, args.rounds)
+                for row in rows:
+                    if row["model"] == model.name:
+                        row.update(head_to_head.get(row["strategy"], {}))
                 control.close()
     for model_name in {r["model"] for r in rows}:
         grid = next(r for r in rows if r["model"] == model_name and r["strategy"] == "grid")
         for row in rows:
-            if row["model"] == model_name and grid["best_infer_per_s"] and row["best_infer_per_s"]:
-                row["vs_grid_best"] = row["best_infer_per_s"] / grid["best_infer_per_s"]
+            if row["model"] == model_name:
                 row["vs_grid_trials"] = row["trials"] / grid["trials"]
     table = Table(title="grid vs adaptive (embedded server)")
     for column in (
@@ -198,15 +270,30 @@ def main() -> None:
             f"{r['strategy']} ({r['best_key']})",
             f"{r['trials']}/{r['grid_size']}",
             f"{r['best_infer_per_s'] or 0:,.0f}",
-            f"{r.get('vs_grid_best', 0):.2f}",
+            _ratio_text(r.get("h2h_vs_grid")),
             f"{r['best_p99_ms'] or 0:.2f}",
             f"{r['baseline_infer_per_s'] or 0:,.0f}",
             f"{r['gain_over_baseline'] or 0:.2f}×",
             f"{r['wall_s']:.0f}",
         )
     console.print(table)
-    document = {"schema": "tritongen.bench.tune/1", "duration_s": args.duration, "results": rows}
+    document = {
+        "schema": "tritongen.bench.tune/1",
+        "duration_s": args.duration,
+        "rounds": args.rounds,
+        "space": {"max_batch_sizes": [16, 32], "preferred_batch_sizes": "4,8;8,16;none",
+                  "max_queue_delays_us": [0, 500, 2000], "instance_counts": [1, 2]},
+        "results": rows,
+    }  # fmt: skip
     console.print(f"wrote {write_result(args.json, document, sys.argv)}")
+
+
+def _ratio_text(ratio: dict[str, Any] | None) -> str:
+    if not ratio:
+        return "–"
+    if ratio.get("ci_low") is None:
+        return f"{ratio['estimate']:.2f}×"
+    return f"{ratio['estimate']:.2f}× [{ratio['ci_low']:.2f}, {ratio['ci_high']:.2f}]"
 
 
 if __name__ == "__main__":

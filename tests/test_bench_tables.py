@@ -199,17 +199,32 @@ def test_engines_table_names_the_tvm_library_and_the_ratio() -> None:
 
 
 def test_tune_soak_convert_and_precision_tables() -> None:
+    ratio = {"estimate": 0.98, "ci_low": 0.93, "ci_high": 1.03, "significant": False}
+    gain = {"estimate": 2.2, "ci_low": 1.9, "ci_high": 2.5, "significant": True}
     tune = {
         "duration_s": 2.0,
+        "rounds": 5,
         "results": [
-            {"model": "mlp", "strategy": "grid", "concurrency": 16, "slo_p99_ms": 20.0, "grid_size": 80,
-             "trials": 80, "best_infer_per_s": 5232.2, "vs_grid_best": 1.0, "best_p99_ms": 10.84,
-             "baseline_infer_per_s": 2378.0, "gain_over_baseline": 2.2, "gain_ci_low": 1.9,
-             "gain_ci_high": 2.5, "wall_s": 655.3},
+            {"model": "mlp", "strategy": "grid", "concurrency": 16, "slo_p99_ms": 20.0, "grid_size": 36,
+             "trials": 36, "h2h_key": "mb32-pbauto-qd500-i1", "decision": "apply", "wall_s": 655.3,
+             "h2h_infer_per_s": {"median": 5232.2, "ci_low": 5100.0, "ci_high": 5300.0},
+             "h2h_vs_grid": {"estimate": 1.0, "ci_low": 1.0, "ci_high": 1.0, "significant": False},
+             "h2h_vs_baseline": gain},
+            {"model": "mlp", "strategy": "adaptive", "concurrency": 16, "slo_p99_ms": 20.0, "grid_size": 36,
+             "trials": 11, "h2h_key": "mb16-pbauto-qd500-i1", "decision": "apply", "wall_s": 211.0,
+             "h2h_infer_per_s": {"median": 5100.0, "ci_low": None, "ci_high": None},
+             "h2h_vs_grid": ratio, "h2h_vs_baseline": gain},
         ],
     }  # fmt: skip
-    assert "| MLP | grid | 16 | 20 | 80 | 5,232 | 1.00 | 10.8 | 2,378 | 2.20× [1.90, 2.50] | 655 |" in (
-        tables.render_tune(tune)
+    lines = tables.render_tune(tune)
+    assert lines[0].startswith("Search space of 36 configs, 2 s per trial; the configs each strategy chose")
+    assert (
+        "| MLP | grid | 16 | 20 | 36/36 | `mb32-pbauto-qd500-i1` | 5,232 ± 100 | – | 2.20× [1.90, 2.50] "
+        "| apply | 655 |" in lines
+    )
+    assert (
+        "| MLP | adaptive | 16 | 20 | 11/36 | `mb16-pbauto-qd500-i1` | 5,100 | 0.98× [0.93, 1.03] (tie) |"
+        in ("\n".join(lines))
     )
     soak = {
         "model": "mlp_onnx", "target_req_per_s": 2866, "fraction": 0.7, "max_req_per_s": 4094.2,

@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ pytestmark = pytest.mark.triton
 runner = CliRunner()
 MODEL = "mlp_onnx"
 FAST = ["--duration", "1s", "--warmup", "0.5s", "--concurrency", "4"]
+QUICK_LOOK = ["--rounds", "1", "--finalists", "1"]  # the least confirmation: one round of one finalist
 
 
 def _tune(server: LocalTritonServer, repo: Path, *args: str | Path) -> tuple[int, str, str]:
@@ -49,21 +52,43 @@ def test_grid_tune_measures_every_legal_config_and_restores_the_model(
         triton_server, served_repository, "--slo-p99-ms", "500", "--max-batch-size", "8,32",
         "--preferred-batch-sizes", "4,8;16", "--max-queue-delay-us", "200", "--instances", "1",
         "--strategy", "grid", "--out", out, "--json", tmp_path / "t.json", "--plot", tmp_path / "t.png",
+        "--rounds", "2", "--finalists", "1",
     )  # fmt: skip
     assert code == 0, stderr
     data = json.loads((tmp_path / "t.json").read_text())
-    assert data["schema"] == "tritongen.tune/1" and data["model"] == MODEL and data["strategy"] == "grid"
+    assert data["schema"] == "tritongen.tune/2" and data["model"] == MODEL and data["strategy"] == "grid"
+    assert data["rounds"] == 2 and data["confidence"] == 0.95
     keys = [t["key"] for t in data["trials"]]
     assert keys == ["mb8-pb4.8-qd200-i1", "mb32-pb4.8-qd200-i1", "mb32-pb16-qd200-i1"]
     assert [s["reason"] for s in data["skipped"]] == ["preferred batch sizes 16 exceed max_batch_size 8"]
-    assert data["baseline"]["config"]["dynamic_batching"] is False
+    # The baseline is the model's config.pbtxt as it is, measured like any trial.
+    current = data["baseline"]["key"]
+    assert current == "current-mb32-pb4.8.16-qd500-i1" and data["baseline"]["config"]["current"] is True
+    assert (out / "trials" / current / "config.pbtxt").read_text() == (
+        served_repository / MODEL / "config.pbtxt"
+    ).read_text()
     assert all(t["feasible"] and t["infer_per_s"] > 0 and t["result"]["runs"] for t in data["trials"])
-    assert data["best"]["key"] in keys and data["best"]["gain_over_baseline"] > 0
     for key in keys:
         assert "preferred_batch_size" in (out / "trials" / key / "config.pbtxt").read_text()
         assert (out / "trials" / key / "result.json").is_file()
+    # The confirmation: the search's best and the current config, two interleaved rounds each.
+    (finalist,) = data["finalists"]
+    assert finalist == max(data["trials"], key=lambda t: t["infer_per_s"])["key"]
+    contenders = data["confirmation"]["contenders"]
+    assert list(contenders) == [current, finalist] and data["confirmation"]["completed_rounds"] == 2
+    for entry in contenders.values():
+        assert [r["round"] for r in entry["runs"]] == [1, 2]
+        assert entry["infer_per_s"]["rounds"] == 2 and entry["infer_per_s"]["ci_low"] is not None
+        assert entry["p99_us"]["median"] > 0 and entry["feasible"]
+    ratio = contenders[finalist]["ratio"]
+    assert ratio["rounds"] == 2 and ratio["ci_low"] <= ratio["estimate"] <= ratio["ci_high"]
+    applies = ratio["significant"] and ratio["estimate"] > 1.0
+    assert data["decision"] == ("apply" if applies else "keep")
+    assert data["best"]["key"] == (finalist if applies else current)
+    assert data["best"]["significant"] is applies
+    assert data["verdict"] in stdout
+    assert f"round 2/2: {finalist}" in stderr  # progress of the confirmation
     assert (tmp_path / "t.png").stat().st_size > 0
-    assert "best: " in stdout
     assert _served_batching(triton_server) == before  # back on its config.pbtxt
 
 
@@ -72,11 +97,19 @@ def test_resume_skips_finished_trials(
 ) -> None:
     out = tmp_path / "tune"
     args = ["--max-batch-size", "16", "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,500"]
-    args += ["--instances", "1", "--strategy", "grid"]
+    args += ["--instances", "1", "--strategy", "grid", *QUICK_LOOK]
     code, _, stderr = _tune(triton_server, served_repository, *args, "--out", out, "--max-trials", "1")
     assert code == 0, stderr
     first = json.loads((out / "tune.json").read_text())
     assert len(first["trials"]) == 1
+    # Other rounds than the directory was measured with: refused in one line, nothing touched.
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    code, _, stderr = _tune(triton_server, served_repository, *args, "--resume", out, "--rounds", "3")
+    assert code == 1 and _error_line(stderr).endswith(
+        "was tuned with --rounds 1 --finalists 1 --confidence 0.95. resume with the same --rounds, "
+        "--finalists and --confidence, or pick a new --out directory."
+    )
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     code, _, stderr = _tune(triton_server, served_repository, *args, "--resume", out)
     assert code == 0, stderr
     assert stderr.count("(reused)") == 2  # the baseline and the finished trial
@@ -96,27 +129,158 @@ def test_resume_of_another_tune_is_refused(
     assert "holds trials of another tune" in stderr
 
 
-def test_apply_writes_the_best_config_with_a_backup(
-    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
+BATCHED = "batch_sleep"
+BATCH_SLEEP_MODEL_PY = """
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.03)  # once per execution, however many requests the batcher put in it
+        inputs = [pb_utils.get_input_tensor_by_name(r, "x").as_numpy() for r in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("y", x)]) for x in inputs]
+"""
+# Concurrency 8 against a model that sleeps 30 ms per execution: without dynamic batching
+# (its config) each request is an execution, about 33 infer/s; with it, one execution
+# serves up to 8 queued requests, several times that. A gain no noise can hide.
+ON_BATCHED = [
+    "--duration", "1s", "--warmup", "0.5s", "--concurrency", "8", "--max-batch-size", "8",
+    "--preferred-batch-sizes", "none", "--max-queue-delay-us", "1000", "--instances", "1",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def batching_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalTritonServer, Path]]:
+    """A server with one model where dynamic batching matters, whatever the machine's noise."""
+    from tritongen.triton.model_config import InstanceGroup, ModelConfig, ModelInput, ModelOutput
+    from tritongen.triton.render import render_config
+
+    repo = tmp_path_factory.mktemp("batching") / "repo"
+    (repo / BATCHED / "1").mkdir(parents=True)
+    (repo / BATCHED / "1" / "model.py").write_text(BATCH_SLEEP_MODEL_PY)
+    config = ModelConfig(
+        name=BATCHED, backend="python", max_batch_size=8,
+        input=[ModelInput(name="x", data_type="TYPE_FP32", dims=[4])],
+        output=[ModelOutput(name="y", data_type="TYPE_FP32", dims=[4])],
+        instance_group=[InstanceGroup(count=1, kind="KIND_CPU")],
+    )  # fmt: skip
+    (repo / BATCHED / "config.pbtxt").write_text(render_config(config))
+    with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0) as server:
+        yield server, repo
+
+
+def _served(server: LocalTritonServer, model: str) -> dict[str, Any]:
+    control = ModelControl(server.http_url, model)
+    try:
+        return control.served_config()
+    finally:
+        control.close()
+
+
+def test_apply_writes_a_config_that_beat_the_current_one_significantly(
+    batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
 ) -> None:
-    config = served_repository / MODEL / "config.pbtxt"
+    server, repo = batching_server
+    config = repo / BATCHED / "config.pbtxt"
     original = config.read_text()
     try:
-        code, _, stderr = _tune(
-            triton_server, served_repository, "--max-batch-size", "16", "--preferred-batch-sizes", "8",
-            "--max-queue-delay-us", "300", "--instances", "1", "--out", tmp_path / "t", "--apply",
+        result = runner.invoke(
+            app,
+            ["tune", BATCHED, "--repo", str(repo), "--url", server.http_url, *ON_BATCHED, "--rounds", "2",
+             "--out", str(tmp_path / "t"), "--json", str(tmp_path / "t.json"), "--apply"],
         )  # fmt: skip
-        assert code == 0, stderr
-        assert (served_repository / MODEL / "config.pbtxt.bak").read_text() == original
+        assert result.exit_code == 0, result.stderr
+        doc = json.loads((tmp_path / "t.json").read_text())
+        current, finalist = "current-mb8-nodb-i1", "mb8-pbauto-qd1000-i1"
+        assert list(doc["confirmation"]["contenders"]) == [current, finalist]
+        gain = doc["best"]["gain_over_baseline"]
+        assert doc["decision"] == "apply" and doc["best"]["key"] == finalist and doc["best"]["significant"]
+        assert gain["significant"] and gain["ci_low"] > 1.0 and gain["rounds"] == 2
+        verdict = doc["verdict"]
+        assert verdict.startswith(f"best: {finalist} ") and "the baseline (current config)" in verdict
+        assert verdict in result.stdout
+        assert f"applied {finalist} to {config}" in result.stdout
+        assert (repo / BATCHED / "config.pbtxt.bak").read_text() == original
         applied = config.read_text()
-        assert "max_queue_delay_microseconds: 300" in applied and "preferred_batch_size: [ 8 ]" in applied
-        assert _served_batching(triton_server)["max_queue_delay_microseconds"] == 300  # served live too
+        assert "dynamic_batching" in applied and "max_queue_delay_microseconds: 1000" in applied
+        assert _served(server, BATCHED)["dynamic_batching"]["max_queue_delay_microseconds"] == 1000  # live
     finally:
         config.write_text(original)
-        (served_repository / MODEL / "config.pbtxt.bak").unlink(missing_ok=True)
-        control = ModelControl(triton_server.http_url, MODEL)
+        (repo / BATCHED / "config.pbtxt.bak").unlink(missing_ok=True)
+        control = ModelControl(server.http_url, BATCHED)
         control.load(parse_config_text(original))
         control.close()
+
+
+def test_apply_is_refused_in_one_line_without_a_significant_gain(
+    batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
+) -> None:
+    # One round (a quick look) has no interval: nothing is significant, however large the gain.
+    server, repo = batching_server
+    config = repo / BATCHED / "config.pbtxt"
+    original = config.read_text()
+    result = runner.invoke(
+        app,
+        ["tune", BATCHED, "--repo", str(repo), "--url", server.http_url, *ON_BATCHED, "--rounds", "1",
+         "--out", str(tmp_path / "t"), "--apply"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads((tmp_path / "t" / "tune.json").read_text())
+    assert doc["decision"] == "keep" and doc["best"]["key"] == "current-mb8-nodb-i1"
+    assert doc["confirmation"]["contenders"]["mb8-pbauto-qd1000-i1"]["ratio"]["ci_low"] is None
+    assert "keep the current config: one round is a quick look" in result.stdout
+    refusals = [line for line in result.stdout.splitlines() if line.startswith("not applied")]
+    assert refusals == [f"not applied: no config beat the current one significantly; {config} is unchanged"]
+    assert config.read_text() == original and not (repo / BATCHED / "config.pbtxt.bak").exists()
+    assert "dynamic_batching" not in _served(server, BATCHED)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_the_confirmation_restores_the_config_and_keeps_the_rounds(
+    batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
+) -> None:
+    server, repo = batching_server
+    out = tmp_path / "tune"
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tritongen", "tune", BATCHED, "--repo", str(repo), "--url", server.http_url,
+         *ON_BATCHED, "--rounds", "3", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    lines: list[str] = []
+    second_round = threading.Event()
+
+    def read() -> None:
+        assert cli.stderr is not None
+        for line in cli.stderr:
+            lines.append(line)
+            if "round 2/3: " in line:
+                second_round.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert second_round.wait(240), "the confirmation never reached its second round:\n" + "".join(lines)
+        time.sleep(1)  # reloading or measuring the first contender of round 2
+        cli.send_signal(signal.SIGINT)
+        code = cli.wait(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    reader.join(10)
+    stderr = "".join(lines)
+    assert code == 130, stderr
+    assert "model config restored" in stderr
+    doc = json.loads((out / "tune.json").read_text())
+    assert doc["status"] == "interrupted" and doc["decision"] == "keep"
+    assert [t["key"] for t in doc["trials"]] == ["mb8-pbauto-qd1000-i1"]
+    assert (out / "trials" / "mb8-pbauto-qd1000-i1" / "result.json").is_file()
+    confirmation = doc["confirmation"]
+    assert confirmation["status"] == "interrupted" and confirmation["completed_rounds"] == 1
+    for entry in confirmation["contenders"].values():
+        assert [r["round"] for r in entry["runs"] if r["status"] == "ok"][:1] == [1]
+    assert "dynamic_batching" not in _served(server, BATCHED)  # back on its own config
 
 
 def test_bad_tune_settings_are_one_line_errors(
@@ -128,6 +292,36 @@ def test_bad_tune_settings_are_one_line_errors(
     assert code == 1 and "error:" in stderr
     code, _, stderr = _tune(triton_server, served_repository, "--strategy", "random", "--out", tmp_path / "t")
     assert code == 1 and "unknown search strategy" in stderr
+
+
+def _error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (("--rounds", "0"), "--rounds 0 must be at least 1"),
+        (("--rounds", "-2"), "--rounds -2 must be at least 1"),
+        (("--confidence", "1.5"), "--confidence 1.5 is not a level between 0 and 1"),
+        (("--confidence", "0"), "--confidence 0.0 is not a level between 0 and 1"),
+        (("--confidence", "1"), "--confidence 1.0 is not a level between 0 and 1"),
+        (("--finalists", "0"), "--finalists 0 must be at least 1"),
+    ],
+)
+def test_bad_rounds_confidence_or_finalists_are_one_line_and_write_nothing(
+    served_repository: Path, tmp_path: Path, option: tuple[str, str], message: str
+) -> None:
+    out = tmp_path / "t"
+    result = runner.invoke(
+        app,
+        ["tune", MODEL, "--repo", str(served_repository), "--url", "localhost:1", "--out", str(out), *option],
+    )
+    assert result.exit_code == 1
+    assert message in _error_line(result.stderr)
+    assert not out.exists()
 
 
 @pytest.mark.slow
@@ -209,7 +403,7 @@ def test_a_config_the_server_refuses_is_a_failed_trial_and_the_sweep_goes_on(tmp
             app,
             ["tune", "picky", "--repo", str(repo), "--url", server.http_url, *FAST,
              "--max-batch-size", "8,16", "--max-queue-delay-us", "0", "--instances", "1",
-             "--strategy", "grid", "--out", str(tmp_path / "t")],
+             "--strategy", "grid", "--out", str(tmp_path / "t"), "--apply"],
         )  # fmt: skip
         assert result.exit_code == 0, result.stderr
         doc = json.loads((tmp_path / "t" / "tune.json").read_text())
@@ -217,7 +411,17 @@ def test_a_config_the_server_refuses_is_a_failed_trial_and_the_sweep_goes_on(tmp
         assert by_key["mb16-pbauto-qd0-i1"]["status"] == "failed"
         assert "cannot run batches above 8" in by_key["mb16-pbauto-qd0-i1"]["reason"]
         assert (tmp_path / "t" / "trials" / "mb16-pbauto-qd0-i1" / "failed.json").is_file()
-        assert by_key["mb8-pbauto-qd0-i1"]["status"] == "ok" and doc["best"]["key"] == "mb8-pbauto-qd0-i1"
+        # The only config that works is the current one (mb8-pbauto-qd0-i1 renders it unchanged):
+        # nothing to confirm, the current config stays, and --apply changes nothing.
+        assert by_key["mb8-pbauto-qd0-i1"]["status"] == "ok"
+        assert doc["same_as_current"] == ["mb8-pbauto-qd0-i1"] and doc["finalists"] == []
+        assert doc["confirmation"] is None and doc["decision"] == "keep"
+        assert doc["best"]["key"] == "current-mb8-pbauto-qd0-i1"
+        assert "keep the current config: every config that met the SLO in the search is the current one" in (
+            result.stdout
+        )
+        assert "not applied: no config beat the current one significantly" in result.stdout
+        assert not (model / "config.pbtxt.bak").exists()
         control = ModelControl(server.http_url, "picky")
         assert int(control.served_config()["max_batch_size"]) == 8  # back on its own config
         control.close()

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tritongen.errors import ConfigError
+from tritongen.loadtest.result import RunResult
+from tritongen.loadtest.rounds import Rounds
+from tritongen.loadtest.spec import LoadSpec
+from tritongen.tune.confirm import Confirmation, Entry, judge
 from tritongen.tune.objective import (
     FAILED_OBJECTIVE,
     Measurement,
@@ -21,8 +28,19 @@ from tritongen.tune.objective import (
     objective,
     pareto_front,
 )
-from tritongen.tune.space import Baseline, Candidate, SearchSpace, parse_preferred_sets
+from tritongen.tune.runner import (
+    RELOAD_S,
+    RUN_OVERHEAD_S,
+    TuneReport,
+    TuneRequest,
+    _claim,
+    _finalists,
+    check_claim,
+    plan,
+)
+from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.strategy import AdaptiveSearch, GridSearch, SearchStrategy, make_strategy
+from tritongen.tune.trial import TrialRecord
 
 SPACE = SearchSpace(
     max_batch_sizes=(8, 16, 32),
@@ -112,19 +130,34 @@ def test_candidate_options() -> None:
     assert Candidate(0, None, 0, 3).to_options().dynamic_batching is False
 
 
-def test_baseline_is_batching_off() -> None:
-    base = SPACE.baseline()
-    assert base == Baseline(32, 1)
-    assert SPACE.baseline(8) == Baseline(8)
-    assert base.key == "baseline-mb32-i1"
-    assert base.to_json()["dynamic_batching"] is False
-    assert Baseline.from_json(base.to_json()) == base
-    options = base.to_options()
-    assert options.dynamic_batching is False
-    assert options.preferred_batch_sizes is None and options.max_queue_delay_us is None
-    options.check()
-    with pytest.raises(ConfigError):
-        Baseline.from_json(Candidate(8, None, 0, 1).to_json())
+def test_the_baseline_is_the_current_config_unchanged() -> None:
+    from tritongen.triton.model_config import DynamicBatching, InstanceGroup, ModelConfig
+    from tritongen.tune.trial import candidate_config
+
+    plain = ModelConfig(name="m", backend="python", max_batch_size=16)
+    off = Current.of(plain)
+    assert off == Current(16, dynamic_batching=False)
+    assert off.key == "current-mb16-nodb-i1"
+    assert off.to_json() == {
+        "current": True, "max_batch_size": 16, "dynamic_batching": False, "preferred_batch_sizes": None,
+        "max_queue_delay_us": 0, "instances": 1,
+    }  # fmt: skip
+    batched = plain.model_copy(
+        update={
+            "dynamic_batching": DynamicBatching(
+                preferred_batch_size=[4, 8], max_queue_delay_microseconds=500
+            ),
+            "instance_group": [InstanceGroup(count=2, kind="KIND_CPU")],
+        }
+    )
+    on = Current.of(batched)
+    assert on.key == "current-mb16-pb4.8-qd500-i2"
+    assert Current.of(batched.model_copy(update={"dynamic_batching": DynamicBatching()})).key == (
+        "current-mb16-pbauto-qd0-i2"
+    )
+    # Rendered as it is: nothing of the model's config changes.
+    assert candidate_config(batched, on, "local") is batched
+    assert on.to_options() == type(on.to_options())()
 
 
 def test_grid_order_and_size() -> None:
@@ -482,3 +515,372 @@ def test_strategies_propose_legal_new_candidates_and_stop(
         raise AssertionError("the strategy did not stop")
     assert len(history) <= (max_trials or len(legal))
     assert (len(history) > 0) == (len(legal) > 0)
+
+
+# --- confirmation: the finalists against the current config, in rounds ------------------
+
+CURRENT = Current(16, dynamic_batching=False)
+QUICK = Candidate(16, None, 500, 1)
+SLOW_TAIL = Candidate(16, (8, 16), 2000, 2)
+
+
+def _result(infer_per_s: float, p99_us: float, number: int, errors: int = 0) -> RunResult:
+    return RunResult(
+        mode="concurrency", concurrency=8, target_rate=None, batch_size=1, duration_s=1.0,
+        requests=int(infer_per_s), errors=errors, errors_by_kind={"timeout": errors} if errors else {},
+        qps=infer_per_s, infer_per_s=infer_per_s,
+        latency_us={"p50": p99_us / 2, "p90": p99_us * 0.8, "p95": p99_us * 0.9, "p99": p99_us,
+                    "p999": p99_us * 1.2, "mean": p99_us / 2},
+        server_us=None, avg_batch=None, stable=True, gpu=None, cpu=None, round=number,
+    )  # fmt: skip
+
+
+def _judge(
+    figures: dict[Candidate | Current, list[tuple[float, float]]],
+    rounds: int | None = None,
+    slo_p99_ms: float | None = None,
+    status: str = "ok",
+    errors: dict[Candidate | Current, int] | None = None,
+) -> Confirmation:
+    """Judge rounds of (infer/s, P99 µs) per contender, as ``measure_rounds`` would have measured them."""
+    runs = {
+        c.key: [_result(i, p, n + 1, (errors or {}).get(c, 0) if n == 1 else 0) for n, (i, p) in enumerate(v)]
+        for c, v in figures.items()
+    }
+    completed = min(len(v) for v in figures.values())
+    measured = Rounds(runs=runs, status=status, completed=completed)
+    entries = [Entry(c.key, c, 8.0) for c in figures]
+    return judge(measured, entries, rounds or completed, slo_p99_ms)
+
+
+def _scaled(base: list[float], ratios: list[float], p99_us: float = 4000.0) -> list[tuple[float, float]]:
+    return [(b * r, p99_us) for b, r in zip(base, ratios, strict=True)]
+
+
+BASE = [1000.0, 1040.0, 970.0, 1010.0, 990.0]
+BASE_ROUNDS = [(v, 4000.0) for v in BASE]
+
+
+def test_the_current_config_stays_when_the_finalists_are_within_the_noise() -> None:
+    confirmation = _judge(
+        {
+            CURRENT: BASE_ROUNDS,
+            QUICK: _scaled(BASE, [1.03, 0.98, 1.05, 0.99, 1.02]),
+            SLOW_TAIL: _scaled(BASE, [0.97, 1.02, 0.99, 1.01, 0.96]),
+        }
+    )
+    quick = next(c for c in confirmation.finalists if c.candidate == QUICK)
+    assert quick.ratio is not None and quick.ratio.low is not None and quick.ratio.high is not None
+    assert quick.ratio.low < 1.0 < quick.ratio.high and not quick.ratio.significant
+    assert quick.eligible and not quick.beats_current
+    assert confirmation.winner is None and confirmation.best.is_current
+    assert confirmation.best_finalist is quick  # the highest ratio, named by the verdict
+
+
+def test_a_finalist_that_beats_the_current_config_significantly_is_chosen() -> None:
+    confirmation = _judge(
+        {
+            CURRENT: BASE_ROUNDS,
+            QUICK: _scaled(BASE, [1.88, 1.95, 1.90, 1.86, 1.93]),
+            SLOW_TAIL: _scaled(BASE, [1.40, 1.45, 1.38, 1.42, 1.44]),
+        },
+        slo_p99_ms=10.0,
+    )
+    winner = confirmation.winner
+    assert winner is not None and winner.candidate == QUICK
+    assert winner.ratio is not None and winner.ratio.significant and winner.ratio.low > 1.5  # type: ignore[operator]
+    assert winner.infer_per_s is not None and winner.infer_per_s.median == 1880.0  # 1000 × 1.88
+    assert winner.ratio.text().startswith("1.90× [")
+    assert confirmation.best is winner
+
+
+def test_among_significant_finalists_the_highest_median_throughput_wins() -> None:
+    # SLOW_TAIL is measured at a higher level: its ratio interval is tighter but its median lower.
+    confirmation = _judge(
+        {
+            CURRENT: BASE_ROUNDS,
+            QUICK: _scaled(BASE, [1.60, 1.90, 1.75, 1.65, 1.85]),
+            SLOW_TAIL: _scaled(BASE, [1.50, 1.51, 1.50, 1.49, 1.50]),
+        }
+    )
+    assert all(c.beats_current for c in confirmation.finalists)
+    assert confirmation.winner is not None and confirmation.winner.candidate == QUICK
+
+
+def test_a_finalist_over_the_slo_is_not_eligible() -> None:
+    figures = {
+        CURRENT: BASE_ROUNDS,
+        QUICK: _scaled(BASE, [1.88, 1.95, 1.90, 1.86, 1.93], p99_us=12_000.0),
+        SLOW_TAIL: _scaled(BASE, [1.40, 1.45, 1.38, 1.42, 1.44], p99_us=9_000.0),
+    }
+    confirmation = _judge(figures, slo_p99_ms=10.0)
+    quick = next(c for c in confirmation.finalists if c.candidate == QUICK)
+    assert quick.ratio is not None and quick.ratio.significant
+    assert not quick.feasible and not quick.eligible and not quick.beats_current
+    assert confirmation.winner is not None and confirmation.winner.candidate == SLOW_TAIL
+    # Over the SLO both: the current config stays, however much faster they are.
+    tight = _judge(figures, slo_p99_ms=8.0)
+    assert tight.winner is None and tight.best.is_current
+    assert not any(c.eligible for c in tight.finalists)
+
+
+def test_a_finalist_with_errors_in_a_round_is_not_eligible() -> None:
+    confirmation = _judge(
+        {CURRENT: BASE_ROUNDS, QUICK: _scaled(BASE, [1.88, 1.95, 1.90, 1.86, 1.93])}, errors={QUICK: 3}
+    )
+    (quick,) = confirmation.finalists
+    assert quick.infer_per_s is not None and quick.infer_per_s.rounds == 4  # the round with errors left out
+    assert not quick.eligible and confirmation.winner is None
+
+
+@pytest.mark.parametrize("gain", [1.0, 1.5, 3.0, 10.0])
+def test_one_round_is_never_significant(gain: float) -> None:
+    confirmation = _judge({CURRENT: BASE_ROUNDS[:1], QUICK: _scaled(BASE[:1], [gain])})
+    (quick,) = confirmation.finalists
+    assert quick.ratio is not None and quick.ratio.estimate == pytest.approx(gain)
+    assert quick.ratio.low is None and not quick.ratio.significant
+    assert confirmation.winner is None and confirmation.best.is_current
+    assert "one round, no interval" in quick.ratio.text()
+
+
+def test_rounds_are_paired_so_drift_of_the_machine_cancels() -> None:
+    # The machine slows down round after round (both contenders alike): unpaired, the two
+    # throughput intervals overlap; paired by round, a steady 10% gain is clear.
+    drift = [1000.0, 900.0, 800.0, 700.0, 600.0]
+    confirmation = _judge({CURRENT: [(v, 4000.0) for v in drift], QUICK: _scaled(drift, [1.1] * 5)})
+    current, quick = confirmation.current, confirmation.finalists[0]
+    assert current.infer_per_s is not None and quick.infer_per_s is not None
+    assert quick.infer_per_s.low < current.infer_per_s.high  # type: ignore[operator]
+    assert quick.beats_current and confirmation.winner is quick
+
+
+def test_an_unfinished_confirmation_keeps_the_current_config() -> None:
+    partial = _judge(
+        {CURRENT: BASE_ROUNDS[:3], QUICK: _scaled(BASE[:3], [1.9, 1.9, 1.9])}, rounds=5, status="interrupted"
+    )
+    assert partial.completed == 3 and not partial.finished
+    assert partial.finalists[0].ratio is not None and partial.finalists[0].ratio.significant
+    assert partial.winner is None and partial.best.is_current
+
+
+def _aa_decisions(gain: float, rounds: int, trials: int, cv: float = 0.05, seed: int = 7) -> float:
+    """The share of simulated confirmations (3 finalists, one ``gain`` faster) that apply a finalist.
+
+    Each round the machine runs at a random speed shared by all contenders (drift), and each
+    measurement has its own noise of ``cv``: what interleaved rounds see on a busy machine.
+    """
+    rng = random.Random(seed)
+    applied = 0
+    for _ in range(trials):
+        speeds = [rng.uniform(0.7, 1.1) for _ in range(rounds)]
+
+        def rounds_of(level: float, speeds: list[float] = speeds) -> list[tuple[float, float]]:
+            return [(1000.0 * level * s * rng.gauss(1.0, cv), 4000.0) for s in speeds]
+
+        finalists = [Candidate(16, None, d, 1) for d in (0, 100, 500)]
+        figures: dict[Candidate | Current, list[tuple[float, float]]] = {CURRENT: rounds_of(1.0)}
+        for index, finalist in enumerate(finalists):
+            figures[finalist] = rounds_of(gain if index == 0 else 1.0)
+        confirmation = _judge(figures)
+        applied += confirmation.winner is not None
+    return applied / trials
+
+
+def test_equal_finalists_are_applied_rarely_and_a_real_gain_is_found() -> None:
+    # Only an interval above 1 applies a finalist: (1 - 0.95) / 2 per finalist, at most 7.5%
+    # for three (the bound leaves three standard errors of 1,000 simulations). A 20% gain with
+    # 5% noise per measurement is about 5.8 standard errors of the mean log ratio at 5 rounds,
+    # against a critical value of 2.8: found nearly always.
+    assert _aa_decisions(1.0, rounds=5, trials=1000) <= 0.1
+    assert _aa_decisions(1.2, rounds=5, trials=300) >= 0.9
+
+
+# --- the report: finalists, verdict, JSON, table; the request's checks and cost ----------
+
+
+def _request(tmp: Path | None = None, **changes: object) -> TuneRequest:
+    load = LoadSpec(model="m", url="localhost:8000", levels=(8,), duration_s=2.0, warmup_s=1.0)
+    request = TuneRequest(
+        model="m", space=SearchSpace((16,), (None, (8, 16)), (0, 500, 2000), (1, 2)), load=load,
+        slo_p99_ms=10.0, strategy="grid", out_dir=tmp or Path("unused"),
+    )  # fmt: skip
+    return replace(request, **changes)  # type: ignore[arg-type]
+
+
+def _record(
+    candidate: Candidate | Current, infer_per_s: float, p99_us: float, slo_ms: float = 10.0
+) -> TrialRecord:
+    m = Measurement(infer_per_s, p99_us, level=8.0)
+    return TrialRecord(candidate.key, candidate, m, feasible(m, slo_ms), None)
+
+
+def _report(rounds: int, ratios: dict[Candidate, list[float]]) -> TuneReport:
+    request = _request(rounds=rounds, finalists=2)
+    report = TuneReport(request=request, baseline=_record(CURRENT, 1000.0, 4000.0))
+    report.trials = [
+        _record(QUICK, 1900.0, 5000.0),
+        _record(SLOW_TAIL, 1500.0, 6000.0),
+        _record(Candidate(16, None, 0, 1), 1200.0, 3000.0),
+        _record(Candidate(16, None, 0, 2), 2500.0, 20_000.0),  # over the SLO: never a finalist
+    ]
+    report.finalists = _finalists(report)
+    figures: dict[Candidate | Current, list[tuple[float, float]]] = {CURRENT: BASE_ROUNDS[:rounds]}
+    for candidate, r in ratios.items():
+        figures[candidate] = _scaled(BASE[:rounds], r[:rounds])
+    report.confirmation = _judge(figures, slo_p99_ms=10.0)
+    return report
+
+
+def test_finalists_are_the_best_feasible_trials_but_not_the_current_config() -> None:
+    report = _report(5, {})
+    assert [t.candidate for t in report.finalists] == [QUICK, SLOW_TAIL]
+    report.same_as_current.append(QUICK.key)  # QUICK renders the current config: it is the baseline
+    assert [t.candidate for t in _finalists(report)] == [SLOW_TAIL, Candidate(16, None, 0, 1)]
+
+
+def test_report_applies_a_significant_winner_with_its_interval() -> None:
+    report = _report(5, {QUICK: [1.88, 1.95, 1.90, 1.86, 1.93], SLOW_TAIL: [1.0, 1.02, 0.99, 1.01, 0.98]})
+    assert report.decision == "apply" and report.winner is not None and report.winner.candidate == QUICK
+    assert re.fullmatch(
+        r"best: mb16-pbauto-qd500-i1 1,880 ± \d+ infer/s, 1\.90× \[1\.\d\d, 1\.\d\d\] the baseline "
+        r"\(current config\)",
+        report.verdict(),
+    ), report.verdict()
+    doc = json.loads(json.dumps(report.to_json()))
+    assert doc["schema"] == "tritongen.tune/2" and doc["rounds"] == 5 and doc["confidence"] == 0.95
+    assert doc["decision"] == "apply" and doc["finalists"] == [QUICK.key, SLOW_TAIL.key]
+    contenders = doc["confirmation"]["contenders"]
+    assert list(contenders) == [CURRENT.key, QUICK.key, SLOW_TAIL.key]  # the current config first
+    assert contenders[CURRENT.key]["current"] and contenders[CURRENT.key]["ratio"] is None
+    quick = contenders[QUICK.key]
+    assert [r["round"] for r in quick["runs"]] == [1, 2, 3, 4, 5]
+    assert quick["infer_per_s"]["rounds"] == 5 and quick["infer_per_s"]["ci_low"] is not None
+    assert quick["p99_us"]["median"] == 4000.0 and quick["eligible"] and quick["feasible"]
+    assert quick["ratio"]["significant"] and quick["ratio"]["ci_low"] > 1.0
+    assert not contenders[SLOW_TAIL.key]["ratio"]["significant"]
+    best = doc["best"]
+    assert best["key"] == QUICK.key and best["significant"] and not best["current"]
+    assert best["gain_over_baseline"]["estimate"] == pytest.approx(1.9037, abs=1e-3)
+    assert best["infer_per_s"]["median"] == 1880.0
+
+
+def test_report_keeps_the_current_config_within_the_noise() -> None:
+    report = _report(5, {QUICK: [1.03, 0.98, 1.05, 0.99, 1.02], SLOW_TAIL: [0.97, 1.02, 0.99, 1.01, 0.96]})
+    assert report.decision == "keep" and report.winner is None
+    assert re.fullmatch(
+        r"keep the current config: no finalist beat it beyond the noise "
+        r"\(best finalist mb16-pbauto-qd500-i1: 1\.0\d× \[0\.9\d, 1\.\d\d\]\)",
+        report.verdict(),
+    ), report.verdict()
+    doc = report.to_json()
+    assert doc["decision"] == "keep"
+    assert doc["best"]["key"] == CURRENT.key and doc["best"]["current"]
+    assert doc["best"]["gain_over_baseline"] is None and not doc["best"]["significant"]
+
+
+def test_report_of_one_round_says_it_is_a_quick_look() -> None:
+    report = _report(1, {QUICK: [3.0], SLOW_TAIL: [2.0]})
+    assert report.decision == "keep"
+    assert report.verdict().startswith("keep the current config: one round is a quick look")
+    assert "best finalist mb16-pbauto-qd500-i1: 3.00× (one round, no interval)" in report.verdict()
+
+
+def test_report_without_finalists_keeps_the_current_config() -> None:
+    report = TuneReport(request=_request(), baseline=_record(CURRENT, 1000.0, 4000.0))
+    report.trials = [_record(QUICK, 1900.0, 50_000.0)]
+    report.finalists = _finalists(report)
+    assert report.finalists == [] and report.decision == "keep" and report.current_feasible
+    assert report.verdict() == "keep the current config: no other config met the SLO in the search"
+    doc = report.to_json()
+    assert doc["confirmation"] is None and doc["best"]["key"] == CURRENT.key
+    assert doc["best"]["infer_per_s"]["median"] == 1000.0
+
+
+def test_tune_table_and_plot_show_the_confirmation() -> None:
+    from tritongen.report.html import render_report
+    from tritongen.report.plots import confirmed_points, tune_figure, tune_points
+    from tritongen.report.tables import tune_table
+
+    report = _report(5, {QUICK: [1.88, 1.95, 1.90, 1.86, 1.93], SLOW_TAIL: [1.0, 1.02, 0.99, 1.01, 0.98]})
+    doc = json.loads(json.dumps(report.to_json()))
+    table = tune_table(doc)
+    assert table.headers[-3:] == ("rounds infer/s", "rounds P99 ms", "vs current")
+    assert len(table.rows) == len(doc["trials"]) + 1
+    rows = {row[0]: row for row in table.rows}
+    assert [row[0] for row in table.rows[:3]] == [CURRENT.key, QUICK.key, SLOW_TAIL.key]
+    assert rows[CURRENT.key][-1] == "baseline"
+    assert re.fullmatch(r"1,880 ± \d+", rows[QUICK.key][-3]) and rows[QUICK.key][-2] == "4.00 ± 0.00"
+    assert rows[QUICK.key][-1].startswith("1.90× [")
+    assert rows["mb16-pbauto-qd0-i2"][-3:] == ("", "", "")  # searched, not confirmed
+    assert table.styles[1] == "good"
+    points = confirmed_points(doc)
+    assert [(p.label, p.current, p.best) for p in points] == [
+        (CURRENT.key, True, False), (QUICK.key, False, True), (SLOW_TAIL.key, False, False),
+    ]  # fmt: skip
+    assert all(p.infer_low is not None and p.infer_low <= p.infer_per_s for p in points)
+    trials, reference = tune_points(doc)
+    figure = tune_figure(trials, "tune m", 10.0, reference, points)
+    assert len(figure.axes[0].containers) == 3  # one error bar per confirmed config
+    figure.clf()
+    page = render_report([("tune.json", doc)])
+    assert "best: mb16-pbauto-qd500-i1 1,880 ±" in page and "rounds infer/s" in page
+    # A tritongen.tune/1 document (no confirmation) still reads.
+    old = {
+        **doc,
+        "schema": "tritongen.tune/1",
+        "confirmation": None,
+        "best": {"key": QUICK.key, "infer_per_s": 1880.0, "p99_us": 4000.0, "gain_over_baseline": 1.5},
+    }
+    assert tune_table(old).headers == ("config", "infer/s", "P99 ms", "feasible", "front")
+    assert confirmed_points(old) == []
+    assert "1.50× the baseline" in render_report([("old.json", {**old, "verdict": None})])
+
+
+def test_request_checks_rounds_confidence_and_finalists() -> None:
+    _request().check()
+    for changes, message in [
+        ({"rounds": 0}, "--rounds 0 must be at least 1"),
+        ({"confidence": 1.0}, "--confidence 1.0 is not a level between 0 and 1"),
+        ({"confidence": 0.0}, "--confidence 0.0 is not a level between 0 and 1"),
+        ({"confidence": -0.5}, "is not a level"),
+        ({"finalists": 0}, "--finalists 0 must be at least 1"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            _request(**changes).check()
+
+
+def test_plan_says_how_long_at_most() -> None:
+    cost = plan(_request())  # 12 legal configs (grid), 3 finalists + the current config, 5 rounds
+    assert (cost.trials, cost.contenders, cost.rounds) == (13, 4, 5)
+    per_run = 1.0 + 2.0 + RUN_OVERHEAD_S + RELOAD_S  # warm-up, duration, overhead, reload
+    assert cost.seconds == pytest.approx((13 + 4 * 5) * per_run)
+    assert cost.max_seconds == pytest.approx((13 + 4 * 5) * (per_run + 4.0))  # 3 × the duration at most
+    assert cost.text() == (
+        f"about {math.ceil(cost.seconds / 60)} min (up to {math.ceil(cost.max_seconds / 60)} min while runs "
+        "wait to be stable): 13 trials, then 4 configs × 5 rounds"
+    )
+    fixed = plan(_request(rounds=1, max_trials=1, load=replace(_request().load, max_duration_s=2.0)))
+    assert fixed.text() == f"about {fixed.seconds:.0f} s: 2 trials, then 2 configs × 1 round"
+
+
+def test_resume_claims(tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    request = _request(out)
+    _claim(request)
+    claim = (out / "tune-request.json").read_text()
+    check_claim(request)
+    for changes, message in [
+        ({"rounds": 3}, "was tuned with --rounds 5 --finalists 3 --confidence 0.95"),
+        ({"finalists": 2}, "was tuned with"),
+        ({"confidence": 0.9}, "was tuned with"),
+        ({"slo_p99_ms": 20.0}, "holds trials of another tune"),
+        ({"model": "other"}, "holds trials of another tune"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            _claim(_request(out, **changes))
+        assert (out / "tune-request.json").read_text() == claim  # nothing overwritten
+    # A directory from before rounds were recorded: its search trials still count.
+    old = {k: v for k, v in json.loads(claim).items() if k not in ("rounds", "finalists", "confidence")}
+    (out / "tune-request.json").write_text(json.dumps(old))
+    _claim(_request(out, rounds=3))
+    assert json.loads((out / "tune-request.json").read_text())["rounds"] == 3

@@ -39,7 +39,7 @@ from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import DEFAULT_CONFIDENCE, check_confidence
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
-from tritongen.loadtest.spec import LoadSpec, parse_duration
+from tritongen.loadtest.spec import LoadSpec, parse_duration, seconds_text
 
 
 def loadtest_command(
@@ -205,18 +205,13 @@ def load_spec(
     )
 
 
-RUN_OVERHEAD_S = 2.5
-"""What a run costs beyond its warm-up and measured time (Locust start, the last window to settle)."""
-
-
 def rounds_cost(spec: LoadSpec) -> str:
-    """How long the runs will take at least, said before a long run starts."""
+    """How long the runs will take, said before a long run starts."""
     runs = spec.rounds * len(spec.levels)
-    seconds = runs * (spec.warmup_s + spec.duration_s + RUN_OVERHEAD_S)
-    when = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+    least, most = runs * spec.run_seconds(), runs * spec.run_seconds(longest=True)
     return (
         f"{len(spec.levels)} level(s) × {spec.rounds} round(s), levels interleaved: {runs} runs, "
-        f"at least about {when} (longer while a run waits to be stable)"
+        f"about {seconds_text(least)} (up to {seconds_text(most)} while runs wait to be stable)"
     )
 
 

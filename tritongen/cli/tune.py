@@ -21,14 +21,25 @@ from tritongen.cli.common import (
     user_errors,
 )
 from tritongen.cli.loadtest import load_spec
-from tritongen.cli.options import AdminKey, HtmlOut, JsonOut, ProtocolChoice, Shapes, embedded_server
+from tritongen.cli.options import (
+    AdminKey,
+    Confidence,
+    HtmlOut,
+    JsonOut,
+    ProtocolChoice,
+    Rounds,
+    Shapes,
+    embedded_server,
+)
 from tritongen.errors import ConfigError
+from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS, format_summary
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.proto import read_config
 from tritongen.triton.rerender import model_target, rerender_model
+from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
 from tritongen.tune.control import ModelControl
-from tritongen.tune.runner import TuneReport, TuneRequest, run_tune
-from tritongen.tune.space import Baseline, Candidate, SearchSpace, parse_preferred_sets
+from tritongen.tune.runner import TuneReport, TuneRequest, check_claim, plan, run_tune
+from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import TrialRecord
 
 
@@ -118,13 +129,30 @@ def tune_command(
         Path | None, typer.Option("--plot", help="Write a throughput-vs-P99 PNG.", show_default=False)
     ] = None,
     html_path: HtmlOut = None,
+    rounds: Rounds = None,
+    finalists: Annotated[
+        int,
+        typer.Option(
+            "--finalists", help="Best search configs confirmed against the current config, in rounds."
+        ),
+    ] = DEFAULT_FINALISTS,
+    confidence: Confidence = DEFAULT_CONFIDENCE,
     apply: Annotated[
-        bool, typer.Option("--apply", help="Write the best config into the repository (.bak kept).")
+        bool,
+        typer.Option(
+            "--apply",
+            help="Write the best config into the repository (.bak kept), only if it beat the current "
+            "config significantly.",
+        ),
     ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the adaptive search and the inputs.")] = 0,
     admin_key: AdminKey = None,
 ) -> None:
-    """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO."""
+    """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO.
+
+    The current config is the baseline; the best search configs are confirmed against it in
+    interleaved rounds, and one replaces it only when it is faster beyond the noise.
+    """
     with user_errors():
         if serve and url is not None:
             raise ConfigError(
@@ -151,20 +179,24 @@ def tune_command(
             model=model, space=space, load=spec, slo_p99_ms=slo_p99_ms, strategy=strategy,
             max_trials=max_trials, max_memory_mb=max_memory_mb,
             out_dir=resume or out or Path(f"tune-{model}"), seed=seed,
+            rounds=DEFAULT_ROUNDS if rounds is None else rounds, finalists=finalists, confidence=confidence,
         )  # fmt: skip
+        request.check()
         if resume is not None and not resume.is_dir():
             raise ConfigError(f"--resume {resume} does not exist", "pass the directory of an earlier tune")
+        check_claim(request)
+        cost = plan(request)
         console.print(
             f"tuning [bold]{escape(model)}[/]: {space.size} legal configs, "
             f"{len(space.skipped())} skipped as illegal, strategy {strategy}, "
-            f"SLO P99 {slo_p99_ms if slo_p99_ms is not None else '∞'} ms",
+            f"SLO P99 {slo_p99_ms if slo_p99_ms is not None else '∞'} ms; {cost.text()}",
             highlight=False,
         )
         with _server(repo, model, url, spec) as (control_url, spec), stop_on_signals() as stopping:
             control = ModelControl(control_url, model, admin_key=admin_key if url is not None else None)
             try:
                 report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
-                winner = report.best
+                winner = report.winner
                 if apply and winner is not None and isinstance(winner.candidate, Candidate):
                     control.load(rerender_model(model_dir, winner.candidate.to_options()))
             except KeyboardInterrupt as e:
@@ -176,12 +208,22 @@ def tune_command(
                 control.close()
         _outputs(report, json_path, plot_path, html_path)
         _print(report)
+        if not report.finalists and not report.current_feasible:
+            raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
         if apply and winner is not None:
             console.print(
-                f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)", markup=False
+                f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)",
+                markup=False,
+                soft_wrap=True,
             )
-        if winner is None:
-            raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
+        elif apply:
+            console.print(
+                f"not applied: no config beat the current one significantly; {model_dir / 'config.pbtxt'} "
+                "is unchanged",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 @contextlib.contextmanager
@@ -201,7 +243,7 @@ def _run(request: TuneRequest, control: ModelControl, base, target, stopping) ->
     ) as bar:  # fmt: skip
         task = bar.add_task("trials", total=None)
 
-        def started(number: int, total: int, candidate: Candidate | Baseline) -> None:
+        def started(number: int, total: int, candidate: Candidate | Current) -> None:
             bar.update(task, total=total + 1, description=f"trial {number}/{total}: {candidate.key}")
 
         def done(record: TrialRecord, reused: bool) -> None:
@@ -214,7 +256,37 @@ def _run(request: TuneRequest, control: ModelControl, base, target, stopping) ->
             line += f" {record.reason}" if record.reason else ""
             err_console.print(line, highlight=False, markup=False)
 
-        return run_tune(request, control, base, target, started, done, None, stopping)
+        confirming = bar.add_task("confirmation", total=None, visible=False)
+
+        def round_started(number: int, rounds: int, key: str) -> None:
+            if not bar.tasks[confirming].visible:
+                err_console.print(
+                    f"confirming the best search configs against the current config: {rounds} "
+                    "round(s), interleaved",
+                    highlight=False,
+                    markup=False,
+                )
+                bar.update(task, visible=False)
+                bar.update(confirming, visible=True)
+            bar.update(confirming, description=f"round {number}/{rounds}: {key}")
+            err_console.print(f"  round {number}/{rounds}: {key}", highlight=False, markup=False)
+
+        def round_done(confirmation: Confirmation) -> None:
+            figures = ", ".join(
+                f"{c.key} {format_summary(c.infer_per_s)}/s"
+                + (f" ({c.ratio.text()})" if c.ratio is not None else "")
+                for c in confirmation.contenders
+            )
+            err_console.print(
+                f"  round {confirmation.completed}/{confirmation.rounds} done: {figures}",
+                highlight=False,
+                markup=False,
+            )
+
+        return run_tune(
+            request, control, base, target, started, done, None, stopping,
+            on_round_start=round_started, on_round=round_done,
+        )  # fmt: skip
 
 
 def _outputs(
@@ -224,10 +296,14 @@ def _outputs(
     if json_path is not None:
         report.write_json(json_path)
     if plot_path is not None:
-        from tritongen.report.plots import plot_tune, tune_points
+        from tritongen.report.plots import confirmed_points, plot_tune, tune_points
 
-        points, reference = tune_points(report.to_json())
-        plot_tune(points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms, reference)
+        document = report.to_json()
+        points, reference = tune_points(document)
+        plot_tune(
+            points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms, reference,
+            confirmed_points(document),
+        )  # fmt: skip
     if html_path is not None:
         from tritongen.report.html import write_documents
 
@@ -238,11 +314,14 @@ def _print(report: TuneReport) -> None:
     from tritongen.report.tables import to_rich, tune_table
 
     console.print(to_rich(tune_table(report.to_json())))
-    winner = report.best
-    if winner is not None:
-        gain = report.gain
+    console.print(report.verdict(), highlight=False, markup=False, soft_wrap=True)
+    confirmation = report.confirmation
+    if confirmation is not None and not confirmation.current.feasible:
+        p99 = confirmation.current.p99_us
+        shown = f"{p99.median / 1000:.2f} ms" if p99 is not None else "none measured"
         console.print(
-            f"best: [bold]{winner.key}[/] {winner.measurement.infer_per_s:,.0f} infer/s"
-            + (f", {gain:.2f}× the baseline ({report.baseline.key})" if gain and report.baseline else ""),
+            f"note: the current config misses the SLO (median P99 {shown})",
             highlight=False,
+            markup=False,
+            soft_wrap=True,
         )

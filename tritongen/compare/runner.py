@@ -39,6 +39,7 @@ from tritongen.intervals import DEFAULT_CONFIDENCE
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.runner import Progress, metrics_url_for
+from tritongen.loadtest.spec import RUN_OVERHEAD_S, seconds_text
 from tritongen.metrics.hardware import describe_host, server_gpus
 from tritongen.metrics.process_memory import local_server_pid
 from tritongen.server.local import LocalTritonServer
@@ -288,25 +289,22 @@ def describe_server(server: ServerHandle) -> dict[str, Any]:
     }
 
 
-ROUND_OVERHEAD_S = 2.5
-"""What one load run costs beyond its warm-up and measured time (Locust start, windows to settle)."""
 COLD_START_S = 5.0
 
 
 def estimate_seconds(settings: MeasureSettings, engines: int) -> float:
     """Roughly how long measuring ``engines`` engines takes: a ramp each, then the rounds."""
-    run_s = settings.warmup_s + settings.duration_s + ROUND_OVERHEAD_S
+    run_s = settings.warmup_s + settings.duration_s + RUN_OVERHEAD_S
     ramp_s = COLD_START_S + len(settings.concurrency_levels) * run_s
     return engines * ramp_s + settings.rounds * engines * 2 * run_s
 
 
 def cost_text(settings: MeasureSettings, engines: int) -> str:
     """What the measurement will cost, said before it starts (e.g. ``about 4 min: …``)."""
-    seconds = estimate_seconds(settings, engines)
-    when = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
     return (
-        f"at most about {when} (a concurrency ramp each, then {settings.rounds} interleaved round(s) "
-        f"of P99 at batch 1 and throughput, {settings.duration_s:g} s each)"
+        f"about {seconds_text(estimate_seconds(settings, engines))} (a concurrency ramp each, then "
+        f"{settings.rounds} interleaved round(s) of P99 at batch 1 and throughput, "
+        f"{settings.duration_s:g} s each)"
     )
 
 

@@ -89,12 +89,27 @@ class LoadSpec:
             return self.window_s
         return min(5.0, max(1.0, self.duration_s / 6))
 
+    def run_seconds(self, longest: bool = False) -> float:
+        """Roughly what one run costs: warm-up, measured time (``longest``: until stable), overhead."""
+        measured = self.effective_max_duration_s if longest else self.duration_s
+        return self.warmup_s + measured + RUN_OVERHEAD_S
+
     @property
     def effective_max_duration_s(self) -> float:
         """Longest measured time while waiting for stability."""
         if self.max_duration_s is not None:
             return max(self.max_duration_s, self.duration_s)
         return 3 * self.duration_s
+
+
+RUN_OVERHEAD_S = 3.0
+"""What one run costs beyond its warm-up and measured time: Locust's start, the partial first
+window, the last window settling (measured here at 2.5-3.5 s on 2 cores)."""
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration for a cost estimate: ``40 s`` or ``6 min``."""
+    return f"{math.ceil(seconds / 60)} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def auto_processes(mode: Mode, level: float, cpus: int | None = None) -> int:

@@ -21,6 +21,8 @@ class Measurement:
     p99_us: float | None
     memory_bytes: int | None = None
     failed: bool = False
+    level: float | None = None
+    """The load level (concurrency or rate) this figure was measured at."""
 
 
 def _miss(m: Measurement, slo_p99_ms: float | None, max_memory_mb: float | None) -> float:

@@ -1,8 +1,14 @@
-"""The tuning loop: baseline, then candidates from a strategy, each a live-reload trial.
+"""The tuning loop: the current config, then candidates from a strategy, then a confirmation in rounds.
 
-Resumable and safe: every trial is saved in its own directory as soon as it ends, a
-resumed run skips finished trials, and whatever happens (Ctrl-C, a server error) the
-model goes back to the config it had before the loop returns or raises.
+The search measures the current config (the baseline) and each candidate once, as
+live-reload trials. The confirmation then measures the best finalists and the current
+config again, interleaved, in ``rounds`` rounds, and keeps the current config unless a
+finalist beats it significantly (:mod:`tritongen.tune.confirm`).
+
+Resumable and safe: every search trial is saved in its own directory as soon as it ends,
+a resumed run skips finished trials (the confirmation is measured again: its rounds must
+be side by side in time), and whatever happens (Ctrl-C, a server error) the model goes
+back to the config it had before the loop returns or raises.
 """
 
 from __future__ import annotations
@@ -10,33 +16,52 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
-from tritongen.errors import ConfigError
+from tritongen.errors import ConfigError, ServerError, TritongenError
+from tritongen.intervals import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_ROUNDS,
+    check_confidence,
+    check_rounds,
+    format_summary,
+    summarise,
+)
+from tritongen.loadtest.rounds import Contender, Rounds, RoundStarted, measure_rounds
 from tritongen.loadtest.runner import ProgressCallback
-from tritongen.loadtest.spec import LoadSpec
+from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec, seconds_text
 from tritongen.triton.model_config import ModelConfig
+from tritongen.triton.render import render_config
 from tritongen.triton.repository import atomic_write_text, write_output
+from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation, Confirmed, Entry, judge
 from tritongen.tune.control import ModelControl
-from tritongen.tune.objective import Measurement, best, gain, pareto_front
-from tritongen.tune.space import Baseline, Candidate, SearchSpace
+from tritongen.tune.objective import Measurement, objective, pareto_front
+from tritongen.tune.objective import best as best_measured
+from tritongen.tune.space import Candidate, Current, SearchSpace
 from tritongen.tune.strategy import make_strategy
-from tritongen.tune.trial import TrialRecord, read_finished, record_from_saved, run_trial
+from tritongen.tune.trial import TrialRecord, candidate_config, read_finished, record_from_saved, run_trial
 
-SCHEMA = "tritongen.tune/1"
+SCHEMA = "tritongen.tune/2"
+READABLE_SCHEMAS = ("tritongen.tune/1", SCHEMA)
+"""The tune documents the report reads (``/1``: one measurement per config, no confirmation)."""
 REQUEST_FILE = "tune-request.json"
 
-TrialStarted = Callable[[int, int, Candidate | Baseline], None]
+RELOAD_S = 2.0
+"""What a live reload costs, roughly (Triton swaps a config in about 1.4 s)."""
+
+TrialStarted = Callable[[int, int, Candidate | Current], None]
 TrialDone = Callable[[TrialRecord, bool], None]
 """Called with each finished trial and whether it was reused from a previous run."""
+RoundDone = Callable[[Confirmation], None]
+"""Called after each complete confirmation round with the verdict so far."""
 
 
 @dataclass(frozen=True)
 class TuneRequest:
-    """What to tune, against what, with which load."""
+    """What to tune, against what, with which load, and how surely to decide."""
 
     model: str
     space: SearchSpace
@@ -47,42 +72,179 @@ class TuneRequest:
     max_memory_mb: float | None = None
     out_dir: Path = Path("tune")
     seed: int = 0
+    rounds: int = DEFAULT_ROUNDS
+    """Confirmation rounds (1: a quick look, nothing is significant)."""
+    finalists: int = DEFAULT_FINALISTS
+    confidence: float = DEFAULT_CONFIDENCE
+
+    def check(self) -> None:
+        """Reject settings that cannot work, before anything is measured or written.
+
+        Raises:
+            ConfigError: an illegal space, rounds below 1, finalists below 1 or a
+                confidence level outside (0, 1).
+        """
+        self.space.check()
+        check_rounds(self.rounds)
+        check_confidence(self.confidence)
+        if not isinstance(self.finalists, int) or self.finalists < 1:
+            raise ConfigError(f"--finalists {self.finalists} must be at least 1", "e.g. --finalists 3")
+
+    def claim(self) -> dict[str, Any]:
+        """What a trial directory records about the tune that measured it (see :func:`check_claim`)."""
+        return {
+            "model": self.model,
+            "slo_p99_ms": self.slo_p99_ms,
+            "batch_size": self.load.batch_size,
+            "levels": list(self.load.levels),
+            "mode": self.load.mode,
+            "rounds": self.rounds,
+            "finalists": self.finalists,
+            "confidence": self.confidence,
+        }
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """How much a tune will measure at most, and roughly how long that takes."""
+
+    trials: int
+    """Search trials at most, the current config included."""
+    contenders: int
+    """Configs in the confirmation: the finalists (at most) and the current config."""
+    rounds: int
+    seconds: float
+    """With every run measured for ``--duration``."""
+    max_seconds: float
+    """With every run waiting the longest for stable figures (``--max-duration``, 3 × duration)."""
+
+    def text(self) -> str:
+        """``about 6 min (up to 14 min …): 24 trials, then 4 configs × 5 rounds``."""
+        rounds = f"{self.rounds} round" + ("s" if self.rounds != 1 else "")
+        when = f"about {seconds_text(self.seconds)}"
+        if seconds_text(self.max_seconds) != seconds_text(self.seconds):
+            when += f" (up to {seconds_text(self.max_seconds)} while runs wait to be stable)"
+        return f"{when}: {self.trials} trials, then {self.contenders} configs × {rounds}"
+
+
+def plan(request: TuneRequest) -> TunePlan:
+    """How long a tune takes: trials × (levels × (warm-up + duration + overhead) + reload), then the rounds.
+
+    Raises:
+        ConfigError: an unknown strategy or a budget below one trial.
+    """
+    strategy = make_strategy(
+        request.strategy,
+        request.space,
+        request.max_trials,
+        request.seed,
+        slo_p99_ms=request.slo_p99_ms,
+        max_memory_mb=request.max_memory_mb,
+    )
+    trials = strategy.max_trials + 1
+    contenders = min(request.finalists, strategy.max_trials) + 1
+    levels = len(request.load.levels)
+
+    def total(measured_s: float) -> float:
+        level_s = request.load.warmup_s + measured_s + RUN_OVERHEAD_S
+        return (trials * (levels * level_s + RELOAD_S)) + request.rounds * contenders * (level_s + RELOAD_S)
+
+    return TunePlan(
+        trials=trials,
+        contenders=contenders,
+        rounds=request.rounds,
+        seconds=total(request.load.duration_s),
+        max_seconds=total(request.load.effective_max_duration_s),
+    )
 
 
 @dataclass
 class TuneReport:
-    """Every trial, the baseline, the best config and the throughput/P99 front."""
+    """Every trial, the current config, the confirmation and its verdict."""
 
     request: TuneRequest
     trials: list[TrialRecord] = field(default_factory=list)
     baseline: TrialRecord | None = None
+    """The search measurement of the current config."""
     skipped: list[tuple[Candidate, str]] = field(default_factory=list)
     status: str = "ok"
+    finalists: list[TrialRecord] = field(default_factory=list)
+    same_as_current: list[str] = field(default_factory=list)
+    """Search trials whose config is the current config (never finalists: they are the baseline)."""
+    confirmation: Confirmation | None = None
 
     @property
-    def best(self) -> TrialRecord | None:
-        """The feasible trial with the most throughput."""
-        found = best(
+    def search_best(self) -> TrialRecord | None:
+        """The feasible search trial with the most throughput (one measurement each)."""
+        found = best_measured(
             [(t, t.measurement) for t in self.trials], self.request.slo_p99_ms, self.request.max_memory_mb
         )
         return found[0] if found else None
 
     @property
     def front(self) -> list[TrialRecord]:
-        """Trials no other beats on both throughput and P99."""
+        """Search trials no other beats on both throughput and P99."""
         return [t for t, _ in pareto_front([(t, t.measurement) for t in self.trials])]
 
     @property
-    def gain(self) -> float | None:
-        """Throughput of the best trial over the baseline's."""
-        winner = self.best
-        return gain(
-            winner.measurement if winner else None, self.baseline.measurement if self.baseline else None
-        )
+    def winner(self) -> Confirmed | None:
+        """The finalist that beat the current config significantly (what ``--apply`` applies), or ``None``."""
+        return self.confirmation.winner if self.confirmation is not None else None
+
+    @property
+    def decision(self) -> str:
+        """``apply`` when a finalist beat the current config significantly, else ``keep``."""
+        return "apply" if self.winner is not None else "keep"
+
+    @property
+    def best(self) -> Confirmed | None:
+        """The confirmed best: the winner or the current config; ``None`` without a confirmation."""
+        return self.confirmation.best if self.confirmation is not None else None
+
+    @property
+    def current_feasible(self) -> bool:
+        """Whether the current config met the SLO (over the rounds when confirmed, else in the search)."""
+        if self.confirmation is not None:
+            return self.confirmation.current.feasible
+        return self.baseline is not None and self.baseline.feasible
+
+    def verdict(self) -> str:
+        """One line: the config to apply with its gain and interval, or why the current config stays."""
+        winner = self.winner
+        if winner is not None and winner.ratio is not None:
+            return (
+                f"best: {winner.key} {format_summary(winner.infer_per_s)} infer/s, "
+                f"{winner.ratio.text()} the baseline (current config)"
+            )
+        keep = "keep the current config"
+        confirmation = self.confirmation
+        if confirmation is None:
+            if not self.finalists:
+                why = (
+                    "no other config met the SLO in the search"
+                    if not any(t.feasible for t in self.trials)
+                    else "every config that met the SLO in the search is the current one"
+                )
+                return f"{keep}: {why}"
+            return f"{keep}: the confirmation did not run"
+        named = confirmation.best_finalist
+        finalist = ""
+        if named is not None and named.ratio is not None:
+            finalist = f"best finalist {named.key}: {named.ratio.text()}"
+        if not confirmation.finished:
+            done = f"{confirmation.completed} of {confirmation.rounds}"
+            return f"{keep}: the confirmation stopped after {done} rounds"
+        if confirmation.rounds == 1:
+            return (
+                f"{keep}: one round is a quick look, no difference is significant ({finalist}); "
+                "use --rounds 3 or more to decide"
+            )
+        if not any(c.eligible for c in confirmation.finalists):
+            return f"{keep}: no finalist met the SLO over the rounds ({finalist})"
+        return f"{keep}: no finalist beat it beyond the noise ({finalist})"
 
     def to_json(self) -> dict[str, Any]:
-        """The ``tritongen.tune/1`` document."""
-        winner = self.best
+        """The ``tritongen.tune/2`` document."""
         return {
             "schema": SCHEMA,
             "tritongen_version": __version__,
@@ -90,13 +252,49 @@ class TuneReport:
             "slo_p99_ms": self.request.slo_p99_ms,
             "max_memory_mb": self.request.max_memory_mb,
             "strategy": self.request.strategy,
+            "rounds": self.request.rounds,
+            "finalists_asked": self.request.finalists,
+            "confidence": self.request.confidence,
             "status": self.status,
             "grid_size": self.request.space.size,
+            "baseline": None if self.baseline is None else self.baseline.to_json(),
             "trials": [t.to_json() for t in self.trials],
             "skipped": [{"config": c.to_json(), "reason": why} for c, why in self.skipped],
-            "best": None if winner is None else {**winner.to_json(), "gain_over_baseline": self.gain},
-            "baseline": None if self.baseline is None else self.baseline.to_json(),
             "front": [t.key for t in self.front],
+            "same_as_current": list(self.same_as_current),
+            "finalists": [t.key for t in self.finalists],
+            "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
+            "best": self._best_json(),
+            "decision": self.decision,
+            "verdict": self.verdict(),
+        }
+
+    def _best_json(self) -> dict[str, Any] | None:
+        """The confirmed best; without a confirmation the current config's one measurement, if feasible."""
+        best = self.best
+        if best is not None:
+            return {
+                "key": best.key,
+                "current": best.is_current,
+                "config": best.candidate.to_json(),
+                "infer_per_s": None if best.infer_per_s is None else best.infer_per_s.to_json(),
+                "p99_us": None if best.p99_us is None else best.p99_us.to_json(),
+                "gain_over_baseline": None if best.is_current or best.ratio is None else best.ratio.to_json(),
+                "significant": best.beats_current,
+            }
+        base = self.baseline
+        if base is None or not base.feasible:
+            return None
+        infer = summarise([base.measurement.infer_per_s])
+        p99 = summarise([base.measurement.p99_us] if base.measurement.p99_us is not None else [])
+        return {
+            "key": base.key,
+            "current": True,
+            "config": base.config_json(),
+            "infer_per_s": None if infer is None else infer.to_json(),
+            "p99_us": None if p99 is None else p99.to_json(),
+            "gain_over_baseline": None,
+            "significant": False,
         }
 
     def write_json(self, path: Path) -> None:
@@ -113,16 +311,19 @@ def run_tune(
     on_done: TrialDone | None = None,
     progress: ProgressCallback | None = None,
     stop: threading.Event | None = None,
+    *,
+    on_round_start: RoundStarted | None = None,
+    on_round: RoundDone | None = None,
 ) -> TuneReport:
-    """Measure the baseline and the strategy's candidates; restore the model's config at the end.
+    """Measure the current config and the strategy's candidates, confirm the finalists; restore the config.
 
     Raises:
-        KeyboardInterrupt: Ctrl-C; the report so far is in ``request.out_dir`` and the
-            model is back on the config it had.
-        TritongenError: the settings are illegal, or the resumed directory belongs to
-            another model.
+        KeyboardInterrupt: Ctrl-C; the report so far (search trials, confirmation rounds)
+            is in ``request.out_dir`` and the model is back on the config it had.
+        TritongenError: the settings are illegal, the resumed directory belongs to
+            another tune, or the server went away during the confirmation.
     """
-    request.space.check()
+    request.check()
     trials_dir = request.out_dir / "trials"
     _claim(request)
     report = TuneReport(request=request, skipped=request.space.skipped())
@@ -135,8 +336,10 @@ def run_tune(
         max_memory_mb=request.max_memory_mb,
     )
     budget = strategy.max_trials
+    current = Current.of(base)
+    base_text = render_config(base)
 
-    def measure(candidate: Candidate | Baseline, number: int) -> TrialRecord:
+    def measure(candidate: Candidate | Current, number: int) -> TrialRecord:
         saved = read_finished(trials_dir / candidate.key)
         if saved is not None:
             record = record_from_saved(saved, candidate, request.slo_p99_ms)
@@ -153,8 +356,9 @@ def run_tune(
         return record
 
     try:
-        baseline_max = max(request.space.max_batch_sizes)
-        report.baseline = measure(request.space.baseline(baseline_max), 0)
+        baseline = report.baseline = measure(current, 0)
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt
         history: list[tuple[Candidate, Measurement]] = []
         while True:
             candidate = strategy.next_candidate(history)
@@ -162,12 +366,31 @@ def run_tune(
                 break
             record = measure(candidate, len(history) + 1)
             report.trials.append(record)
+            if render_config(candidate_config(base, candidate, target)) == base_text:
+                report.same_as_current.append(record.key)
             history.append((candidate, record.measurement))
             report.write_json(request.out_dir / "tune.json")
             if stop is not None and stop.is_set():
                 raise KeyboardInterrupt
+        report.finalists = _finalists(report)
+        if report.finalists:
+            _confirm(
+                report,
+                baseline,
+                control,
+                base,
+                target,
+                progress=progress,
+                stop=stop,
+                on_round_start=on_round_start,
+                on_round=on_round,
+            )
     except KeyboardInterrupt:
         report.status = "interrupted"
+        raise
+    except TritongenError:
+        if report.status == "ok":
+            report.status = "failed"
         raise
     finally:
         try:
@@ -179,30 +402,131 @@ def run_tune(
     return report
 
 
-def _claim(request: TuneRequest) -> None:
-    """Mark ``out_dir`` as this tune's; a resumed directory must be for the same model and SLO.
+def _finalists(report: TuneReport) -> list[TrialRecord]:
+    """The best feasible search trials by objective, the current config's twins left out."""
+    request = report.request
+    feasible = [t for t in report.trials if t.feasible and t.key not in report.same_as_current]
+    ranked = sorted(
+        feasible, key=lambda t: -objective(t.measurement, request.slo_p99_ms, request.max_memory_mb)
+    )
+    return ranked[: request.finalists]
+
+
+def _confirm(
+    report: TuneReport,
+    baseline: TrialRecord,
+    control: ModelControl,
+    base: ModelConfig,
+    target: str | None,
+    *,
+    progress: ProgressCallback | None,
+    stop: threading.Event | None,
+    on_round_start: RoundStarted | None,
+    on_round: RoundDone | None,
+) -> None:
+    """Measure the finalists and the current config in interleaved rounds; the verdict goes into ``report``.
 
     Raises:
-        ConfigError: the directory holds another model's or another SLO's trials.
+        KeyboardInterrupt: Ctrl-C (the rounds so far are in the report).
+        ServerError: the server went away during a round.
     """
+    request = report.request
+    records = [baseline, *report.finalists]
+    entries: list[Entry] = []
+    contenders: list[Contender] = []
+    for record in records:
+        level = record.measurement.level or request.load.levels[0]
+        entries.append(Entry(record.key, record.candidate, level))
+        config = candidate_config(base, record.candidate, target)
+        contenders.append(
+            Contender(
+                name=record.key,
+                spec=replace(request.load, model=control.model, levels=(level,)),
+                prepare=_reloader(control, config),
+            )
+        )
+
+    def verdict(rounds: Rounds) -> Confirmation:
+        return judge(
+            rounds, entries, request.rounds, request.slo_p99_ms, request.max_memory_mb, request.confidence
+        )
+
+    def round_done(rounds: Rounds) -> None:
+        report.confirmation = verdict(rounds)
+        report.write_json(request.out_dir / "tune.json")
+        if on_round is not None:
+            on_round(report.confirmation)
+
+    rounds = measure_rounds(contenders, request.rounds, progress, stop, on_round_start, round_done)
+    report.confirmation = verdict(rounds)
+    if rounds.status == "interrupted":
+        raise KeyboardInterrupt
+    if rounds.status != "ok":
+        raise ServerError(
+            f"the confirmation stopped in round {rounds.completed + 1}: {rounds.reason or rounds.status}",
+            "check the server; --resume reuses the search trials",
+        )
+
+
+def _reloader(control: ModelControl, config: ModelConfig) -> Callable[[], None]:
+    """Reload the model with ``config`` and check the server runs it (before a contender's measurement)."""
+
+    def reload() -> None:
+        control.load(config)
+        control.check_serving(config)
+
+    return reload
+
+
+def check_claim(request: TuneRequest) -> None:
+    """Refuse to resume a directory of another tune (model, SLO, load, rounds, finalists, confidence).
+
+    Reads only: nothing is written, so a refused ``--resume`` leaves the directory as it was.
+
+    Raises:
+        ConfigError: the directory holds another tune's trials.
+    """
+    path = request.out_dir / REQUEST_FILE
+    if not path.is_file():
+        return
+    try:
+        theirs = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        theirs = None
+    mine = request.claim()
+    if not isinstance(theirs, dict):
+        theirs = {}
+    search = ("model", "slo_p99_ms", "batch_size", "levels", "mode")
+    if any(theirs.get(k) != mine[k] for k in search):
+        shown = {k: theirs.get(k) for k in search if k in theirs}
+        raise ConfigError(
+            f"{request.out_dir} holds trials of another tune ({shown})",
+            "resume with the same model, SLO and load, or pick a new --out directory",
+        )
+    decided = ("rounds", "finalists", "confidence")
+    if "rounds" in theirs and any(theirs.get(k) != mine[k] for k in decided):
+        was = " ".join(f"--{k} {theirs.get(k)}" for k in decided)
+        raise ConfigError(
+            f"{request.out_dir} was tuned with {was}",
+            "resume with the same --rounds, --finalists and --confidence, or pick a new --out directory",
+        )
+
+
+def _claim(request: TuneRequest) -> None:
+    """Mark ``out_dir`` as this tune's (see :func:`check_claim`).
+
+    Raises:
+        ConfigError: the directory holds another tune's trials.
+    """
+    check_claim(request)
     request.out_dir.mkdir(parents=True, exist_ok=True)
     path = request.out_dir / REQUEST_FILE
-    mine = {
-        "model": request.model,
-        "slo_p99_ms": request.slo_p99_ms,
-        "batch_size": request.load.batch_size,
-        "levels": list(request.load.levels),
-        "mode": request.load.mode,
-    }
+    mine = request.claim()
     if path.is_file():
         try:
-            theirs = json.loads(path.read_text(encoding="utf-8"))
+            if json.loads(path.read_text(encoding="utf-8")) == mine:
+                return
         except ValueError:
-            theirs = None
-        if theirs != mine:
-            raise ConfigError(
-                f"{request.out_dir} holds trials of another tune ({theirs})",
-                "resume with the same model, SLO and load, or pick a new --out directory",
-            )
-        return
+            pass
+    # New, or written before rounds were recorded (its search trials are still valid).
     atomic_write_text(path, json.dumps(mine, indent=2) + "\n")

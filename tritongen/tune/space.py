@@ -1,10 +1,10 @@
 """The search space of ``tritongen tune``: candidate configs, their legality and the baseline.
 
 A :class:`Candidate` is one config to measure with dynamic batching on. The reference
-point every result is compared against is a :class:`Baseline`: a separate type, not a
-candidate, because it means dynamic batching *off* (one instance); it is never part of
-a search and a runner renders it with ``dynamic_batching`` disabled
-(:meth:`Baseline.to_options`).
+point every result is compared against is :class:`Current`: the config the model has
+now, rendered unchanged. It is not part of the search (a strategy never proposes it), but
+it is always a contender for the best config: a finalist replaces it only when it beats
+it beyond the noise.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from tritongen.errors import ConfigError
 from tritongen.triton.batching import BatchingOptions
+from tritongen.triton.model_config import ModelConfig
 
 PreferredSizes = tuple[int, ...] | None
 """One set of preferred batch sizes; ``None`` lets Triton decide."""
@@ -93,45 +94,56 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Baseline:
-    """The reference config: dynamic batching off, ``instances`` (one) instance(s)."""
+class Current:
+    """The baseline: the config the model has now (its ``config.pbtxt``), rendered unchanged.
+
+    It is measured first, confirmed against the finalists, and stays unless a finalist
+    beats it significantly. Its fields only describe it (for the key and the JSON); a
+    runner renders the model's own config for it (:meth:`to_options` changes nothing).
+    """
 
     max_batch_size: int
+    dynamic_batching: bool
+    preferred_batch_sizes: tuple[int, ...] | None = None
+    max_queue_delay_us: int = 0
     instances: int = 1
+
+    @classmethod
+    def of(cls, config: ModelConfig) -> Current:
+        """Describe ``config``'s batching and instances."""
+        batching = config.dynamic_batching
+        return cls(
+            max_batch_size=config.max_batch_size,
+            dynamic_batching=batching is not None,
+            preferred_batch_sizes=(tuple(batching.preferred_batch_size) or None) if batching else None,
+            max_queue_delay_us=batching.max_queue_delay_microseconds if batching else 0,
+            instances=sum(g.count for g in config.instance_group) or 1,
+        )
 
     @property
     def key(self) -> str:
-        """A short stable id, usable as a directory name, e.g. ``baseline-mb16-i1``."""
-        return f"baseline-mb{self.max_batch_size}-i{self.instances}"
+        """A short stable id: ``current-mb16-nodb-i1`` (dynamic batching off), ``current-mb16-pb8-qd0-i1``."""
+        if not self.dynamic_batching:
+            return f"current-mb{self.max_batch_size}-nodb-i{self.instances}"
+        sizes = self.preferred_batch_sizes
+        preferred = "auto" if sizes is None else ".".join(str(s) for s in sizes)
+        return f"current-mb{self.max_batch_size}-pb{preferred}-qd{self.max_queue_delay_us}-i{self.instances}"
 
     def to_json(self) -> dict[str, Any]:
-        """The baseline as JSON data; ``dynamic_batching`` is always false."""
+        """The current config's knobs as JSON data, marked ``"current": true``."""
+        sizes = self.preferred_batch_sizes
         return {
-            "baseline": True,
+            "current": True,
             "max_batch_size": self.max_batch_size,
-            "dynamic_batching": False,
+            "dynamic_batching": self.dynamic_batching,
+            "preferred_batch_sizes": None if sizes is None else list(sizes),
+            "max_queue_delay_us": self.max_queue_delay_us,
             "instances": self.instances,
         }
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Baseline:
-        """Read what :meth:`to_json` wrote.
-
-        Raises:
-            ConfigError: not a baseline record.
-        """
-        try:
-            if data["baseline"] is not True:
-                raise ValueError("not a baseline")
-            return cls(max_batch_size=_int(data["max_batch_size"]), instances=_int(data["instances"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(f"not a tune baseline: {data!r}", "write it with Baseline.to_json") from e
-
     def to_options(self) -> BatchingOptions:
-        """The batching options that render the baseline: dynamic batching disabled."""
-        return BatchingOptions(
-            max_batch_size=self.max_batch_size, dynamic_batching=False, instances=self.instances
-        )
+        """No change: the current config renders as it is."""
+        return BatchingOptions()
 
 
 def parse_preferred_sets(text: str) -> tuple[PreferredSizes, ...]:
@@ -262,10 +274,6 @@ class SearchSpace:
         if too_big:
             return f"preferred batch sizes {_csv(tuple(too_big))} exceed max_batch_size {mb}"
         return None
-
-    def baseline(self, max_batch_size: int | None = None) -> Baseline:
-        """The reference config (dynamic batching off, one instance); max batch defaults to the largest."""
-        return Baseline(max(self.max_batch_sizes) if max_batch_size is None else max_batch_size)
 
 
 def _int(value: Any) -> int:

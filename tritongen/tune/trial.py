@@ -24,7 +24,7 @@ from tritongen.triton.render import render_config
 from tritongen.triton.repository import atomic_write_text
 from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, feasible
-from tritongen.tune.space import Baseline, Candidate
+from tritongen.tune.space import Candidate, Current
 
 RESULT_FILE = "result.json"
 FAILED_FILE = "failed.json"
@@ -35,7 +35,7 @@ class TrialRecord:
     """A finished trial: what was tried and what it measured."""
 
     key: str
-    candidate: Candidate | Baseline
+    candidate: Candidate | Current
     measurement: Measurement
     feasible: bool
     result: dict[str, Any] | None
@@ -55,18 +55,21 @@ class TrialRecord:
             "reason": self.reason,
             "infer_per_s": self.measurement.infer_per_s,
             "p99_us": self.measurement.p99_us,
+            "level": self.measurement.level,
             "feasible": self.feasible,
             "seconds": round(self.seconds, 3),
             "result": self.result,
         }
 
 
-def candidate_config(base: ModelConfig, candidate: Candidate | Baseline, target: str | None) -> ModelConfig:
-    """The model's config with ``candidate`` applied.
+def candidate_config(base: ModelConfig, candidate: Candidate | Current, target: str | None) -> ModelConfig:
+    """The model's config with ``candidate`` applied (the current config: ``base`` itself).
 
     Raises:
         ConfigError: the candidate is illegal for this model.
     """
+    if isinstance(candidate, Current):
+        return base
     return apply_batching(base, candidate.to_options(), target)
 
 
@@ -84,6 +87,7 @@ def summarise(report: LoadTestReport, slo_p99_ms: float | None) -> Measurement:
             infer_per_s=r.infer_per_s,
             p99_us=(r.latency_us or {}).get("p99"),
             memory_bytes=_gpu_memory(r.gpu),
+            level=float((r.concurrency if r.mode == "concurrency" else r.target_rate) or 0.0),
         )
         for r in runs
     ]
@@ -123,7 +127,7 @@ def run_trial(
     control: ModelControl,
     base: ModelConfig,
     target: str | None,
-    candidate: Candidate | Baseline,
+    candidate: Candidate | Current,
     spec: LoadSpec,
     slo_p99_ms: float | None,
     trials_dir: Path,
@@ -178,7 +182,7 @@ def run_trial(
 
 
 def record_from_saved(
-    data: dict[str, Any], candidate: Candidate | Baseline, slo_p99_ms: float | None
+    data: dict[str, Any], candidate: Candidate | Current, slo_p99_ms: float | None
 ) -> TrialRecord:
     """Rebuild a finished trial from its saved JSON (for ``--resume``)."""
     failed = data.get("status") == "failed"
@@ -186,6 +190,7 @@ def record_from_saved(
         infer_per_s=float(data.get("infer_per_s") or 0.0),
         p99_us=data.get("p99_us"),
         failed=failed,
+        level=None if data.get("level") is None else float(data["level"]),
     )
     return TrialRecord(
         key=str(data.get("key")),
