@@ -116,13 +116,21 @@ def summarise(values: Sequence[float | None], confidence: float = DEFAULT_CONFID
     n = len(finite)
     ordered = sorted(finite)
     median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2.0
-    mean = sum(finite) / n
-    if n < 2:
+    mean, sd, half = _t_interval(finite, confidence)
+    if half is None or sd is None:
         return Summary(finite, median, mean, None, None, None, confidence)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in finite) / (n - 1))
-    half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
     cv = sd / abs(mean) if mean else None
     return Summary(finite, median, mean, mean - half, mean + half, cv, confidence)
+
+
+def _t_interval(values: Sequence[float], confidence: float) -> tuple[float, float | None, float | None]:
+    """(mean, sample standard deviation, half the t interval of the mean); no spread for one value."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean, sd, t_quantile(confidence, n - 1) * sd / math.sqrt(n)
 
 
 @dataclass(frozen=True)
@@ -196,14 +204,10 @@ def paired_ratio(
     ]
     if not pairs:
         return None
-    logs = [math.log(x / y) for x, y in pairs]
-    n = len(logs)
-    mean = sum(logs) / n
     ratios = tuple(x / y for x, y in pairs)
-    if n < 2:
+    mean, _, half = _t_interval([math.log(r) for r in ratios], confidence)
+    if half is None:
         return Ratio(ratios, math.exp(mean), None, None, confidence)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (n - 1))
-    half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
     return Ratio(ratios, math.exp(mean), math.exp(mean - half), math.exp(mean + half), confidence)
 
 

@@ -66,14 +66,7 @@ def latency_figure(report: LoadTestReport, slo_p99_ms: float | None = None) -> A
                 xytext=(4, 4),
                 fontsize=8,
             )
-    if slo_p99_ms is not None:
-        ax.axhline(slo_p99_ms, color="red", linestyle="--", linewidth=1, label=f"P99 SLO {slo_p99_ms:g} ms")
-    ax.set_xlabel("inferences / s")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title(f"{report.model} ({report.protocol})")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    _latency_axes(ax, f"{report.model} ({report.protocol})", slo_p99_ms)
     return fig
 
 
@@ -218,11 +211,16 @@ def _level_intervals(ax: Any, report: LoadTestReport, slo_p99_ms: float | None) 
             label = f"c={level.level:g}" if level.mode == "concurrency" else f"{level.level:g}/s"
             ax.annotate(label, (level.infer_per_s.median, p99.median / 1000), textcoords="offset points",
                         xytext=(4, 4), fontsize=8)  # fmt: skip
+    _latency_axes(ax, f"{report.model} ({report.protocol}), {report.rounds} rounds per level", slo_p99_ms)
+
+
+def _latency_axes(ax: Any, title: str, slo_p99_ms: float | None) -> None:
+    """Labels, SLO line, grid and legend of a latency-against-throughput plot."""
     if slo_p99_ms is not None:
         ax.axhline(slo_p99_ms, color="red", linestyle="--", linewidth=1, label=f"P99 SLO {slo_p99_ms:g} ms")
     ax.set_xlabel("inferences / s")
     ax.set_ylabel("latency (ms)")
-    ax.set_title(f"{report.model} ({report.protocol}), {report.rounds} rounds per level")
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
     ax.figure.tight_layout()

@@ -41,7 +41,7 @@ from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, objective, pareto_front
 from tritongen.tune.objective import best as best_measured
 from tritongen.tune.space import Candidate, Current, SearchSpace
-from tritongen.tune.strategy import make_strategy
+from tritongen.tune.strategy import SearchStrategy, make_strategy
 from tritongen.tune.trial import TrialRecord, candidate_config, read_finished, record_from_saved, run_trial
 
 SCHEMA = "tritongen.tune/2"
@@ -90,6 +90,21 @@ class TuneRequest:
         if not isinstance(self.finalists, int) or self.finalists < 1:
             raise ConfigError(f"--finalists {self.finalists} must be at least 1", "e.g. --finalists 3")
 
+    def make_strategy(self) -> SearchStrategy:
+        """The search strategy this tune asks for.
+
+        Raises:
+            ConfigError: an unknown strategy or a budget below one trial.
+        """
+        return make_strategy(
+            self.strategy,
+            self.space,
+            self.max_trials,
+            self.seed,
+            slo_p99_ms=self.slo_p99_ms,
+            max_memory_mb=self.max_memory_mb,
+        )
+
     def claim(self) -> dict[str, Any]:
         """What a trial directory records about the tune that measured it (see :func:`check_claim`)."""
         return {
@@ -133,14 +148,7 @@ def plan(request: TuneRequest) -> TunePlan:
     Raises:
         ConfigError: an unknown strategy or a budget below one trial.
     """
-    strategy = make_strategy(
-        request.strategy,
-        request.space,
-        request.max_trials,
-        request.seed,
-        slo_p99_ms=request.slo_p99_ms,
-        max_memory_mb=request.max_memory_mb,
-    )
+    strategy = request.make_strategy()
     trials = strategy.max_trials + 1
     contenders = min(request.finalists, strategy.max_trials) + 1
     levels = len(request.load.levels)
@@ -327,14 +335,7 @@ def run_tune(
     trials_dir = request.out_dir / "trials"
     _claim(request)
     report = TuneReport(request=request, skipped=request.space.skipped())
-    strategy = make_strategy(
-        request.strategy,
-        request.space,
-        request.max_trials,
-        request.seed,
-        slo_p99_ms=request.slo_p99_ms,
-        max_memory_mb=request.max_memory_mb,
-    )
+    strategy = request.make_strategy()
     budget = strategy.max_trials
     current = Current.of(base)
     base_text = render_config(base)
