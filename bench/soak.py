@@ -217,8 +217,8 @@ def main() -> int:
         "--max-inflight",
         type=int,
         default=8192,
-        help="requests the generator may have in flight before it drops new ones (a pause of the "
-        "server then shows as latency, not as requests never sent)",
+        help="requests the generator may have in flight; sends due beyond it wait for a slot and go "
+        "out late (counted as held back, their latency from the schedule)",
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "soak.json")
     args = parser.parse_args()

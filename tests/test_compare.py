@@ -110,7 +110,9 @@ def test_compare_converts_serves_and_measures_every_engine(
         top = max(others) if rec["situation"] == "throughput" else min(others)
         if rec["value"] != top:
             # Not the best median: the two are a tie that the next figure broke, said so.
-            assert CRITERIA[rec["situation"]].timed and "within noise" in rec["reason"]
+            assert "within noise" in rec["reason"] or (
+                not CRITERIA[rec["situation"]].timed and "within 5%" in rec["reason"]
+            )
         if rec["significant"] and rec["ratio_low"] is not None:
             assert rec["ratio_low"] > 1  # claimed only when the paired interval excludes 1
         if not rec["significant"]:

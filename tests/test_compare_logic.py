@@ -140,12 +140,43 @@ def test_a_difference_inside_the_noise_is_never_claimed() -> None:
 
 
 def test_one_round_has_no_interval_and_claims_nothing() -> None:
-    one = [replace(_engine(f, p, q, m), rounds=1, round_figures={}, summaries={})
+    one = [replace(_engine(f, p, q, m), rounds=1, round_figures={"p99_ms_b1": [p], "infer_per_s_b32": [q]},
+                   summaries={})
            for f, p, q, m in (("onnx", 1.0, 3000.0, 70.0), ("tvm", 2.0, 1000.0, 400.0))]  # fmt: skip
     latency = _by_situation(one)["latency"]
     assert latency.format == "onnx" and not latency.significant
     assert "one round: no interval" in latency.reason
     assert _by_situation(one)["memory"].significant  # memory needs no rounds
+
+
+def test_engines_without_paired_rounds_claim_nothing_and_do_not_crash() -> None:
+    """Stopped before a round (or an older report): medians only, no verdict, plain positions."""
+    engines = [replace(_engine(f, p, q, m), rounds=0, round_figures=r, summaries={})
+               for f, p, q, m, r in (("onnx", 1.0, 3000.0, 70.0, {"p99_ms_b1": [], "infer_per_s_b32": []}),
+                                     ("tvm", 2.0, 1000.0, 400.0, {}),
+                                     ("torchscript", 3.0, 900.0, 250.0, {}))]  # fmt: skip
+    recs = _by_situation(engines)
+    assert not recs["latency"].significant and not recs["throughput"].significant
+    assert "not established (not measured in paired rounds)" in recs["throughput"].reason
+    report = CompareReport(source="s", name="m", hardware={}, settings={"rank_by": "throughput"},
+                           engines=rank(engines, "throughput"))  # fmt: skip
+    assert [row[0] for row in compare_table(report).rows] == ["1", "2", "3"]
+
+
+def test_shared_rank_is_judged_against_its_first_engine() -> None:
+    """A ties B and B ties C, but C is clearly below A: C does not share A's rank."""
+    engines = [_engine("onnx", 1.0, 1000.0, 70.0, noise=0.01), _engine("tvm", 1.0, 960.0, 70.0, noise=0.08),
+               _engine("torchscript", 1.0, 900.0, 70.0, noise=0.01)]  # fmt: skip
+    report = CompareReport(source="s", name="m", hardware={}, settings={"rank_by": "throughput"},
+                           engines=rank(engines, "throughput"))  # fmt: skip
+    assert [row[0] for row in compare_table(report).rows] == ["1", "=1", "3"]
+
+
+def test_tie_broken_by_the_next_figure_names_that_figure() -> None:
+    engines = [_engine("onnx", 1.00, 1000.0, 70.0), _engine("tvm", 1.02, 2000.0, 70.0)]
+    latency = _by_situation(engines)["latency"]
+    assert latency.metric == "p99_ms_b1" and latency.decided_by == "infer_per_s_b32"
+    assert _by_situation(engines)["throughput"].decided_by == "infer_per_s_b32"
 
 
 def test_rank_orders_measured_engines_by_the_chosen_figure() -> None:

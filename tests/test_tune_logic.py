@@ -624,6 +624,21 @@ def test_a_finalist_over_the_slo_is_not_eligible() -> None:
     assert not any(c.eligible for c in tight.finalists)
 
 
+def test_a_current_config_that_misses_the_slo_gives_way_to_a_finalist_that_meets_it() -> None:
+    """Equal throughput, but only the finalist meets the SLO over the rounds: it wins, and says why."""
+    figures = {
+        CURRENT: [(v, 12_000.0) for v in BASE],
+        QUICK: _scaled(BASE, [1.03, 0.98, 1.05, 0.99, 1.02], p99_us=6_000.0),
+    }
+    confirmation = _judge(figures, slo_p99_ms=10.0)
+    (quick,) = confirmation.finalists
+    assert not confirmation.current.feasible and not quick.beats_current and quick.eligible
+    assert confirmation.winner is quick
+    # One round decides nothing, even then.
+    one = _judge({c: v[:1] for c, v in figures.items()}, slo_p99_ms=10.0)
+    assert one.winner is None
+
+
 def test_a_finalist_with_errors_in_a_round_is_not_eligible() -> None:
     confirmation = _judge(
         {CURRENT: BASE_ROUNDS, QUICK: _scaled(BASE, [1.88, 1.95, 1.90, 1.86, 1.93])}, errors={QUICK: 3}

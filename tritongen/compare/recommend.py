@@ -122,6 +122,8 @@ class Verdict:
             )
         if not self.timed:
             return f"within {MEMORY_TOLERANCE:.0%}"
+        if self.rounds == 0:
+            return "not established (not measured in paired rounds)"
         return "not established (one round: no interval; measure with --rounds 3 or more)"
 
 
@@ -136,10 +138,8 @@ def verdict(
     a, b = criterion.value(first), criterion.value(second)
     if a is None or b is None:
         return None
-    if not criterion.timed or not first.round_figures or not second.round_figures:
-        factor = criterion.ratio(a, b)
-        if criterion.timed:  # measured once: no interval, nothing claimed
-            return Verdict(factor, None, None, False, None, 1)
+    factor = criterion.ratio(a, b)
+    if not criterion.timed:
         significant = factor >= 1 + MEMORY_TOLERANCE or factor <= 1 / (1 + MEMORY_TOLERANCE)
         return Verdict(factor, None, None, significant, None, 1, timed=False)
     ratio = paired_ratio(
@@ -147,8 +147,8 @@ def verdict(
         second.round_figures.get(criterion.metric, []),
         confidence,
     )
-    if ratio is None:
-        return None
+    if ratio is None:  # not measured in rounds (an older report, or stopped before a round): nothing claimed
+        return Verdict(factor, None, None, False, None, 0)
     if criterion.lower_is_better:
         ratio = ratio.inverse()
     return Verdict(ratio.estimate, ratio.low, ratio.high, ratio.significant, ratio.noise, ratio.rounds)
@@ -172,24 +172,29 @@ def rank(engines: list[EngineResult], by: str = "throughput") -> list[EngineResu
 def rank_labels(engines: list[EngineResult], by: str, confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
     """The rank column of ranked ``engines``: ``1``, ``=1`` for a tie with the engine above, then ``3``.
 
-    An engine ties with the one ranked above it when their paired ratio does not exclude 1.
-    Engines that were not measured get an empty label.
+    An engine shares a rank when its paired ratio with the first engine of that rank does
+    not exclude 1. Engines that were not measured get an empty label.
     """
     criterion = CRITERIA[by]
+    measured = [e for e in engines if e.ok and criterion.value(e) is not None]
+    if criterion.timed and not any(e.rounds for e in measured):
+        # Measured once (an older report): positions only, no claim either way.
+        positions = iter(range(1, len(measured) + 1))
+        return [str(next(positions)) if e in measured else "" for e in engines]
     labels: list[str] = []
-    previous: EngineResult | None = None
+    leader: EngineResult | None = None
     shared = 0
     for position, engine in enumerate(engines, start=1):
-        if not engine.ok or criterion.value(engine) is None:
+        if engine not in measured:
             labels.append("")
             continue
-        found = verdict(criterion, previous, engine, confidence) if previous is not None else None
+        # Level with the first engine of the shared rank, not only with the one just above.
+        found = verdict(criterion, leader, engine, confidence) if leader is not None else None
         if found is not None and not found.significant:
             labels.append(f"={shared}")
         else:
-            shared = position
+            shared, leader = position, engine
             labels.append(str(position))
-        previous = engine
     return labels
 
 
@@ -238,14 +243,20 @@ def _recommend(
             + _accuracy(best, engines, criterion, None, confidence), best.model, significant=True,
         )  # fmt: skip
     runner = ordered[1][0]
-    found = verdict(criterion, best, runner, confidence)
-    assert found is not None  # both have the figure
+    found = verdict(criterion, best, runner, confidence) or Verdict(1.0, None, None, False, None, 0)
+    if found.significant and found.factor < 1:
+        # The paired ratio (geometric mean over rounds) disagrees with the medians: it decides.
+        best, runner = runner, best
+        found = verdict(criterion, best, runner, confidence) or found
+    decided_by = criterion.metric
     if found.significant:
         figures = _pair(criterion, best, runner)
         reason = f"{best.label}: {found.text()} {criterion.better} {runner.label} ({figures})"
         chosen = found
     else:
-        best, runner, reason, chosen = _break_tie(criterion, tie_breaker, best, runner, found, confidence)
+        best, runner, reason, chosen, decided_by = _break_tie(
+            criterion, tie_breaker, best, runner, found, confidence
+        )
     if chosen.significant:  # a winner: what it gives up, and what it costs in accuracy
         reason += _trade_offs(best, engines, situation, confidence)
         reason += _accuracy(best, engines, criterion, runner, confidence)
@@ -263,6 +274,7 @@ def _recommend(
         significant=chosen.significant,
         ratio_low=chosen.low,
         ratio_high=chosen.high,
+        decided_by=decided_by,
     )
 
 
@@ -277,15 +289,18 @@ def _break_tie(
     second: EngineResult,
     tie: Verdict,
     confidence: float,
-) -> tuple[EngineResult, EngineResult, str, Verdict]:
-    """Two engines within the noise: the tie-breaking figure picks one if it differs beyond its noise."""
+) -> tuple[EngineResult, EngineResult, str, Verdict, str]:
+    """Two engines within the noise: the tie-breaking figure picks one if it differs beyond its noise.
+
+    Returns (winner, loser, reason, the verdict given, the metric that verdict is about).
+    """
     figures = _pair(criterion, first, second)
     words = f"{first.label} and {second.label} are {tie.within()} on {criterion.words} ({figures})"
     other = CRITERIA[tie_breaker]
     found = verdict(other, first, second, confidence)
     if found is None or not found.significant:
         also = f"; {other.words} does not separate them either" if found is not None else ""
-        return first, second, f"no engine is measurably better: {words}{also}", tie
+        return first, second, f"no engine is measurably better: {words}{also}", tie, criterion.metric
     winner, loser = (first, second) if found.factor > 1 else (second, first)
     if winner is second:
         found = verdict(other, second, first, confidence) or found
@@ -293,7 +308,7 @@ def _break_tie(
         f"{winner.label}: {words}; {winner.label} has {found.text()} {other.better} {loser.label} "
         f"({_pair(other, winner, loser)})"
     )
-    return winner, loser, reason, found
+    return winner, loser, reason, found, other.metric
 
 
 def _trade_offs(winner: EngineResult, engines: list[EngineResult], situation: str, confidence: float) -> str:

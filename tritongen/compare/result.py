@@ -153,6 +153,8 @@ class Recommendation:
     ratio_low: float | None = None
     ratio_high: float | None = None
     """The interval of ``ratio`` (paired over rounds); ``None`` without rounds to pair."""
+    decided_by: str | None = None
+    """The figure ``ratio`` is about: ``metric``, or the tie-breaker's when ``metric`` was a tie."""
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Recommendation:

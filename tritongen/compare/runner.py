@@ -34,7 +34,7 @@ from tritongen.compare.measure import (
 from tritongen.compare.recommend import RANK_KEYS, rank, recommend
 from tritongen.compare.result import CompareReport, EngineResult
 from tritongen.convert.precision import FP32, Variant
-from tritongen.errors import ConfigError, TritongenError
+from tritongen.errors import ConfigError, TritongenError, first_line
 from tritongen.intervals import DEFAULT_CONFIDENCE
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
@@ -330,6 +330,16 @@ def _measure_rounds(
     engines alike and their ratios can be taken per round.
     """
     settings = request.settings
+    loaded = []
+    for engine, shapes in engines:
+        try:
+            control.load(engine.model)
+        except TritongenError as e:  # measured alone, but it does not load beside the others
+            engine.status = "failed"
+            engine.reason = f"could not be loaded for the rounds: {first_line(e, 300)}"
+            continue
+        loaded.append((engine, shapes))
+    engines = loaded
     contenders = [
         Contender(f"{e.model}|b1", engine_spec(server, settings, e.model, 1, 1, shapes))
         for e, shapes in engines
@@ -344,8 +354,6 @@ def _measure_rounds(
     ]
     labels = {f"{e.model}|{kind}": f"{e.label}, {what}" for e, _ in engines
               for kind, what in (("b1", "P99 at batch 1"), ("b32", "throughput"))}  # fmt: skip
-    for engine, _ in engines:
-        control.load(engine.model)
 
     def started(number: int, total: int, name: str) -> None:
         say(f"round {number}/{total}: {labels[name]}")

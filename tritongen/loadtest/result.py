@@ -50,8 +50,8 @@ class RunResult:
     max_send_lag_us: float = 0.0
     held_back_sends: int = 0
     """Open loop: sends held back because the requests in flight had reached the cap; each
-    went out as soon as one finished and is counted in ``requests``, its latency from its
-    scheduled time."""
+    went out as soon as one finished, its latency counted from its scheduled time (those
+    still waiting when the run ended are counted here but have no latency)."""
     max_hold_us: float = 0.0
     """Open loop: the longest a held-back send waited for a free slot."""
     warnings: list[str] = field(default_factory=list)

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from tritongen.errors import ServerError
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.spec import LoadSpec
@@ -60,11 +61,11 @@ def measure_rounds(
 
     The order within a round is the same each time (A B C, A B C): what one contender
     leaves behind (a warm cache, a busy core) then falls on the next one alike in every
-    round. A stop or a server that goes away ends the rounds with what was measured.
+    round. A stop, or a server that goes away (during a run or between two), ends the
+    rounds with what was measured.
 
     Raises:
-        TritongenError: a contender's model or settings are unusable (before or between
-            rounds; what was measured is lost only for that call).
+        TritongenError: a contender's model or settings are unusable.
     """
     result = Rounds(runs={c.name: [] for c in contenders})
     for number in range(1, rounds + 1):
@@ -74,9 +75,13 @@ def measure_rounds(
                 return result
             if on_start is not None:
                 on_start(number, rounds, contender.name)
-            if contender.prepare is not None:
-                contender.prepare()
-            report = run_load_test(replace(contender.spec, rounds=1), progress=progress, stop=stop)
+            try:
+                if contender.prepare is not None:
+                    contender.prepare()
+                report = run_load_test(replace(contender.spec, rounds=1), progress=progress, stop=stop)
+            except ServerError as e:  # gone between two runs: the rounds so far stand
+                result.status, result.reason = "aborted", e.one_line()
+                return result
             for run in report.runs:
                 run.round = number
             result.runs[contender.name].extend(report.runs)

@@ -122,11 +122,16 @@ class Confirmation:
     def winner(self) -> Confirmed | None:
         """The finalist that beat the current config significantly, with the highest median throughput.
 
-        ``None`` when none did, or when the rounds did not all finish.
+        When the current config misses the SLO over the rounds, any eligible finalist (within
+        the SLO, measured in every round) beats it. ``None`` when none did, or when the
+        rounds did not all finish.
         """
         if not self.finished:
             return None
         better = [c for c in self.finalists if c.beats_current]
+        if not better and not self.current.feasible and self.rounds > 1:
+            # The current config misses the SLO (or failed): a finalist that meets it wins outright.
+            better = [c for c in self.finalists if c.eligible]
         if not better:
             return None
         return max(better, key=lambda c: c.infer_per_s.median if c.infer_per_s else 0.0)

@@ -219,11 +219,13 @@ class TuneReport:
     def verdict(self) -> str:
         """One line: the config to apply with its gain and interval, or why the current config stays."""
         winner = self.winner
-        if winner is not None and winner.ratio is not None:
-            return (
-                f"best: {winner.key} {format_summary(winner.infer_per_s)} infer/s, "
-                f"{winner.ratio.text()} the baseline (current config)"
-            )
+        if winner is not None:
+            line = f"best: {winner.key} {format_summary(winner.infer_per_s)} infer/s"
+            if winner.ratio is not None:
+                line += f", {winner.ratio.text()} the baseline (current config)"
+            if not self.current_feasible:
+                line += "; the current config misses the SLO over the rounds"
+            return line
         keep = "keep the current config"
         confirmation = self.confirmation
         if confirmation is None:
@@ -238,18 +240,20 @@ class TuneReport:
         named = confirmation.best_finalist
         finalist = ""
         if named is not None and named.ratio is not None:
-            finalist = f"best finalist {named.key}: {named.ratio.text()}"
+            finalist = f" (best finalist {named.key}: {named.ratio.text()})"
+        elif named is not None:
+            finalist = f" (best finalist {named.key}: no round of both to compare)"
         if not confirmation.finished:
             done = f"{confirmation.completed} of {confirmation.rounds}"
             return f"{keep}: the confirmation stopped after {done} rounds"
         if confirmation.rounds == 1:
             return (
-                f"{keep}: one round is a quick look, no difference is significant ({finalist}); "
+                f"{keep}: one round is a quick look, no difference is significant{finalist}; "
                 "use --rounds 3 or more to decide"
             )
         if not any(c.eligible for c in confirmation.finalists):
-            return f"{keep}: no finalist met the SLO over the rounds ({finalist})"
-        return f"{keep}: no finalist beat it beyond the noise ({finalist})"
+            return f"{keep}: no finalist met the SLO over the rounds{finalist}"
+        return f"{keep}: no finalist beat it beyond the noise{finalist}"
 
     def to_json(self) -> dict[str, Any]:
         """The ``tritongen.tune/2`` document."""
