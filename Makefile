@@ -24,7 +24,7 @@ $(EXAMPLES)/%.onnx: | $(STAMP)
 # interleaved rounds; then tune the MLP's ONNX Runtime model starting from no dynamic
 # batching, at a load where batching pays on 2 cores (batch-1 requests, 16 in flight: the
 # per-request path, not the arithmetic, is the cost), and write one HTML report of it all.
-DEMO_LOAD := --duration 2s --warmup 1s --concurrency 1,4 --rounds 3
+DEMO_LOAD := --duration 2s --warmup 0.5s --concurrency 1,4 --rounds 3
 DEMO_MLP := $(DEMO)/mlp/model_repository/mlp_onnx
 
 demo: install $(EXAMPLES)/mlp.onnx
@@ -39,13 +39,13 @@ demo: install $(EXAMPLES)/mlp.onnx
 		set -x; $(BIN)/tritongen example minilm --count 64 --seq 64 -o $(EXAMPLES)/minilm.npz; \
 		$(BIN)/tritongen compare tritongen.examples.minilm:encoder --name minilm \
 			--input-spec input_ids:INT64:-1,-1 --input-spec attention_mask:INT64:-1,-1 \
-			--output-names embedding --formats onnx,torchscript --precision fp32,int8-dynamic \
+			--output-names embedding --formats onnx --precision fp32,int8-dynamic \
 			--verify-data $(EXAMPLES)/minilm.npz --seq 64 --batch-size-throughput 16 \
 			$(DEMO_LOAD) --out $(DEMO)/minilm; \
 	fi
 	$(BIN)/tritongen render $(DEMO_MLP) --no-dynamic-batching --instances 1
 	$(BIN)/tritongen tune mlp_onnx --repo $(DEMO)/mlp/model_repository \
-		--strategy adaptive --max-trials 4 --finalists 2 --rounds 3 --duration 2s --warmup 1s \
+		--strategy adaptive --max-trials 4 --finalists 1 --rounds 3 --duration 2s --warmup 0.5s \
 		--concurrency 16 --slo-p99-ms 50 --out $(DEMO)/tune --json $(DEMO)/tune.json
 	$(BIN)/tritongen report $(DEMO)/mlp/compare.json $$(ls $(DEMO)/minilm/compare.json 2>/dev/null) \
 		$(DEMO)/tune.json -o $(DEMO)/report.html

@@ -23,7 +23,6 @@ from tritongen.metrics.hardware import describe_host, server_gpus
 from tritongen.metrics.process_memory import backend_processes, local_server_pid
 from tritongen.report.tables import compare_table, to_markdown
 
-
 SPREAD = (-1.2, -0.5, 0.0, 0.5, 1.2)
 """Round-to-round deviations in units of the noise: symmetric, so the median is the nominal figure."""
 
@@ -58,7 +57,10 @@ def _engine(
         peak_mem_bytes=mem,
         precision="fp32",
         rounds=5,
-        round_figures={"p99_ms_b1": _rounds(p99, noise, shift), "infer_per_s_b32": _rounds(qps, noise, shift + 2)},
+        round_figures={
+            "p99_ms_b1": _rounds(p99, noise, shift),
+            "infer_per_s_b32": _rounds(qps, noise, shift + 2),
+        },
         **kw,
     )
     engine.summarise(0.95)
@@ -298,7 +300,8 @@ def test_server_gpus_and_local_pid_lookup() -> None:
 
 def test_recommendations_weigh_speed_against_drift() -> None:
     fp32 = _engine("onnx", 2.0, 1000.0, 70.0)
-    dynamic = _engine("onnx", 1.5, 1800.0, 60.0, shift=1, drift=0.13, drift_headline="cosine 0.9911 (min 0.9736)")
+    headline = "cosine 0.9911 (min 0.9736)"
+    dynamic = _engine("onnx", 1.5, 1800.0, 60.0, shift=1, drift=0.13, drift_headline=headline)
     dynamic = replace(dynamic, model="m_onnx_int8_dynamic", precision="int8-dynamic")
     static = _engine("onnx", 1.0, 2500.0, 50.0, shift=3, drift=0.5)
     static = replace(static, model="m_onnx_int8", precision="int8")
