@@ -14,9 +14,10 @@ from pathlib import Path
 
 from provenance import RESULTS, write_result
 
+from tritongen.build.pipeline import build_models
+from tritongen.build.request import BuildRequest
 from tritongen.examples.models import EXAMPLES, write_example
 from tritongen.triton.batching import BatchingOptions
-from tritongen.triton.build import BuildRequest, build_models
 from tritongen.triton.render import render_config
 
 

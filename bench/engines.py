@@ -82,9 +82,10 @@ def _time(run: Callable[[], Any], budget_s: float, min_runs: int, max_runs: int)
 
 
 def _build(model: BenchModel, repo: Path, tune_minutes: float, tune_trials: int) -> Any:
+    from tritongen.build.pipeline import build_models
+    from tritongen.build.request import BuildRequest
     from tritongen.convert.tvm import TvmOptions
     from tritongen.triton.batching import BatchingOptions
-    from tritongen.triton.build import BuildRequest, build_models
 
     request = BuildRequest(
         source=model.factory,

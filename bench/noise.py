@@ -34,13 +34,14 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.build.pipeline import build_models
+from tritongen.build.request import BuildRequest
 from tritongen.examples.models import write_example
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary, paired_ratio, summarise
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
-from tritongen.triton.build import BuildRequest, build_models
 
 SCHEMA = "tritongen.bench.noise/1"
 FIGURES = ("infer_per_s", "p50_us", "p99_us")

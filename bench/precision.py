@@ -53,11 +53,11 @@ def _compare(
     duration_s: float,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
+    from tritongen.build.request import BuildRequest, VerifyOptions
     from tritongen.cli.engine_options import precision_settings
     from tritongen.compare.measure import MeasureSettings
     from tritongen.compare.runner import CompareRequest, run_compare
     from tritongen.triton.batching import BatchingOptions
-    from tritongen.triton.build import BuildRequest, VerifyOptions
 
     variants, options = precision_settings(
         precisions,

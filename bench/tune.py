@@ -29,12 +29,13 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.build.pipeline import build_models
+from tritongen.build.request import BuildRequest
 from tritongen.intervals import DEFAULT_ROUNDS, paired_ratio, summarise
 from tritongen.loadtest.rounds import Contender, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.batching import BatchingOptions
-from tritongen.triton.build import BuildRequest, build_models
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
 from tritongen.tune.control import ModelControl

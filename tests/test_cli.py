@@ -12,8 +12,8 @@ from compose_schema import check_compose_schema
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.io.files import STAGING_PREFIX
 from tritongen.triton.proto import read_config
-from tritongen.triton.repository import STAGING_PREFIX
 
 runner = CliRunner()
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from compose_schema import check_compose_schema
 
+from tritongen.deploy.compose import default_triton_image, triton_release_for
 from tritongen.errors import ConfigError
-from tritongen.triton.compose import default_triton_image, triton_release_for
 
 ROOT = Path(__file__).resolve().parents[1]
 

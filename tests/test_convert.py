@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.client.endpoint import TritonEndpoint
+from tritongen.io.files import STAGING_PREFIX
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import read_config
-from tritongen.triton.repository import STAGING_PREFIX
 
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tritongen.deploy.compose import ComposeSpec, render_compose
 from tritongen.examples.repository import EXAMPLE_OPTIONS, build_example_repository
-from tritongen.triton.compose import ComposeSpec, render_compose
 from tritongen.triton.proto import read_config
 
 ROOT = Path(__file__).resolve().parents[1]

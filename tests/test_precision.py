@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from typer.testing import CliRunner
 
+from tritongen.build.request import model_dir_name
 from tritongen.cli.main import app
 from tritongen.convert.accuracy import OutputAccuracy, guess_task, measure_accuracy
 from tritongen.convert.calibration import RANDOM, load_calibration, parse_calibration_source
@@ -29,7 +30,6 @@ from tritongen.convert.quantize import (
 from tritongen.errors import ConfigError, ConversionError
 from tritongen.examples.models import write_example
 from tritongen.sources.signature import Signature, TensorSpec
-from tritongen.triton.build import model_dir_name
 
 MLP = Signature(
     inputs=(TensorSpec("input", "TYPE_FP32", (16,)),),

@@ -24,11 +24,11 @@ from tritongen.convert.tensorrt import (
     trtexec_command,
     write_tensorrt_artifact,
 )
+from tritongen.deploy.compose import check_repository_plans, plan_tensorrt_version
 from tritongen.errors import ConfigError, ConversionError
 from tritongen.examples.models import write_example
 from tritongen.sources.onnx_source import load_onnx
 from tritongen.sources.signature import Signature, TensorSpec
-from tritongen.triton.compose import check_repository_plans, plan_tensorrt_version
 
 MLP = Signature(
     inputs=(TensorSpec("input", "TYPE_FP32", (16,)),),

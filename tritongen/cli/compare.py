@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.status import Status
 
+from tritongen.build.request import BuildRequest, VerifyOptions, build_plan, model_dir_name
 from tritongen.cli.batching_options import MaxBatchSize
 from tritongen.cli.common import (
     EXIT_INTERRUPTED,
@@ -64,7 +65,6 @@ from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
 from tritongen.triton.batching import BatchingOptions
-from tritongen.triton.build import BuildRequest, VerifyOptions, build_plan, model_dir_name
 
 
 def compare_command(
@@ -349,8 +349,8 @@ def print_report(report: CompareReport) -> None:
 
 def _write_outputs(report: CompareReport, markdown: Path | None, html: Path | None) -> None:
     if markdown is not None:
+        from tritongen.io.files import write_output
         from tritongen.report.tables import compare_table, to_markdown
-        from tritongen.triton.repository import write_output
 
         lines = [to_markdown(compare_table(report)), ""]
         lines += [f"- **{r.title}**: {r.reason}" for r in report.recommendations]

@@ -9,8 +9,8 @@ import typer
 
 from tritongen.cli.common import console, user_errors
 from tritongen.cli.options import Templates
-from tritongen.triton.compose import ComposeSpec, render_compose
-from tritongen.triton.repository import atomic_write_text
+from tritongen.deploy.compose import ComposeSpec, render_compose
+from tritongen.io.files import atomic_write_text
 
 
 def compose_command(

@@ -11,6 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from tritongen.build.pipeline import build_models
+from tritongen.build.request import BuildRequest, BuildResult, VerifyOptions
 from tritongen.cli.batching_options import (
     DynamicBatchingFlag,
     Instances,
@@ -58,7 +60,6 @@ from tritongen.convert.tensorrt import parse_dim_ranges, tensorrt_options
 from tritongen.convert.tvm import TvmOptions
 from tritongen.errors import TritongenError
 from tritongen.sources.model_source import source_kind
-from tritongen.triton.build import BuildRequest, BuildResult, VerifyOptions, build_models
 from tritongen.triton.model_config import ModelConfig
 
 
@@ -209,7 +210,7 @@ def write_results(
         return
     import json
 
-    from tritongen.triton.repository import write_output
+    from tritongen.io.files import write_output
 
     document = result.to_json(request)
     if json_path is not None:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tritongen import __version__
+from tritongen.convert.accuracy import task_figure
 from tritongen.errors import ConfigError
 from tritongen.intervals import Summary, summarise
-from tritongen.triton.repository import write_output
+from tritongen.io.files import write_output
 
 SCHEMA = "tritongen.compare/1"
 
@@ -117,8 +118,6 @@ class EngineResult:
 
     def apply_precision(self, report: dict[str, Any]) -> None:
         """Take the drift figures from a precision report (a model's ``precision`` metadata)."""
-        from tritongen.report.tables import task_figure
-
         self.accuracy = report
         outputs = (report.get("accuracy") or {}).get("outputs") or []
         if outputs:

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tritongen.build.pipeline import build_models
+from tritongen.build.request import BuildRequest, BuildResult, FormatOutcome, build_plan, model_dir_name
 from tritongen.client.endpoint import normalise_url
 from tritongen.client.repository import RepositoryControl
 from tritongen.compare.measure import (
@@ -43,14 +45,6 @@ from tritongen.loadtest.spec import RUN_OVERHEAD_S, seconds_text
 from tritongen.metrics.hardware import describe_host, server_gpus
 from tritongen.metrics.process_memory import local_server_pid
 from tritongen.server.local import LocalTritonServer
-from tritongen.triton.build import (
-    BuildRequest,
-    BuildResult,
-    FormatOutcome,
-    build_models,
-    build_plan,
-    model_dir_name,
-)
 from tritongen.triton.repository import METADATA_FILE
 
 Say = Callable[[str], None]

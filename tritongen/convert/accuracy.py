@@ -174,3 +174,13 @@ def measure_accuracy(
             output.add(g, w)
         samples += next(iter(feed.values())).shape[0] if signature.batched else 1
     return AccuracyFigures(outputs=tuple(outputs or ()), samples=samples)
+
+
+def task_figure(output: dict[str, Any]) -> str:
+    """An output's task figure from its JSON form: cosine (embeddings), top-1 agreement (classifiers)."""
+    task = output.get("task")
+    if task == "embedding" and output.get("cosine_mean") is not None:
+        return f"cosine {output['cosine_mean']:.4f} (min {output['cosine_min']:.4f})"
+    if task == "classifier" and output.get("top1_agreement") is not None:
+        return f"top-1 {output['top1_agreement']:.1%}"
+    return "–"

@@ -9,11 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tritongen.build.pipeline import build_models
+from tritongen.build.request import BuildRequest, BuildResult
+from tritongen.deploy.compose import ComposeSpec, render_compose
 from tritongen.examples.models import write_example
+from tritongen.io.files import atomic_write_text
 from tritongen.triton.batching import BatchingOptions
-from tritongen.triton.build import BuildRequest, BuildResult, build_models
-from tritongen.triton.compose import ComposeSpec, render_compose
-from tritongen.triton.repository import atomic_write_text
 
 EXAMPLE_OPTIONS: dict[str, BatchingOptions] = {
     "mlp": BatchingOptions(preferred_batch_sizes=(4, 8, 16), max_queue_delay_us=500),

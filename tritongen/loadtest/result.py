@@ -12,7 +12,7 @@ from typing import Any
 
 from tritongen import __version__
 from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
-from tritongen.triton.repository import write_output
+from tritongen.io.files import write_output
 
 SCHEMA = "tritongen.loadtest/1"
 LATENCY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")

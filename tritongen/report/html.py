@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
+from tritongen.build.request import CONVERT_SCHEMA
 from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
 from tritongen.compare.result import CompareReport
 from tritongen.errors import ConfigError
+from tritongen.io.files import write_output
 from tritongen.loadtest.result import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.report.tables import (
@@ -29,8 +31,6 @@ from tritongen.report.tables import (
     tune_table,
     verification_table,
 )
-from tritongen.triton.build import CONVERT_SCHEMA
-from tritongen.triton.repository import write_output
 from tritongen.tune.runner import READABLE_SCHEMAS as TUNE_SCHEMAS
 
 REPORT_TEMPLATE = "report.html.j2"

@@ -8,6 +8,7 @@ from typing import Any
 from tritongen.compare.recommend import rank_labels
 from tritongen.compare.result import CompareReport
 from tritongen.compare.result import EngineResult as CompareEngine
+from tritongen.convert.accuracy import task_figure
 from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, format_summary
 
 
@@ -378,16 +379,6 @@ def verification_table(outcomes: list[dict[str, Any]]) -> TableData:
         right=(False, False, False, True, True, True, False),
         styles=styles,
     )
-
-
-def task_figure(output: dict[str, Any]) -> str:
-    """An output's task-level figure: cosine for embeddings, top-1 agreement for classifiers."""
-    task = output.get("task")
-    if task == "embedding" and output.get("cosine_mean") is not None:
-        return f"cosine {output['cosine_mean']:.4f} (min {output['cosine_min']:.4f})"
-    if task == "classifier" and output.get("top1_agreement") is not None:
-        return f"top-1 {output['top1_agreement']:.1%}"
-    return "–"
 
 
 def accuracy_table(entries: list[tuple[str, dict[str, Any]]]) -> TableData:

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tritongen.errors import RepositoryError
+from tritongen.io.files import STAGING_PREFIX
 
-STAGING_PREFIX = ".tritongen-tmp-"
 METADATA_FILE = "tritongen.json"
 
 
@@ -99,34 +99,3 @@ def publish(staged: Path, repo: Path, names: list[str], force: bool) -> list[Pat
             f"cannot move models into {repo}: {e.strerror}", "check the repository's permissions"
         ) from e
     return [target for target, _ in moved]
-
-
-def atomic_write_text(path: Path, text: str, backup_suffix: str | None = None) -> None:
-    """Replace ``path`` with ``text`` atomically, keeping the old file as ``path + backup_suffix``."""
-    tmp = path.with_name(f"{STAGING_PREFIX}{path.name}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        if backup_suffix is not None and path.exists():
-            shutil.copy2(path, path.with_name(path.name + backup_suffix))
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise RepositoryError(
-            f"cannot write {path}: {e.strerror}", "check the directory's permissions"
-        ) from e
-
-
-def write_output(path: Path, text: str) -> Path:
-    """Write a result file (JSON, CSV, Markdown, HTML) atomically, creating its directory.
-
-    Raises:
-        RepositoryError: the directory cannot be created or the file written (one line).
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RepositoryError(
-            f"cannot write {path}: cannot create {path.parent}: {e.strerror or e}", "choose a writable path"
-        ) from e
-    atomic_write_text(path, text)
-    return path

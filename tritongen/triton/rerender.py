@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 from tritongen.errors import ConfigError, RepositoryError
+from tritongen.io.files import atomic_write_text
 from tritongen.lint.repository import lint_model_text
 from tritongen.triton.batching import BatchingOptions, apply_batching
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
 from tritongen.triton.render import render_config
-from tritongen.triton.repository import METADATA_FILE, atomic_write_text
+from tritongen.triton.repository import METADATA_FILE
 
 BACKUP_SUFFIX = ".bak"
 

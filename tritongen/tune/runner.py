@@ -30,12 +30,12 @@ from tritongen.intervals import (
     format_summary,
     summarise,
 )
+from tritongen.io.files import atomic_write_text, write_output
 from tritongen.loadtest.rounds import Contender, Rounds, RoundStarted, measure_rounds
 from tritongen.loadtest.runner import ProgressCallback
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec, seconds_text
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
-from tritongen.triton.repository import atomic_write_text, write_output
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation, Confirmed, Entry, judge
 from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, objective, pareto_front

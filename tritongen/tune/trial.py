@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import ModelLoadError, TritongenError
+from tritongen.io.files import atomic_write_text
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.batching import apply_batching
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
-from tritongen.triton.repository import atomic_write_text
 from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, feasible
 from tritongen.tune.space import Candidate, Current

@@ -1,0 +1,1 @@
+"""Workflow: a source model to verified, configured model directories published into a repository."""

@@ -1,0 +1,1 @@
+"""Shared basics: atomic file writes, result files, data readers."""
