@@ -1,7 +1,8 @@
-"""The batching and instance options shared by ``convert`` and ``render``."""
+"""The batching and instance options of ``convert``, ``render`` and ``compare``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated
 
@@ -60,25 +61,29 @@ Kind = Annotated[
 ]
 
 
-def batching_options(
-    max_batch_size: int | None,
-    preferred_batch_sizes: str | None,
-    max_queue_delay_us: int | None,
-    dynamic_batching: bool | None,
-    instances: int | None,
-    kind: KindChoice | None,
-) -> BatchingOptions:
-    """Build :class:`BatchingOptions` from the parsed CLI values."""
-    sizes: tuple[int, ...] | None
-    if preferred_batch_sizes is not None and preferred_batch_sizes.strip().lower() == "none":
-        sizes = ()
-    else:
-        sizes = parse_int_list(preferred_batch_sizes, "--preferred-batch-sizes")
-    return BatchingOptions(
-        max_batch_size=max_batch_size,
-        dynamic_batching=dynamic_batching,
-        preferred_batch_sizes=sizes,
-        max_queue_delay_us=max_queue_delay_us,
-        instances=instances,
-        kind=kind.value if kind is not None else None,
-    )
+@dataclass(frozen=True)
+class BatchingFlags:
+    """Max batch, the dynamic batcher and instances of a model's config."""
+
+    max_batch_size: MaxBatchSize = None
+    preferred_batch_sizes: PreferredBatchSizes = None
+    max_queue_delay_us: MaxQueueDelay = None
+    dynamic_batching: DynamicBatchingFlag = None
+    instances: Instances = None
+    kind: Kind = None
+
+    def options(self) -> BatchingOptions:
+        """The batching options (``--preferred-batch-sizes none`` = let Triton decide)."""
+        sizes: tuple[int, ...] | None
+        if self.preferred_batch_sizes is not None and self.preferred_batch_sizes.strip().lower() == "none":
+            sizes = ()
+        else:
+            sizes = parse_int_list(self.preferred_batch_sizes, "--preferred-batch-sizes")
+        return BatchingOptions(
+            max_batch_size=self.max_batch_size,
+            dynamic_batching=self.dynamic_batching,
+            preferred_batch_sizes=sizes,
+            max_queue_delay_us=self.max_queue_delay_us,
+            instances=self.instances,
+            kind=self.kind.value if self.kind is not None else None,
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated
 
@@ -9,77 +10,43 @@ import typer
 from rich.markup import escape
 from rich.status import Status
 
-from tritongen.build.request import BuildRequest, VerifyOptions, build_plan, model_dir_name
-from tritongen.cli.batching_options import MaxBatchSize
-from tritongen.cli.common import (
-    EXIT_INTERRUPTED,
-    console,
-    err_console,
-    parse_int_list,
-    parse_name_list,
-    stop_on_signals,
-    user_errors,
-)
+from tritongen.build.request import BuildRequest, build_plan, model_dir_name
+from tritongen.cli.batching_options import BatchingFlags
+from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.convert import default_name, source_kind_or_none
-from tritongen.cli.engine_options import (
-    Atol,
-    AutoMixed,
-    CalibrationData,
-    CalibrationMethod,
-    CalibrationSamples,
-    ErrorMetric,
-    InputSpecs,
-    Int8Mode,
-    KeepFp32,
-    MaxError,
-    OutputNames,
-    Precision,
-    Rtol,
-    Script,
-    TvmTarget,
-    TvmTuneMinutes,
-    TvmTuneTrials,
-    VerifyData,
-    precision_settings,
-)
-from tritongen.cli.options import (
-    AdminKey,
-    Confidence,
-    HtmlOut,
-    JsonOut,
-    ProtocolChoice,
-    Rounds,
-    Shapes,
-    Templates,
-    lint_before_serving,
-)
+from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
+from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.load_options import LoadFlags, RoundsFlags
+from tritongen.cli.options import AdminKey, Templates, lint_before_serving
+from tritongen.cli.output_options import OutputFlags
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.compare.measure import MeasureSettings
 from tritongen.compare.recommend import RANK_KEYS
 from tritongen.compare.result import CompareReport
 from tritongen.compare.runner import CompareRequest, cost_text, measure_compare, prepare_compare
 from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
-from tritongen.convert.tvm import TvmOptions
 from tritongen.errors import ConfigError, ServerError
-from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
+from tritongen.intervals import DEFAULT_ROUNDS
 from tritongen.loadtest.runner import Progress
-from tritongen.loadtest.spec import parse_duration
 from tritongen.triton.batching import BatchingOptions
 
+SourceArg = Annotated[
+    str,
+    typer.Argument(
+        help="Source model as `convert` takes it: an .onnx file, a TorchScript file, or a PyTorch "
+        "factory package.module:function (imported and run: trusted code only).",
+        show_default=False,
+    ),
+]
 
-def compare_command(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help="Source model as `convert` takes it: an .onnx file, a TorchScript file, or a PyTorch "
-            "factory package.module:function (imported and run: trusted code only).",
-            show_default=False,
-        ),
-    ],
+
+@dataclass(frozen=True)
+class CompareFlags:
+    """What ``compare`` measures, where, and how it ranks."""
+
     name: Annotated[
-        str | None,
-        typer.Option("--name", help="Model name (default: from the source).", show_default=False),
-    ] = None,
+        str | None, typer.Option("--name", help="Model name (default: from the source).", show_default=False)
+    ] = None
     formats: Annotated[
         str,
         typer.Option(
@@ -87,31 +54,19 @@ def compare_command(
             help=f"Engines to compare: some of {', '.join(FORMATS)}; all = every one this machine can "
             "build (the others are listed as unavailable, with the reason).",
         ),
-    ] = "all",
+    ] = "all"
     batch_size_throughput: Annotated[
         int, typer.Option("--batch-size-throughput", help="Batch size of the throughput figure.", min=1)
-    ] = 32,
+    ] = 32
     seq: Annotated[
         int | None,
         typer.Option(
             "--seq", help="Value of every dynamic non-batch dim, e.g. 128.", min=1, show_default=False
         ),
-    ] = None,
-    shapes: Shapes = None,
-    duration: Annotated[str, typer.Option("--duration", help="Measured time of each load run.")] = "10s",
-    warmup: Annotated[str, typer.Option("--warmup", help="Load before each measurement.")] = "2s",
-    concurrency: Annotated[
-        str,
-        typer.Option(
-            "--concurrency",
-            help="Concurrency levels tried for throughput; the ramp stops when a level adds < 5%.",
-        ),
-    ] = "1,2,4,8",
-    rounds: Rounds = None,
-    confidence: Confidence = DEFAULT_CONFIDENCE,
+    ] = None
     rank_by: Annotated[
         str, typer.Option("--rank-by", help=f"Order of the table: {', '.join(RANK_KEYS)}.")
-    ] = "throughput",
+    ] = "throughput"
     out: Annotated[
         Path | None,
         typer.Option(
@@ -119,62 +74,8 @@ def compare_command(
             help="Working directory: the model repository and compare.json (default compare-NAME).",
             show_default=False,
         ),
-    ] = None,
-    json_path: JsonOut = None,
-    markdown_path: Annotated[
-        Path | None, typer.Option("--markdown", help="Write the table as Markdown.", show_default=False)
-    ] = None,
-    html_path: HtmlOut = None,
-    url: Annotated[
-        str | None,
-        typer.Option(
-            "--url",
-            help="Measure a running deployment (HTTP host:port, explicit model control) instead of "
-            "the embedded server; nothing is converted.",
-            show_default=False,
-        ),
-    ] = None,
-    repo: Annotated[
-        Path | None,
-        typer.Option(
-            "--repo",
-            help="Measure the models NAME_<format> of an existing repository; nothing is converted.",
-            show_default=False,
-        ),
-    ] = None,
-    metrics_url: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics-url",
-            help="Metrics endpoint of --url (default its host, port 8002).",
-            show_default=False,
-        ),
-    ] = None,
-    protocol: Annotated[ProtocolChoice, typer.Option("--protocol", help="Load-test protocol.")] = (
-        ProtocolChoice.http
-    ),
-    input_spec: InputSpecs = None,
-    output_names: OutputNames = None,
-    script: Script = False,
-    max_batch_size: MaxBatchSize = None,
-    tvm_target: TvmTarget = None,
-    tvm_tune_trials: TvmTuneTrials = 0,
-    tvm_tune_minutes: TvmTuneMinutes = None,
-    verify_data: VerifyData = None,
-    atol: Atol = None,
-    rtol: Rtol = None,
-    templates: Templates = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
-    admin_key: AdminKey = None,
-    precision: Precision = "fp32",
-    int8_mode: Int8Mode = "static",
-    calibration_data: CalibrationData = None,
-    calibration_method: CalibrationMethod = "minmax",
-    calibration_samples: CalibrationSamples = None,
-    keep_fp32: KeepFp32 = None,
-    auto_mixed_precision: AutoMixed = False,
-    max_error: MaxError = None,
-    error_metric: ErrorMetric = "max-abs",
+    ] = None
+    templates: Templates = None
     max_drift: Annotated[
         float | None,
         typer.Option(
@@ -185,102 +86,168 @@ def compare_command(
             show_default=False,
             rich_help_panel="Precision",
         ),
-    ] = None,
+    ] = None
+
+
+@dataclass(frozen=True)
+class DeploymentFlags:
+    """An existing deployment or repository to measure instead of converting."""
+
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="Measure a running deployment (HTTP host:port, explicit model control) instead of "
+            "the embedded server; nothing is converted.",
+            show_default=False,
+        ),
+    ] = None
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            "--repo",
+            help="Measure the models NAME_<format> of an existing repository; nothing is converted.",
+            show_default=False,
+        ),
+    ] = None
+    metrics_url: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-url",
+            help="Metrics endpoint of --url (default its host, port 8002).",
+            show_default=False,
+        ),
+    ] = None
+    admin_key: AdminKey = None
+
+    @property
+    def existing(self) -> bool:
+        """Whether the engines exist already (nothing is converted)."""
+        return self.url is not None or self.repo is not None
+
+
+@option_groups(
+    load=Pick(
+        only=("concurrency", "shapes", "duration", "warmup", "protocol", "seed"),
+        defaults={"concurrency": "1,2,4,8", "duration": "10s", "warmup": "2s"},
+        helps={
+            "concurrency": "Concurrency levels tried for throughput; the ramp stops when a level adds < 5%."
+        },
+    ),
+    batching=Pick(only=("max_batch_size",)),
+    verify=Pick(only=("verify_data", "atol", "rtol")),
+    precision=Pick(only=tuple(f.name for f in fields(PrecisionFlags) if f.name != "calibration_cache")),
+    output=Pick(only=("json_path", "markdown_path", "html_path")),
+)
+def compare_command(
+    source: SourceArg,
+    compare: CompareFlags,
+    deployment: DeploymentFlags,
+    load: LoadFlags,
+    rounds: RoundsFlags,
+    batching: BatchingFlags,
+    engines: EngineFlags,
+    verify: VerifyFlags,
+    precision: PrecisionFlags,
+    output: OutputFlags,
 ) -> None:
     """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
     with user_errors():
-        model_name = name if name is not None else default_name(source)
-        work = out or Path(f"compare-{model_name}")
-        settings = MeasureSettings(
-            batch_size_throughput=batch_size_throughput,
-            shapes=parse_shape_overrides(shapes or []),
-            seq=seq,
-            duration_s=parse_duration(duration, "--duration"),
-            warmup_s=parse_duration(warmup, "--warmup"),
-            concurrency_levels=parse_int_list(concurrency, "--concurrency") or (1,),
-            protocol=protocol.value,
-            seed=seed,
-            rounds=DEFAULT_ROUNDS if rounds is None else rounds,
-            confidence=confidence,
-        )
-        settings.check()
-        chosen, unavailable = _formats(formats, source, url is not None or repo is not None)
-        variants, precision_options = precision_settings(
-            precision,
-            int8_mode,
-            calibration_data,
-            calibration_method,
-            calibration_samples,
-            None,
-            keep_fp32,
-            auto_mixed_precision,
-            max_error,
-            error_metric,
-        )
+        name = compare.name if compare.name is not None else default_name(source)
+        settings = _settings(compare, load, rounds)
+        chosen, unavailable = _formats(compare.formats, source, deployment.existing)
+        variants, precision_options = precision.settings()
+        if deployment.url is None and deployment.repo is not None:
+            # served here: refuse configs Triton would refuse (or hang on)
+            planned, _ = build_plan(chosen, variants)
+            lint_before_serving(deployment.repo, [model_dir_name(name, f, v) for f, v in planned])
+        work = compare.out or Path(f"compare-{name}")
         build = None
-        if url is None and repo is not None:  # served here: refuse configs Triton would refuse (or hang on)
-            plan, _ = build_plan(chosen, variants)
-            lint_before_serving(repo, [model_dir_name(model_name, f, v) for f, v in plan])
-        if url is None and repo is None:
+        if not deployment.existing:
             build = BuildRequest(
                 source=source if source_kind_or_none(source) == "pytorch" else Path(source),
-                name=model_name,
+                name=name,
                 repo=work / "model_repository",
                 formats=chosen,
-                options=BatchingOptions(
-                    max_batch_size=max_batch_size
-                    if max_batch_size is not None
-                    else max(32, batch_size_throughput)
-                ),
+                options=BatchingOptions(max_batch_size=_max_batch(batching, compare)),
                 force=True,
-                templates_dir=templates,
-                input_specs=tuple(input_spec or ()),
-                output_names=parse_name_list(output_names) if output_names else (),
-                torchscript_mode="script" if script else "trace",
-                tvm=TvmOptions(target=tvm_target, tune_trials=tvm_tune_trials, tune_minutes=tvm_tune_minutes),
-                verify=VerifyOptions(data=verify_data, atol=atol, rtol=rtol),
+                templates_dir=compare.templates,
+                input_specs=engines.specs(),
+                output_names=engines.names(),
+                torchscript_mode=engines.torchscript_mode(),
+                tvm=engines.tvm(),
+                verify=verify.options(),
                 precisions=variants,
                 precision=precision_options,
             )
         request = CompareRequest(
             source=source,
-            name=model_name,
+            name=name,
             formats=chosen,
             settings=settings,
             build=build,
-            repo=repo,
-            url=url,
-            metrics_url=metrics_url,
-            admin_key=admin_key,
-            rank_by=rank_by,
+            repo=deployment.repo,
+            url=deployment.url,
+            metrics_url=deployment.metrics_url,
+            admin_key=deployment.admin_key,
+            rank_by=compare.rank_by,
             unavailable=unavailable,
             precisions=variants,
-            max_drift=max_drift,
+            max_drift=compare.max_drift,
         )
-        outputs = [work / "compare.json", *([json_path] if json_path else [])]
+        _run(request, [work / "compare.json", *([output.json_path] if output.json_path else [])], output)
 
-        def save(report: CompareReport) -> None:
-            for path in outputs:
-                report.write_json(path)
 
-        with err_console.status("preparing") as status:
-            report = prepare_compare(request, say=lambda msg: status.update(msg))
-        if build is not None:
-            _print_build(report)
-        save(report)
-        pending = sum(e.status == "pending" for e in report.engines)
-        if pending:
-            cost = cost_text(settings, pending)
-            err_console.print(f"measuring {pending} engine(s): {cost}", highlight=False, markup=False)
-        with Status("measuring", console=err_console) as status, stop_on_signals() as stopping:
-            live = _Live(status)
-            report = measure_compare(request, report, live.say, live.progress, save, stopping)
-        _write_outputs(report, markdown_path, html_path)
-        print_report(report)
-        console.print(
-            f"results: {', '.join(str(p) for p in outputs)}", highlight=False, soft_wrap=True, markup=False
-        )
-        _finish(report)
+def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> None:
+    """Prepare (build or find) the engines, measure them, print and write the results."""
+
+    def save(report: CompareReport) -> None:
+        for path in outputs:
+            report.write_json(path)
+
+    with err_console.status("preparing") as status:
+        report = prepare_compare(request, say=lambda msg: status.update(msg))
+    if request.build is not None:
+        _print_build(report)
+    save(report)
+    pending = sum(e.status == "pending" for e in report.engines)
+    if pending:
+        cost = cost_text(request.settings, pending)
+        err_console.print(f"measuring {pending} engine(s): {cost}", highlight=False, markup=False)
+    with Status("measuring", console=err_console) as status, stop_on_signals() as stopping:
+        live = _Live(status)
+        report = measure_compare(request, report, live.say, live.progress, save, stopping)
+    _write_outputs(report, output.markdown_path, output.html_path)
+    print_report(report)
+    console.print(
+        f"results: {', '.join(str(p) for p in outputs)}", highlight=False, soft_wrap=True, markup=False
+    )
+    _finish(report)
+
+
+def _settings(compare: CompareFlags, load: LoadFlags, rounds: RoundsFlags) -> MeasureSettings:
+    """How every engine is measured (checked)."""
+    settings = MeasureSettings(
+        batch_size_throughput=compare.batch_size_throughput,
+        shapes=parse_shape_overrides(load.shapes or []),
+        seq=compare.seq,
+        duration_s=load.duration_s(),
+        warmup_s=load.warmup_s(),
+        concurrency_levels=load.concurrency_levels(),
+        protocol=load.protocol.value,
+        seed=load.seed,
+        rounds=DEFAULT_ROUNDS if rounds.rounds is None else rounds.rounds,
+        confidence=rounds.confidence,
+    )
+    settings.check()
+    return settings
+
+
+def _max_batch(batching: BatchingFlags, compare: CompareFlags) -> int:
+    """``--max-batch-size``, by default at least the throughput figure's batch size (and 32)."""
+    if batching.max_batch_size is not None:
+        return batching.max_batch_size
+    return max(32, compare.batch_size_throughput)
 
 
 def _formats(text: str, source: str, existing: bool) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:

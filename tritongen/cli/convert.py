@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -12,52 +13,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.build.pipeline import build_models
-from tritongen.build.request import BuildRequest, BuildResult, VerifyOptions
-from tritongen.cli.batching_options import (
-    DynamicBatchingFlag,
-    Instances,
-    Kind,
-    MaxBatchSize,
-    MaxQueueDelay,
-    PreferredBatchSizes,
-    batching_options,
-)
-from tritongen.cli.common import console, err_console, parse_name_list, user_errors
-from tritongen.cli.engine_options import (
-    Atol,
-    AutoMixed,
-    CalibrationCache,
-    CalibrationData,
-    CalibrationMethod,
-    CalibrationSamples,
-    CudaGraphs,
-    DryRun,
-    ErrorMetric,
-    InputSpecs,
-    Int8Mode,
-    KeepFailed,
-    KeepFp32,
-    MaxError,
-    NoVerify,
-    OptBatchSize,
-    OutputNames,
-    Precision,
-    Rtol,
-    Script,
-    TensorRtVersion,
-    TimingCache,
-    TrtDims,
-    TvmTarget,
-    TvmTuneMinutes,
-    TvmTuneTrials,
-    VerifyData,
-    WorkspaceMb,
-    precision_settings,
-)
-from tritongen.cli.options import HtmlOut, JsonOut, Templates
+from tritongen.build.request import BuildRequest, BuildResult
+from tritongen.cli.batching_options import BatchingFlags
+from tritongen.cli.common import console, err_console, user_errors
+from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
+from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.options import Templates
+from tritongen.cli.output_options import OutputFlags
 from tritongen.convert.formats import FORMATS, parse_formats
-from tritongen.convert.tensorrt import parse_dim_ranges, tensorrt_options
-from tritongen.convert.tvm import TvmOptions
 from tritongen.errors import TritongenError
 from tritongen.sources.model_source import source_kind
 from tritongen.triton.model_config import ModelConfig
@@ -70,28 +33,33 @@ class TargetChoice(str, Enum):
     container = "container"
 
 
-def convert_command(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help="Source model: an .onnx file, a TorchScript file (.pt), or a PyTorch factory "
-            "package.module:function returning an nn.Module (imported and run: trusted code only).",
-            show_default=False,
-        ),
-    ],
+Source = Annotated[
+    str,
+    typer.Argument(
+        help="Source model: an .onnx file, a TorchScript file (.pt), or a PyTorch factory "
+        "package.module:function returning an nn.Module (imported and run: trusted code only).",
+        show_default=False,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ConvertFlags:
+    """What ``convert`` writes, and where."""
+
     name: Annotated[
         str | None, typer.Option("--name", help="Model name (default: the file name).", show_default=False)
-    ] = None,
+    ] = None
     repo: Annotated[Path, typer.Option("--repo", help="Model repository to write into.")] = Path(
         "model_repository"
-    ),
+    )
     target: Annotated[
         TargetChoice,
         typer.Option(
             "--target",
             help="local: the embedded server (Python backend, CPU); container: the full Triton image.",
         ),
-    ] = TargetChoice.local,
+    ] = TargetChoice.local
     formats: Annotated[
         str,
         typer.Option(
@@ -99,105 +67,54 @@ def convert_command(
             help=f"Formats to build, comma-separated: {', '.join(FORMATS)}; "
             "or all (what this machine can build).",
         ),
-    ] = "onnx",
-    input_spec: InputSpecs = None,
-    output_names: OutputNames = None,
-    script: Script = False,
-    max_batch_size: MaxBatchSize = None,
-    preferred_batch_sizes: PreferredBatchSizes = None,
-    max_queue_delay_us: MaxQueueDelay = None,
-    dynamic_batching: DynamicBatchingFlag = None,
-    instances: Instances = None,
-    kind: Kind = None,
-    tvm_target: TvmTarget = None,
-    tvm_tune_trials: TvmTuneTrials = 0,
-    tvm_tune_minutes: TvmTuneMinutes = None,
-    precision: Precision = "fp32",
-    int8_mode: Int8Mode = "static",
-    calibration_data: CalibrationData = None,
-    calibration_method: CalibrationMethod = "minmax",
-    calibration_samples: CalibrationSamples = None,
-    calibration_cache: CalibrationCache = None,
-    keep_fp32: KeepFp32 = None,
-    auto_mixed_precision: AutoMixed = False,
-    max_error: MaxError = None,
-    error_metric: ErrorMetric = "max-abs",
-    opt_batch_size: OptBatchSize = None,
-    workspace_mb: WorkspaceMb = None,
-    timing_cache: TimingCache = None,
-    cuda_graphs: CudaGraphs = False,
-    trt_dims: TrtDims = None,
-    tensorrt_version: TensorRtVersion = None,
-    dry_run: DryRun = False,
-    verify_data: VerifyData = None,
-    atol: Atol = None,
-    rtol: Rtol = None,
-    keep_failed: KeepFailed = False,
-    no_verify: NoVerify = False,
-    templates: Templates = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace model directories that already exist.")
-    ] = False,
-    json_path: JsonOut = None,
-    html_path: HtmlOut = None,
+    ] = "onnx"
+    templates: Templates = None
+    force: Annotated[bool, typer.Option("--force", help="Replace model directories that already exist.")] = (
+        False
+    )
+
+
+@option_groups(output=Pick(only=("json_path", "html_path")))
+def convert_command(
+    source: Source,
+    convert: ConvertFlags,
+    batching: BatchingFlags,
+    engines: EngineFlags,
+    precision: PrecisionFlags,
+    tensorrt: TensorRtFlags,
+    verify: VerifyFlags,
+    output: OutputFlags,
 ) -> None:
     """Convert SOURCE into one verified Triton model directory per format, each with a checked config."""
-    options = batching_options(
-        max_batch_size, preferred_batch_sizes, max_queue_delay_us, dynamic_batching, instances, kind
-    )
+    options = batching.options()
     with user_errors():
-        chosen = parse_formats(formats, source_kind_or_none(source))
-        variants, precision_options = precision_settings(
-            precision,
-            int8_mode,
-            calibration_data,
-            calibration_method,
-            calibration_samples,
-            calibration_cache,
-            keep_fp32,
-            auto_mixed_precision,
-            max_error,
-            error_metric,
-        )
+        kind = source_kind_or_none(source)
+        variants, precision_options = precision.settings()
         request = BuildRequest(
-            source=Path(source) if source_kind_or_none(source) != "pytorch" else source,
-            name=name if name is not None else default_name(source),
-            repo=repo,
-            target=target.value,
-            formats=chosen,
+            source=Path(source) if kind != "pytorch" else source,
+            name=convert.name if convert.name is not None else default_name(source),
+            repo=convert.repo,
+            target=convert.target.value,
+            formats=parse_formats(convert.formats, kind),
             options=options,
-            force=force,
-            templates_dir=templates,
-            input_specs=tuple(input_spec or ()),
-            output_names=parse_name_list(output_names) if output_names else (),
-            torchscript_mode="script" if script else "trace",
-            tvm=TvmOptions(target=tvm_target, tune_trials=tvm_tune_trials, tune_minutes=tvm_tune_minutes),
-            tensorrt=tensorrt_options(
-                "fp32",
-                None,
-                None,
-                (),
-                opt_batch_size,
-                workspace_mb,
-                timing_cache,
-                cuda_graphs,
-                dry_run,
-                parse_dim_ranges(trt_dims) if trt_dims else None,
-                tensorrt_version,
-            ),
-            verify=VerifyOptions(
-                data=verify_data, atol=atol, rtol=rtol, keep_failed=keep_failed, skip=no_verify
-            ),
+            force=convert.force,
+            templates_dir=convert.templates,
+            input_specs=engines.specs(),
+            output_names=engines.names(),
+            torchscript_mode=engines.torchscript_mode(),
+            tvm=engines.tvm(),
+            tensorrt=tensorrt.options(),
+            verify=verify.options(),
             precisions=variants,
             precision=precision_options,
             # "all" means every format that can be built here: precisions a format does not
             # take are not asked of it.
-            list_unsupported_precisions=formats.strip().lower() != "all",
+            list_unsupported_precisions=convert.formats.strip().lower() != "all",
         )
         with err_console.status("converting") as status:
             result = build_models(request, progress=lambda msg: status.update(msg))
         print_summary(result, request)
-        write_results(result, request, json_path, html_path)
+        write_results(result, request, output.json_path, output.html_path)
     if result.failures:
         raise typer.Exit(1)
 

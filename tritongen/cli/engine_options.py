@@ -1,14 +1,20 @@
-"""``convert``'s per-engine options: sources without a signature, TorchScript, TVM, TensorRT, verification."""
+"""Engine options of ``convert`` and ``compare``: signature, engines, TensorRT, verification, precision."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from tritongen.build.request import VerifyOptions
+from tritongen.cli.common import parse_name_list
 from tritongen.convert.calibration import parse_calibration_source
 from tritongen.convert.precision import PrecisionOptions, Variant, parse_precisions
+from tritongen.convert.tensorrt import TensorRtOptions, parse_dim_ranges
+from tritongen.convert.torch_export import TorchScriptMode
+from tritongen.convert.tvm import TvmOptions
 from tritongen.convert.verify import TOLERANCES
 
 
@@ -273,32 +279,111 @@ NoVerify = Annotated[
 ]
 
 
-def precision_settings(
-    precision: str,
-    int8_mode: str,
-    calibration_data: str | None,
-    calibration_method: str,
-    calibration_samples: int | None,
-    calibration_cache: Path | None,
-    keep_fp32: str | None,
-    auto_mixed: bool,
-    max_error: float | None,
-    error_metric: str,
-) -> tuple[tuple[Variant, ...], PrecisionOptions]:
-    """The variants asked for and how they are made, from the precision options.
+@dataclass(frozen=True)
+class EngineFlags:
+    """How engines are made from the source: its signature (when it carries none), TorchScript, TVM."""
 
-    Raises:
-        ConfigError: an unknown precision or mode.
-    """
-    variants = parse_precisions(precision, int8_mode.strip().lower())
-    keep = tuple(item.strip() for item in (keep_fp32 or "").split(",") if item.strip())
-    return variants, PrecisionOptions(
-        calibration=parse_calibration_source(calibration_data),
-        calibration_method=calibration_method.strip().lower(),
-        calibration_cache=calibration_cache,
-        calibration_samples=calibration_samples,
-        keep_fp32=keep,
-        auto_mixed=auto_mixed,
-        max_error=max_error,
-        error_metric=error_metric.strip().lower(),
-    )
+    input_spec: InputSpecs = None
+    output_names: OutputNames = None
+    script: Script = False
+    tvm_target: TvmTarget = None
+    tvm_tune_trials: TvmTuneTrials = 0
+    tvm_tune_minutes: TvmTuneMinutes = None
+
+    def specs(self) -> tuple[str, ...]:
+        """``--input-spec`` values in order."""
+        return tuple(self.input_spec or ())
+
+    def names(self) -> tuple[str, ...]:
+        """``--output-names`` as a tuple."""
+        return parse_name_list(self.output_names) if self.output_names else ()
+
+    def torchscript_mode(self) -> TorchScriptMode:
+        """Script or trace."""
+        return "script" if self.script else "trace"
+
+    def tvm(self) -> TvmOptions:
+        """The TVM options."""
+        return TvmOptions(
+            target=self.tvm_target, tune_trials=self.tvm_tune_trials, tune_minutes=self.tvm_tune_minutes
+        )
+
+
+@dataclass(frozen=True)
+class TensorRtFlags:
+    """How TensorRT plans are built (``convert``)."""
+
+    opt_batch_size: OptBatchSize = None
+    workspace_mb: WorkspaceMb = None
+    timing_cache: TimingCache = None
+    cuda_graphs: CudaGraphs = False
+    trt_dims: TrtDims = None
+    tensorrt_version: TensorRtVersion = None
+    dry_run: DryRun = False
+
+    def options(self) -> TensorRtOptions:
+        """The TensorRT options (checked: a one-line ConfigError when contradictory)."""
+        return TensorRtOptions(
+            opt_batch_size=self.opt_batch_size,
+            dims=parse_dim_ranges(self.trt_dims) if self.trt_dims else {},
+            workspace_mb=self.workspace_mb,
+            timing_cache=self.timing_cache,
+            cuda_graphs=self.cuda_graphs,
+            dry_run=self.dry_run,
+            trt_version=self.tensorrt_version,
+        )
+
+
+@dataclass(frozen=True)
+class VerifyFlags:
+    """How artifacts are checked against the source."""
+
+    verify_data: VerifyData = None
+    atol: Atol = None
+    rtol: Rtol = None
+    keep_failed: KeepFailed = False
+    no_verify: NoVerify = False
+
+    def options(self) -> VerifyOptions:
+        """The verification options."""
+        return VerifyOptions(
+            data=self.verify_data,
+            atol=self.atol,
+            rtol=self.rtol,
+            keep_failed=self.keep_failed,
+            skip=self.no_verify,
+        )
+
+
+@dataclass(frozen=True)
+class PrecisionFlags:
+    """Which precisions are built and how reduced ones are made."""
+
+    precision: Precision = "fp32"
+    int8_mode: Int8Mode = "static"
+    calibration_data: CalibrationData = None
+    calibration_method: CalibrationMethod = "minmax"
+    calibration_samples: CalibrationSamples = None
+    calibration_cache: CalibrationCache = None
+    keep_fp32: KeepFp32 = None
+    auto_mixed_precision: AutoMixed = False
+    max_error: MaxError = None
+    error_metric: ErrorMetric = "max-abs"
+
+    def settings(self) -> tuple[tuple[Variant, ...], PrecisionOptions]:
+        """The variants asked for and how they are made.
+
+        Raises:
+            ConfigError: an unknown precision or mode.
+        """
+        variants = parse_precisions(self.precision, self.int8_mode.strip().lower())
+        return variants, PrecisionOptions(
+            calibration=parse_calibration_source(self.calibration_data),
+            calibration_method=self.calibration_method.strip().lower(),
+            calibration_cache=self.calibration_cache,
+            calibration_samples=self.calibration_samples,
+            keep_fp32=parse_name_list(self.keep_fp32),
+            auto_mixed=self.auto_mixed_precision,
+            max_error=self.max_error,
+            error_metric=self.error_metric.strip().lower(),
+        )

@@ -12,96 +12,32 @@ import typer
 from rich.live import Live
 from rich.text import Text
 
-from tritongen.cli.common import (
-    EXIT_INTERRUPTED,
-    console,
-    err_console,
-    parse_int_list,
-    stop_on_signals,
-    user_errors,
-)
-from tritongen.cli.options import (
-    Confidence,
-    HtmlOut,
-    JsonOut,
-    ModelName,
-    Protocol,
-    ProtocolChoice,
-    Rounds,
-    Serve,
-    Shapes,
-    Url,
-    embedded_server,
-)
-from tritongen.client.endpoint import DEFAULT_PORTS
-from tritongen.client.inputs import parse_shape_overrides
-from tritongen.errors import ConfigError, ServerError
-from tritongen.intervals import DEFAULT_CONFIDENCE, check_confidence
+from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
+from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
+from tritongen.cli.options import ModelName, Serve, Url, embedded_server
+from tritongen.cli.output_options import OutputFlags
+from tritongen.errors import ServerError
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
-from tritongen.loadtest.spec import LoadSpec, parse_duration, seconds_text
+from tritongen.loadtest.spec import LoadSpec, seconds_text
 
 
+@option_groups(
+    load=Pick(helps={"seed": "Seed of random inputs and Poisson arrivals."}),
+    output=Pick(
+        only=("json_path", "csv_path", "plot_path", "html_path"),
+        helps={"plot_path": "Write a latency-vs-throughput PNG."},
+    ),
+)
 def loadtest_command(
     model: ModelName,
+    load: LoadFlags,
+    run: RunFlags,
+    rounds: RoundsFlags,
+    output: OutputFlags,
     url: Url = None,
-    protocol: Protocol = ProtocolChoice.http,
-    concurrency: Annotated[
-        str | None,
-        typer.Option(
-            "--concurrency", help="Closed loop: in-flight requests per run, e.g. 1,8,32.", show_default=False
-        ),
-    ] = None,
-    rate: Annotated[
-        str | None,
-        typer.Option("--rate", help="Open loop: requests/s per run, e.g. 500,1000.", show_default=False),
-    ] = None,
-    arrival: Annotated[
-        str, typer.Option("--arrival", help="Open-loop arrivals: constant or poisson.")
-    ] = "constant",
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1,
-    shapes: Shapes = None,
-    input_data: Annotated[
-        str, typer.Option("--input-data", help="random, zeros, or an .npz with one array per input.")
-    ] = "random",
-    duration: Annotated[str, typer.Option("--duration", help="Measured time per run, e.g. 30s.")] = "30s",
-    warmup: Annotated[
-        str, typer.Option("--warmup", help="Load before measuring, excluded from figures.")
-    ] = "5s",
-    max_duration: Annotated[
-        str | None,
-        typer.Option(
-            "--max-duration",
-            help="Cap while waiting for stability (default 3 × duration).",
-            show_default=False,
-        ),
-    ] = None,
-    window: Annotated[
-        str | None,
-        typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
-    ] = None,
-    processes: Annotated[
-        str,
-        typer.Option(
-            "--processes", help="Locust worker processes, or auto (enough not to be the bottleneck)."
-        ),
-    ] = "auto",
-    metrics_url: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics-url",
-            help="Prometheus endpoint (default: the server host, port 8002).",
-            show_default=False,
-        ),
-    ] = None,
-    json_path: JsonOut = None,
-    csv_path: Annotated[
-        Path | None, typer.Option("--csv", help="Write results as CSV.", show_default=False)
-    ] = None,
-    plot_path: Annotated[
-        Path | None, typer.Option("--plot", help="Write a latency-vs-throughput PNG.", show_default=False)
-    ] = None,
-    html_path: HtmlOut = None,
+    serve: Serve = None,
     slo_p99_ms: Annotated[
         float | None,
         typer.Option(
@@ -117,92 +53,19 @@ def loadtest_command(
             help="Exit 1 when a run's failed requests exceed this fraction (0: any error fails).",
         ),
     ] = 0.01,
-    serve: Serve = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of random inputs and Poisson arrivals.")] = 0,
-    rounds: Rounds = None,
-    confidence: Confidence = DEFAULT_CONFIDENCE,
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
-        check_confidence(confidence)
-        spec = load_spec(
-            model, url, protocol.value, concurrency, rate, arrival, batch_size, shapes, input_data,
-            duration, warmup, max_duration, window, processes, metrics_url, seed,
-            rounds=1 if rounds is None else rounds,
-        )  # fmt: skip
+        spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec.check()
         if spec.rounds > 1:
             err_console.print(f"{rounds_cost(spec)}", highlight=False, markup=False)
         with _server(spec, serve) as spec:
             report = _run(spec)
-        report.confidence = confidence
-        _write_outputs(report, json_path, csv_path, plot_path, slo_p99_ms, html_path)
+        report.confidence = rounds.confidence
+        _write_outputs(report, output, slo_p99_ms)
         _print_report(report)
         _finish(report, slo_p99_ms, max_error_rate)
-
-
-def load_spec(
-    model: str,
-    url: str | None,
-    protocol: str,
-    concurrency: str | None,
-    rate: str | None,
-    arrival: str,
-    batch_size: int,
-    shapes: list[str] | None,
-    input_data: str,
-    duration: str,
-    warmup: str,
-    max_duration: str | None,
-    window: str | None,
-    processes: str,
-    metrics_url: str | None,
-    seed: int,
-    rounds: int = 1,
-) -> LoadSpec:
-    """The load spec from the command-line values (shared by ``loadtest`` and ``tune``).
-
-    Raises:
-        ConfigError: contradictory or malformed values.
-    """
-    if concurrency and rate:
-        raise ConfigError("--concurrency and --rate exclude each other", "use one: closed or open loop")
-    if arrival not in ("constant", "poisson"):
-        raise ConfigError(f"--arrival {arrival!r} is unknown", "use constant or poisson")
-    levels: tuple[float, ...]
-    if rate:
-        try:
-            levels = tuple(float(v) for v in rate.split(",") if v.strip())
-        except ValueError as e:
-            raise ConfigError(f"--rate {rate!r} is not a list of numbers", "e.g. --rate 500,1000") from e
-        mode = "rate"
-    else:
-        levels = tuple(float(v) for v in (parse_int_list(concurrency or "1", "--concurrency") or (1,)))
-        mode = "concurrency"
-    if processes != "auto" and not processes.isdigit():
-        raise ConfigError(f"--processes {processes!r} is not a number", "use a count or auto")
-    data: str | Path = input_data
-    if input_data not in ("random", "zeros"):
-        data = Path(input_data)
-    return LoadSpec(
-        model=model,
-        url=url or f"localhost:{DEFAULT_PORTS[protocol]}",
-        protocol=protocol,  # type: ignore[arg-type]
-        mode=mode,  # type: ignore[arg-type]
-        levels=levels,
-        arrival=arrival,  # type: ignore[arg-type]
-        batch_size=batch_size,
-        shapes=parse_shape_overrides(shapes or []),
-        input_data=data,  # type: ignore[arg-type]
-        duration_s=parse_duration(duration, "--duration"),
-        warmup_s=parse_duration(warmup, "--warmup"),
-        max_duration_s=parse_duration(max_duration, "--max-duration") if max_duration else None,
-        window_s=parse_duration(window, "--window") if window else None,
-        processes=None if processes == "auto" else int(processes),
-        metrics_url=metrics_url,
-        seed=seed,
-        rounds=rounds,
-    )
 
 
 def rounds_cost(spec: LoadSpec) -> str:
@@ -244,26 +107,19 @@ def _run(spec: LoadSpec) -> LoadTestReport:
         return run_load_test(spec, progress=show, stop=stopping)
 
 
-def _write_outputs(
-    report: LoadTestReport,
-    json_path: Path | None,
-    csv_path: Path | None,
-    plot_path: Path | None,
-    slo: float | None,
-    html_path: Path | None = None,
-) -> None:
-    if json_path is not None:
-        report.write_json(json_path)
-    if csv_path is not None:
-        report.write_csv(csv_path)
-    if plot_path is not None and any(r.latency_us for r in report.runs):
+def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | None) -> None:
+    if output.json_path is not None:
+        report.write_json(output.json_path)
+    if output.csv_path is not None:
+        report.write_csv(output.csv_path)
+    if output.plot_path is not None and any(r.latency_us for r in report.runs):
         from tritongen.report.plots import plot_latency_vs_throughput
 
-        plot_latency_vs_throughput(report, plot_path, slo)
-    if html_path is not None:
+        plot_latency_vs_throughput(report, output.plot_path, slo)
+    if output.html_path is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(report.model, report.to_json())], html_path)
+        write_documents([(report.model, report.to_json())], output.html_path)
 
 
 def _print_report(report: LoadTestReport) -> None:

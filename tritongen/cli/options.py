@@ -59,28 +59,6 @@ AdminKey = Annotated[
     ),
 ]
 
-Rounds = Annotated[
-    int | None,
-    typer.Option(
-        "--rounds",
-        help="Repeat each measurement this many times, contenders interleaved; figures get a median, "
-        "an interval and a CV (1 = one quick look, no interval).",
-        show_default=False,
-    ),
-]
-Confidence = Annotated[
-    float,
-    typer.Option("--confidence", help="Confidence level of the intervals, between 0 and 1."),
-]
-
-JsonOut = Annotated[
-    Path | None, typer.Option("--json", help="Write the results as JSON.", show_default=False)
-]
-HtmlOut = Annotated[
-    Path | None,
-    typer.Option("--html", help="Write a self-contained HTML report of the results.", show_default=False),
-]
-
 
 @contextlib.contextmanager
 def embedded_server(repo: Path, model: str) -> Iterator[LocalTritonServer]:

@@ -7,37 +7,24 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.batching_options import (
-    DynamicBatchingFlag,
-    Instances,
-    Kind,
-    MaxBatchSize,
-    MaxQueueDelay,
-    PreferredBatchSizes,
-    batching_options,
-)
+from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import console, user_errors
 from tritongen.cli.convert import describe_batching, describe_instances
+from tritongen.cli.groups import option_groups
 from tritongen.cli.options import Templates
 from tritongen.triton.rerender import rerender_model
 
 
+@option_groups()
 def render_command(
     model_dir: Annotated[
         Path, typer.Argument(help="Model directory holding config.pbtxt.", show_default=False)
     ],
-    max_batch_size: MaxBatchSize = None,
-    preferred_batch_sizes: PreferredBatchSizes = None,
-    max_queue_delay_us: MaxQueueDelay = None,
-    dynamic_batching: DynamicBatchingFlag = None,
-    instances: Instances = None,
-    kind: Kind = None,
+    batching: BatchingFlags,
     templates: Templates = None,
 ) -> None:
     """Rewrite MODEL_DIR/config.pbtxt in place (the old one is kept as config.pbtxt.bak)."""
-    options = batching_options(
-        max_batch_size, preferred_batch_sizes, max_queue_delay_us, dynamic_batching, instances, kind
-    )
+    options = batching.options()
     with user_errors():
         config = rerender_model(model_dir, options, templates)
     console.print(

@@ -69,21 +69,26 @@ def serve_command(
                     f"[red]model {escape(name)}:[/] {escape(reason)}", soft_wrap=True, highlight=False
                 )
             raise
-        with stop_on_signals() as stopping:
-            try:
-                _print_ready(server)
-                while not stopping.wait(0.5):
-                    if not server.is_running():
-                        err_console.print(
-                            "[bold red]error:[/] the Triton server exited unexpectedly. "
-                            f"See {server.log_path}.",
-                            soft_wrap=True,
-                        )
-                        raise typer.Exit(1)
-            finally:
-                with err_console.status("stopping"):
-                    server.stop()
+        _serve_until_stopped(server)
     console.print("stopped", highlight=False)
+
+
+def _serve_until_stopped(server: LocalTritonServer) -> None:
+    """Keep the server up until Ctrl-C or SIGTERM; exit 1 if it dies on its own."""
+    with stop_on_signals() as stopping:
+        try:
+            _print_ready(server)
+            while not stopping.wait(0.5):
+                if not server.is_running():
+                    err_console.print(
+                        "[bold red]error:[/] the Triton server exited unexpectedly. "
+                        f"See {server.log_path}.",
+                        soft_wrap=True,
+                    )
+                    raise typer.Exit(1)
+        finally:
+            with err_console.status("stopping"):
+                server.stop()
 
 
 def _print_ready(server: LocalTritonServer) -> None:

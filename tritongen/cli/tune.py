@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -20,20 +20,14 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
-from tritongen.cli.loadtest import load_spec
-from tritongen.cli.options import (
-    AdminKey,
-    Confidence,
-    HtmlOut,
-    JsonOut,
-    ProtocolChoice,
-    Rounds,
-    Shapes,
-    embedded_server,
-)
+from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
+from tritongen.cli.options import AdminKey, embedded_server
+from tritongen.cli.output_options import OutputFlags
 from tritongen.errors import ConfigError
-from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS, format_summary
+from tritongen.intervals import DEFAULT_ROUNDS, format_summary
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
 from tritongen.triton.rerender import model_target, rerender_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
@@ -43,14 +37,10 @@ from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferre
 from tritongen.tune.trial import TrialRecord
 
 
-def tune_command(
-    model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
-    repo: Annotated[Path, typer.Option("--repo", help="Model repository holding MODEL.")] = Path(
-        "model_repository"
-    ),
-    slo_p99_ms: Annotated[
-        float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.", show_default=False)
-    ] = None,
+@dataclass(frozen=True)
+class SearchFlags:
+    """The configs ``tune`` may try, and how many."""
+
     max_batch_size: Annotated[
         str | None,
         typer.Option(
@@ -58,17 +48,17 @@ def tune_command(
             help="Max batch sizes to try, e.g. 8,16,32 (default: the model's).",
             show_default=False,
         ),
-    ] = None,
+    ] = None
     preferred: Annotated[
         str, typer.Option("--preferred-batch-sizes", help="Sets of preferred sizes, e.g. '4,8;8,16;none'.")
-    ] = "none",
+    ] = "none"
     delays: Annotated[
         str, typer.Option("--max-queue-delay-us", help="Queue delays to try in µs, e.g. 0,100,500,1000,2000.")
-    ] = "0,100,500,1000,2000",
-    instances: Annotated[str, typer.Option("--instances", help="Instance counts to try, e.g. 1,2.")] = "1,2",
+    ] = "0,100,500,1000,2000"
+    instances: Annotated[str, typer.Option("--instances", help="Instance counts to try, e.g. 1,2.")] = "1,2"
     strategy: Annotated[str, typer.Option("--strategy", help="grid (every legal config) or adaptive.")] = (
         "adaptive"
-    ),
+    )
     max_trials: Annotated[
         int | None,
         typer.Option(
@@ -77,7 +67,7 @@ def tune_command(
             min=1,
             show_default=False,
         ),
-    ] = None,
+    ] = None
     max_memory_mb: Annotated[
         float | None,
         typer.Option(
@@ -85,19 +75,28 @@ def tune_command(
             help="GPU memory cap of a feasible config (where the server reports GPU memory).",
             show_default=False,
         ),
-    ] = None,
-    concurrency: Annotated[
-        str | None,
-        typer.Option("--concurrency", help="Closed-loop levels per trial (default 8).", show_default=False),
-    ] = None,
-    rate: Annotated[
-        str | None,
-        typer.Option("--rate", help="Open-loop levels per trial (requests/s).", show_default=False),
-    ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1,
-    shapes: Shapes = None,
-    duration: Annotated[str, typer.Option("--duration", help="Measured time per level.")] = "10s",
-    warmup: Annotated[str, typer.Option("--warmup", help="Load before measuring each trial.")] = "2s",
+    ] = None
+
+    def space(self, base: ModelConfig) -> SearchSpace:
+        """The search space around the model's config.
+
+        Raises:
+            ConfigError: an empty or illegal space.
+        """
+        space = SearchSpace(
+            max_batch_sizes=parse_int_list(self.max_batch_size, "--max-batch-size") or (base.max_batch_size,),
+            preferred_batch_sizes=parse_preferred_sets(self.preferred),
+            max_queue_delays_us=parse_int_list(self.delays, "--max-queue-delay-us") or (0,),
+            instance_counts=parse_int_list(self.instances, "--instances") or (1,),
+        )
+        space.check()
+        return space
+
+
+@dataclass(frozen=True)
+class ServerFlags:
+    """Which server the trials run on."""
+
     url: Annotated[
         str | None,
         typer.Option(
@@ -106,16 +105,20 @@ def tune_command(
             "instead of the embedded one.",
             show_default=False,
         ),
-    ] = None,
+    ] = None
     serve: Annotated[
         bool, typer.Option("--serve", help="Tune on the embedded server started on --repo (the default).")
-    ] = False,
-    protocol: Annotated[ProtocolChoice, typer.Option("--protocol", help="Load-test protocol.")] = (
-        ProtocolChoice.http
-    ),
+    ] = False
+    admin_key: AdminKey = None
+
+
+@dataclass(frozen=True)
+class TrialFlags:
+    """Where the trials are kept and how the best are confirmed."""
+
     out: Annotated[
         Path | None, typer.Option("--out", help="Trial directory (default tune-MODEL).", show_default=False)
-    ] = None,
+    ] = None
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -123,20 +126,44 @@ def tune_command(
             help="Continue a tune in this directory, skipping finished trials.",
             show_default=False,
         ),
-    ] = None,
-    json_path: JsonOut = None,
-    plot_path: Annotated[
-        Path | None, typer.Option("--plot", help="Write a throughput-vs-P99 PNG.", show_default=False)
-    ] = None,
-    html_path: HtmlOut = None,
-    rounds: Rounds = None,
+    ] = None
     finalists: Annotated[
         int,
         typer.Option(
             "--finalists", help="Best search configs confirmed against the current config, in rounds."
         ),
-    ] = DEFAULT_FINALISTS,
-    confidence: Confidence = DEFAULT_CONFIDENCE,
+    ] = DEFAULT_FINALISTS
+
+
+@option_groups(
+    load=Pick(
+        defaults={"duration": "10s", "warmup": "2s"},
+        helps={
+            "concurrency": "Closed-loop levels per trial (default 8).",
+            "rate": "Open-loop levels per trial (requests/s).",
+            "duration": "Measured time per level.",
+            "warmup": "Load before measuring each trial.",
+            "seed": "Seed of the adaptive search and the inputs.",
+        },
+    ),
+    output=Pick(
+        only=("json_path", "plot_path", "html_path"), helps={"plot_path": "Write a throughput-vs-P99 PNG."}
+    ),
+)
+def tune_command(
+    model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
+    search: SearchFlags,
+    load: LoadFlags,
+    rounds: RoundsFlags,
+    server: ServerFlags,
+    trials: TrialFlags,
+    output: OutputFlags,
+    repo: Annotated[Path, typer.Option("--repo", help="Model repository holding MODEL.")] = Path(
+        "model_repository"
+    ),
+    slo_p99_ms: Annotated[
+        float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.", show_default=False)
+    ] = None,
     apply: Annotated[
         bool,
         typer.Option(
@@ -145,8 +172,6 @@ def tune_command(
             "config significantly.",
         ),
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the adaptive search and the inputs.")] = 0,
-    admin_key: AdminKey = None,
 ) -> None:
     """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO.
 
@@ -154,76 +179,111 @@ def tune_command(
     interleaved rounds, and one replaces it only when it is faster beyond the noise.
     """
     with user_errors():
-        if serve and url is not None:
+        if server.serve and server.url is not None:
             raise ConfigError(
                 "--serve and --url exclude each other", "tune the embedded server or a running one"
             )
         model_dir = repo / model
         base = read_config(model_dir / "config.pbtxt")
-        mb_values = parse_int_list(max_batch_size, "--max-batch-size") or (base.max_batch_size,)
-        space = SearchSpace(
-            max_batch_sizes=mb_values,
-            preferred_batch_sizes=parse_preferred_sets(preferred),
-            max_queue_delays_us=parse_int_list(delays, "--max-queue-delay-us") or (0,),
-            instance_counts=parse_int_list(instances, "--instances") or (1,),
-        )
-        space.check()
+        space = search.space(base)
         if base.max_batch_size == 0:
-            raise ConfigError(f"'{model}' has max_batch_size 0: there is no batching to tune",
-                              "convert the model with a dynamic batch dim")  # fmt: skip
-        spec = load_spec(
-            model, None, protocol.value, concurrency if concurrency or rate else "8", rate, "constant",
-            batch_size, shapes, "random", duration, warmup, None, None, "auto", None, seed,
-        )  # fmt: skip
-        request = TuneRequest(
-            model=model, space=space, load=spec, slo_p99_ms=slo_p99_ms, strategy=strategy,
-            max_trials=max_trials, max_memory_mb=max_memory_mb,
-            out_dir=resume or out or Path(f"tune-{model}"), seed=seed,
-            rounds=DEFAULT_ROUNDS if rounds is None else rounds, finalists=finalists, confidence=confidence,
-        )  # fmt: skip
-        request.check()
-        if resume is not None and not resume.is_dir():
-            raise ConfigError(f"--resume {resume} does not exist", "pass the directory of an earlier tune")
+            raise ConfigError(
+                f"'{model}' has max_batch_size 0: there is no batching to tune",
+                "convert the model with a dynamic batch dim",
+            )
+        request = _request(model, space, search, load, rounds, trials, slo_p99_ms)
+        if trials.resume is not None and not trials.resume.is_dir():
+            raise ConfigError(
+                f"--resume {trials.resume} does not exist", "pass the directory of an earlier tune"
+            )
         check_claim(request)
-        cost = plan(request)
         console.print(
             f"tuning [bold]{escape(model)}[/]: {space.size} legal configs, "
-            f"{len(space.skipped())} skipped as illegal, strategy {strategy}, "
-            f"SLO P99 {slo_p99_ms if slo_p99_ms is not None else '∞'} ms; {cost.text()}",
+            f"{len(space.skipped())} skipped as illegal, strategy {search.strategy}, "
+            f"SLO P99 {slo_p99_ms if slo_p99_ms is not None else '∞'} ms; {plan(request).text()}",
             highlight=False,
         )
-        with _server(repo, model, url, spec) as (control_url, spec), stop_on_signals() as stopping:
-            control = ModelControl(control_url, model, admin_key=admin_key if url is not None else None)
-            try:
-                report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
-                winner = report.winner
-                if apply and winner is not None and isinstance(winner.candidate, Candidate):
-                    control.load(rerender_model(model_dir, winner.candidate.to_options()))
-            except KeyboardInterrupt as e:
-                err_console.print(
-                    f"interrupted: model config restored, partial results in {request.out_dir}", markup=False
-                )
-                raise typer.Exit(EXIT_INTERRUPTED) from e
-            finally:
-                control.close()
-        _outputs(report, json_path, plot_path, html_path)
+        report = _tune(request, repo, server, base, apply)
+        _outputs(report, output)
         _print(report)
         if not report.finalists and not report.current_feasible:
             raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
-        if apply and winner is not None:
-            console.print(
-                f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)",
-                markup=False,
-                soft_wrap=True,
+        if apply:
+            _print_applied(report, model_dir)
+
+
+def _request(
+    model: str,
+    space: SearchSpace,
+    search: SearchFlags,
+    load: LoadFlags,
+    rounds: RoundsFlags,
+    trials: TrialFlags,
+    slo_p99_ms: float | None,
+) -> TuneRequest:
+    """What to tune and how, from the command's option groups (checked)."""
+    if not load.concurrency and not load.rate:
+        load = replace(load, concurrency="8")
+    request = TuneRequest(
+        model=model,
+        space=space,
+        load=load_spec(model, url=None, load=load, run=RunFlags()),
+        slo_p99_ms=slo_p99_ms,
+        strategy=search.strategy,
+        max_trials=search.max_trials,
+        max_memory_mb=search.max_memory_mb,
+        out_dir=trials.resume or trials.out or Path(f"tune-{model}"),
+        seed=load.seed,
+        rounds=rounds.count(default=DEFAULT_ROUNDS),
+        finalists=trials.finalists,
+        confidence=rounds.confidence,
+    )
+    request.check()
+    return request
+
+
+def _tune(
+    request: TuneRequest, repo: Path, server: ServerFlags, base: ModelConfig, apply: bool
+) -> TuneReport:
+    """Run the trials and the confirmation; apply the winner when asked; restore the config on Ctrl-C."""
+    model_dir = repo / request.model
+    admin_key = server.admin_key if server.url is not None else None
+    with (
+        _server(repo, request.model, server.url, request.load) as (control_url, spec),
+        stop_on_signals() as stopping,
+    ):
+        control = ModelControl(control_url, request.model, admin_key=admin_key)
+        try:
+            report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
+            winner = report.winner
+            if apply and winner is not None and isinstance(winner.candidate, Candidate):
+                control.load(rerender_model(model_dir, winner.candidate.to_options()))
+            return report
+        except KeyboardInterrupt as e:
+            err_console.print(
+                f"interrupted: model config restored, partial results in {request.out_dir}", markup=False
             )
-        elif apply:
-            console.print(
-                f"not applied: no config beat the current one significantly; {model_dir / 'config.pbtxt'} "
-                "is unchanged",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
+            raise typer.Exit(EXIT_INTERRUPTED) from e
+        finally:
+            control.close()
+
+
+def _print_applied(report: TuneReport, model_dir: Path) -> None:
+    winner = report.winner
+    if winner is not None:
+        console.print(
+            f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)",
+            markup=False,
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            f"not applied: no config beat the current one significantly; {model_dir / 'config.pbtxt'} "
+            "is unchanged",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @contextlib.contextmanager
@@ -289,9 +349,8 @@ def _run(request: TuneRequest, control: ModelControl, base, target, stopping) ->
         )  # fmt: skip
 
 
-def _outputs(
-    report: TuneReport, json_path: Path | None, plot_path: Path | None, html_path: Path | None = None
-) -> None:
+def _outputs(report: TuneReport, output: OutputFlags) -> None:
+    json_path, plot_path, html_path = output.json_path, output.plot_path, output.html_path
     report.write_json(report.request.out_dir / "tune.json")
     if json_path is not None:
         report.write_json(json_path)

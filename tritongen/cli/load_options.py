@@ -1,0 +1,176 @@
+"""The load options of ``loadtest``, ``tune`` and ``compare``: declared once, taken as groups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tritongen.cli.common import parse_int_list
+from tritongen.cli.options import ProtocolChoice, Shapes
+from tritongen.client.endpoint import DEFAULT_PORTS
+from tritongen.client.inputs import parse_shape_overrides
+from tritongen.errors import ConfigError
+from tritongen.intervals import DEFAULT_CONFIDENCE, check_confidence
+from tritongen.loadtest.spec import LoadSpec, parse_duration
+
+Rounds = Annotated[
+    int | None,
+    typer.Option(
+        "--rounds",
+        help="Repeat each measurement this many times, contenders interleaved; figures get a median, "
+        "an interval and a CV (1 = one quick look, no interval).",
+        show_default=False,
+    ),
+]
+
+Confidence = Annotated[
+    float,
+    typer.Option("--confidence", help="Confidence level of the intervals, between 0 and 1."),
+]
+
+
+@dataclass(frozen=True)
+class LoadFlags:
+    """What load each run applies and for how long."""
+
+    concurrency: Annotated[
+        str | None,
+        typer.Option(
+            "--concurrency", help="Closed loop: in-flight requests per run, e.g. 1,8,32.", show_default=False
+        ),
+    ] = None
+    rate: Annotated[
+        str | None,
+        typer.Option("--rate", help="Open loop: requests/s per run, e.g. 500,1000.", show_default=False),
+    ] = None
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1
+    shapes: Shapes = None
+    duration: Annotated[str, typer.Option("--duration", help="Measured time of each load run, e.g. 30s.")] = (
+        "30s"
+    )
+    warmup: Annotated[
+        str, typer.Option("--warmup", help="Load before measuring, excluded from the figures.")
+    ] = "5s"
+    protocol: Annotated[
+        ProtocolChoice, typer.Option("--protocol", help="Load-test protocol: http or grpc.")
+    ] = ProtocolChoice.http
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0
+
+    def duration_s(self) -> float:
+        """``--duration`` in seconds."""
+        return parse_duration(self.duration, "--duration")
+
+    def warmup_s(self) -> float:
+        """``--warmup`` in seconds."""
+        return parse_duration(self.warmup, "--warmup")
+
+    def concurrency_levels(self, default: str = "1") -> tuple[int, ...]:
+        """``--concurrency`` as levels (``default`` when not given)."""
+        return parse_int_list(self.concurrency or default, "--concurrency") or (1,)
+
+    def levels(self) -> tuple[str, tuple[float, ...]]:
+        """The loop (``concurrency`` or ``rate``) and its levels.
+
+        Raises:
+            ConfigError: both loops, or a malformed ``--rate``.
+        """
+        if self.concurrency and self.rate:
+            raise ConfigError("--concurrency and --rate exclude each other", "use one: closed or open loop")
+        if not self.rate:
+            return "concurrency", tuple(float(v) for v in self.concurrency_levels())
+        try:
+            return "rate", tuple(float(v) for v in self.rate.split(",") if v.strip())
+        except ValueError as e:
+            raise ConfigError(f"--rate {self.rate!r} is not a list of numbers", "e.g. --rate 500,1000") from e
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """How ``loadtest`` drives and judges each run (``tune`` keeps the defaults)."""
+
+    arrival: Annotated[str, typer.Option("--arrival", help="Open-loop arrivals: constant or poisson.")] = (
+        "constant"
+    )
+    input_data: Annotated[
+        str, typer.Option("--input-data", help="random, zeros, or an .npz with one array per input.")
+    ] = "random"
+    max_duration: Annotated[
+        str | None,
+        typer.Option(
+            "--max-duration",
+            help="Cap while waiting for stability (default 3 × duration).",
+            show_default=False,
+        ),
+    ] = None
+    window: Annotated[
+        str | None,
+        typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
+    ] = None
+    processes: Annotated[
+        str,
+        typer.Option(
+            "--processes", help="Locust worker processes, or auto (enough not to be the bottleneck)."
+        ),
+    ] = "auto"
+    metrics_url: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-url",
+            help="Prometheus endpoint (default: the server host, port 8002).",
+            show_default=False,
+        ),
+    ] = None
+
+
+@dataclass(frozen=True)
+class RoundsFlags:
+    """How often each measurement is repeated, and the confidence of the intervals."""
+
+    rounds: Rounds = None
+    confidence: Confidence = DEFAULT_CONFIDENCE
+
+    def count(self, default: int) -> int:
+        """``--rounds``, or ``default`` when not given.
+
+        Raises:
+            ConfigError: the confidence is not between 0 and 1.
+        """
+        check_confidence(self.confidence)
+        return default if self.rounds is None else self.rounds
+
+
+def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, rounds: int = 1) -> LoadSpec:
+    """The load spec of ``loadtest`` and ``tune`` from their option groups.
+
+    Raises:
+        ConfigError: contradictory or malformed values.
+    """
+    mode, levels = load.levels()
+    if run.arrival not in ("constant", "poisson"):
+        raise ConfigError(f"--arrival {run.arrival!r} is unknown", "use constant or poisson")
+    if run.processes != "auto" and not run.processes.isdigit():
+        raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")
+    data = run.input_data if run.input_data in ("random", "zeros") else Path(run.input_data)
+    protocol = load.protocol.value
+    return LoadSpec(
+        model=model,
+        url=url or f"localhost:{DEFAULT_PORTS[protocol]}",
+        protocol=protocol,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        levels=levels,
+        arrival=run.arrival,  # type: ignore[arg-type]
+        batch_size=load.batch_size,
+        shapes=parse_shape_overrides(load.shapes or []),
+        input_data=data,  # type: ignore[arg-type]
+        duration_s=load.duration_s(),
+        warmup_s=load.warmup_s(),
+        max_duration_s=parse_duration(run.max_duration, "--max-duration") if run.max_duration else None,
+        window_s=parse_duration(run.window, "--window") if run.window else None,
+        processes=None if run.processes == "auto" else int(run.processes),
+        metrics_url=run.metrics_url,
+        seed=load.seed,
+        rounds=rounds,
+    )
