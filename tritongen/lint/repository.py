@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.lint.findings import Finding, LintReport
-from tritongen.lint.rules import ModelContext, enum_name, iter_steps, lint_model, numeric_versions
+from tritongen.lint.rules.context import ModelContext, enum_name
+from tritongen.lint.rules.ensembles import iter_steps
+from tritongen.lint.rules.layout import numeric_versions
+from tritongen.lint.rules.run import lint_model
 from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
 
 CONFIG_FILE = "config.pbtxt"
@@ -114,7 +117,9 @@ def lint_text(
     message, syntax = parse_config(text, file, name)
     if message is None:
         return [syntax] if syntax else []
-    return with_positions(lint_model(ModelContext(name or "model", message, file, None, slo_p99_ms)), text)
+    return with_positions(
+        lint_model(ModelContext(name or "model", message, file, directory=None, slo_p99_ms=slo_p99_ms)), text
+    )
 
 
 def lint_paths(paths: list[Path], slo_p99_ms: float | None = None) -> LintReport:
