@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tritongen.convert import tensorrt as trt_mod
+from tritongen.convert.artifact import OnnxBuild
 from tritongen.convert.tensorrt import (
     ShapeProfile,
     TensorRtOptions,
@@ -24,6 +25,9 @@ from tritongen.convert.tensorrt import (
     trtexec_command,
     write_tensorrt_artifact,
 )
+from tritongen.convert.tensorrt import builder as builder_mod
+from tritongen.convert.tensorrt import runner as runner_mod
+from tritongen.convert.tensorrt import versions as versions_mod
 from tritongen.deploy.compose import check_repository_plans, plan_tensorrt_version
 from tritongen.errors import ConfigError, ConversionError
 from tritongen.examples.models import write_example
@@ -50,8 +54,9 @@ FIXED = Signature(
 @pytest.fixture
 def no_tensorrt(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pretend neither the tensorrt module nor trtexec exists (true here, forced elsewhere)."""
-    monkeypatch.setattr(trt_mod, "_import_tensorrt", lambda: None)
-    monkeypatch.setattr(trt_mod.shutil, "which", lambda name: None)
+    monkeypatch.setattr(builder_mod, "import_tensorrt", lambda: None)
+    monkeypatch.setattr(runner_mod, "import_tensorrt", lambda: None)
+    monkeypatch.setattr(builder_mod.shutil, "which", lambda name: None)
 
 
 # --------------------------------------------------------------------------- profiles
@@ -229,12 +234,8 @@ def test_unavailable_tensorrt_names_both_commands(tmp_path: Path, no_tensorrt: N
     model_dir = tmp_path / "staging" / "mlp_trt"
     with pytest.raises(TensorRtUnavailableError) as info:
         write_tensorrt_artifact(
-            source,
-            MLP,
-            model_dir,
-            "container",
+            OnnxBuild(source, MLP, model_dir, "container", 8),
             TensorRtOptions(),
-            8,
             repo_model_dir=tmp_path / "repo" / "mlp_trt",
         )
     error = info.value
@@ -252,7 +253,7 @@ def test_dry_run_writes_build_inputs_and_returns_commands(tmp_path: Path) -> Non
     source = write_example("mlp", tmp_path / "mlp.onnx")
     model_dir = tmp_path / "mlp_trt"
     options = TensorRtOptions(precision="fp16", dry_run=True, cuda_graphs=True)
-    artifact = write_tensorrt_artifact(source, MLP, model_dir, "container", options, 8)
+    artifact = write_tensorrt_artifact(OnnxBuild(source, MLP, model_dir, "container", 8), options)
     assert artifact.platform == "tensorrt_plan"
     assert artifact.files == ("trt-build/model.onnx",)
     assert (model_dir / "trt-build" / "model.onnx").read_bytes() == source.read_bytes()
@@ -269,14 +270,16 @@ def test_dry_run_writes_build_inputs_and_returns_commands(tmp_path: Path) -> Non
 def test_local_target_is_refused(tmp_path: Path) -> None:
     source = write_example("mlp", tmp_path / "mlp.onnx")
     with pytest.raises(ConversionError, match="no TensorRT backend"):
-        write_tensorrt_artifact(source, MLP, tmp_path / "m", "local", TensorRtOptions(dry_run=True), 8)
+        write_tensorrt_artifact(
+            OnnxBuild(source, MLP, tmp_path / "m", "local", 8), TensorRtOptions(dry_run=True)
+        )
 
 
 def test_unknown_keep_fp32_layer_is_refused(tmp_path: Path) -> None:
     source = write_example("mlp", tmp_path / "mlp.onnx")
     options = TensorRtOptions(precision="fp16", keep_fp32_layers=("no_such_node",), dry_run=True)
     with pytest.raises(ConfigError, match="no_such_node"):
-        write_tensorrt_artifact(source, MLP, tmp_path / "m", "container", options, 8)
+        write_tensorrt_artifact(OnnxBuild(source, MLP, tmp_path / "m", "container", 8), options)
 
 
 def test_int8_calibration_writes_a_qdq_model_close_to_fp32(tmp_path: Path) -> None:
@@ -290,7 +293,7 @@ def test_int8_calibration_writes_a_qdq_model_close_to_fp32(tmp_path: Path) -> No
     for index in range(4):
         np.savez(data_dir / f"batch{index}.npz", input=rng.standard_normal((8, 16)).astype(np.float32))
     options = TensorRtOptions(precision="int8", calibration_data=data_dir, dry_run=True)
-    artifact = write_tensorrt_artifact(source, MLP, tmp_path / "mlp_trt", "container", options, 8)
+    artifact = write_tensorrt_artifact(OnnxBuild(source, MLP, tmp_path / "mlp_trt", "container", 8), options)
     qdq = tmp_path / "mlp_trt" / "trt-build" / "model.onnx"
     assert artifact.files == ("trt-build/model.onnx",)
     ops = {node.op_type for node in onnx.load(str(qdq)).graph.node}
@@ -309,7 +312,7 @@ def test_calibration_data_must_cover_every_input(tmp_path: Path) -> None:
     np.savez(tmp_path / "calib.npz", wrong=np.zeros((2, 16), np.float32))
     options = TensorRtOptions(precision="int8", calibration_data=tmp_path / "calib.npz", dry_run=True)
     with pytest.raises(ConversionError, match="no array 'input'"):
-        write_tensorrt_artifact(source, MLP, tmp_path / "m", "container", options, 8)
+        write_tensorrt_artifact(OnnxBuild(source, MLP, tmp_path / "m", "container", 8), options)
 
 
 def test_failing_trtexec_reports_its_log_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -318,11 +321,11 @@ def test_failing_trtexec_reports_its_log_tail(tmp_path: Path, monkeypatch: pytes
         "#!/bin/sh\necho '&&&& RUNNING TensorRT.trtexec [TensorRT v100300]'\necho '[E] bad node'\nexit 3\n"
     )
     fake.chmod(0o755)
-    monkeypatch.setattr(trt_mod, "_import_tensorrt", lambda: None)
-    monkeypatch.setattr(trt_mod.shutil, "which", lambda name: str(fake))
+    monkeypatch.setattr(builder_mod, "import_tensorrt", lambda: None)
+    monkeypatch.setattr(builder_mod.shutil, "which", lambda name: str(fake))
     source = write_example("mlp", tmp_path / "mlp.onnx")
     with pytest.raises(ConversionError, match=r"exit code 3.*\[E\] bad node"):
-        write_tensorrt_artifact(source, MLP, tmp_path / "m", "container", TensorRtOptions(), 8)
+        write_tensorrt_artifact(OnnxBuild(source, MLP, tmp_path / "m", "container", 8), TensorRtOptions())
 
 
 def test_trtexec_build_records_the_version_from_its_log(
@@ -334,16 +337,18 @@ def test_trtexec_build_records_the_version_from_its_log(
         'for a in "$@"; do case "$a" in --saveEngine=*) echo plan > "${a#--saveEngine=}";; esac; done\n'
     )
     fake.chmod(0o755)
-    monkeypatch.setattr(trt_mod, "_import_tensorrt", lambda: None)
-    monkeypatch.setattr(trt_mod.shutil, "which", lambda name: str(fake))
+    monkeypatch.setattr(builder_mod, "import_tensorrt", lambda: None)
+    monkeypatch.setattr(builder_mod.shutil, "which", lambda name: str(fake))
     source = write_example("mlp", tmp_path / "mlp.onnx")
-    artifact = write_tensorrt_artifact(source, MLP, tmp_path / "m", "container", TensorRtOptions(), 8)
+    artifact = write_tensorrt_artifact(
+        OnnxBuild(source, MLP, tmp_path / "m", "container", 8), TensorRtOptions()
+    )
     assert artifact.files == ("1/model.plan",)
     assert artifact.engine["tensorrt_version"] == "10.3.0"
     assert artifact.engine["builder"] == "trtexec"
     with pytest.raises(ConfigError, match=r"serves TensorRT 10\.8"):
         write_tensorrt_artifact(
-            source, MLP, tmp_path / "n", "container", TensorRtOptions(trt_version="10.8"), 8
+            OnnxBuild(source, MLP, tmp_path / "n", "container", 8), TensorRtOptions(trt_version="10.8")
         )
 
 
@@ -372,13 +377,13 @@ def test_image_tensorrt_versions(image: str, version: str | None) -> None:
 
 
 def test_tensorrt_version_table_is_well_formed() -> None:
-    releases = list(trt_mod.TRITON_TENSORRT_VERSIONS)
+    releases = list(versions_mod.TRITON_TENSORRT_VERSIONS)
     assert releases == sorted(releases)
-    for release, version in trt_mod.TRITON_TENSORRT_VERSIONS.items():
+    for release, version in versions_mod.TRITON_TENSORRT_VERSIONS.items():
         assert re.fullmatch(r"\d{2}\.\d{2}", release)
         assert re.fullmatch(r"\d+\.\d+\.\d+", version)
     # a later release never ships an older TensorRT than an earlier one
-    versions = [tuple(int(p) for p in v.split(".")) for v in trt_mod.TRITON_TENSORRT_VERSIONS.values()]
+    versions = [tuple(int(p) for p in v.split(".")) for v in versions_mod.TRITON_TENSORRT_VERSIONS.values()]
     assert versions == sorted(versions)
 
 
@@ -405,10 +410,10 @@ def test_repository_plans_are_checked_against_the_image(tmp_path: Path) -> None:
 
 
 def test_version_parsed_from_trtexec_logs() -> None:
-    assert trt_mod._version_from_log("&&&& RUNNING TensorRT.trtexec [TensorRT v100300] # x") == "10.3.0"
-    assert trt_mod._version_from_log("&&&& RUNNING TensorRT.trtexec [TensorRT v8601] # x") == "8.6.1"
-    assert trt_mod._version_from_log("[I] TensorRT version: 10.8.0") == "10.8.0"
-    assert trt_mod._version_from_log("nothing") is None
+    assert versions_mod.version_from_log("&&&& RUNNING TensorRT.trtexec [TensorRT v100300] # x") == "10.3.0"
+    assert versions_mod.version_from_log("&&&& RUNNING TensorRT.trtexec [TensorRT v8601] # x") == "8.6.1"
+    assert versions_mod.version_from_log("[I] TensorRT version: 10.8.0") == "10.8.0"
+    assert versions_mod.version_from_log("nothing") is None
 
 
 # --------------------------------------------------------------------------- a real plan
@@ -426,7 +431,9 @@ def test_builds_a_real_plan_from_the_example_mlp(tmp_path: Path) -> None:
     source = write_example("mlp", tmp_path / "mlp.onnx")
     signature = load_onnx(source).signature
     options = TensorRtOptions(precision="fp16", opt_batch_size=4, timing_cache=tmp_path / "timing.cache")
-    artifact = write_tensorrt_artifact(source, signature, tmp_path / "mlp_trt", "container", options, 8)
+    artifact = write_tensorrt_artifact(
+        OnnxBuild(source, signature, tmp_path / "mlp_trt", "container", 8), options
+    )
     plan = tmp_path / "mlp_trt" / "1" / "model.plan"
     assert artifact.files == ("1/model.plan",)
     assert plan.stat().st_size > 0

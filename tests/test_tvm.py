@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tritongen.convert.artifact import OnnxBuild
 from tritongen.convert.tvm import (
     LIBRARY,
     METADATA,
@@ -49,7 +50,9 @@ def built(example_models: dict[str, Path], tmp_path_factory: pytest.TempPathFact
     out = {}
     for name in ("mlp", "text"):
         source = load_onnx(example_models[name])
-        write_tvm_artifact(source.path, source.signature, root / name, "local", TvmOptions(), MAX_BATCH)
+        write_tvm_artifact(
+            OnnxBuild(source.path, source.signature, root / name, "local", MAX_BATCH), TvmOptions()
+        )
         out[name] = root / name
     return out
 
@@ -98,9 +101,10 @@ def test_artifact_description(example_models: dict[str, Path], tmp_path: Path) -
     source = load_onnx(example_models["mlp"])
     messages: list[str] = []
     artifact = write_tvm_artifact(
-        source.path, source.signature, tmp_path / "m", "container", TvmOptions(), 8, version=3,
+        OnnxBuild(source.path, source.signature, tmp_path / "m", "container", 8, version=3),
+        TvmOptions(),
         progress=messages.append,
-    )  # fmt: skip
+    )
     assert artifact.format == "tvm"
     assert artifact.backend == "python"
     assert set(artifact.files) == {
@@ -136,7 +140,7 @@ def _celu_model(path: Path) -> Path:
 def test_unsupported_op_is_named(tmp_path: Path) -> None:
     source = load_onnx(_celu_model(tmp_path / "celu.onnx"))
     with pytest.raises(ConversionError, match="TVM's ONNX frontend does not support op 'Celu'") as info:
-        write_tvm_artifact(source.path, source.signature, tmp_path / "m", "local", TvmOptions(), 8)
+        write_tvm_artifact(OnnxBuild(source.path, source.signature, tmp_path / "m", "local", 8), TvmOptions())
     assert info.value.hint
 
 
@@ -209,7 +213,9 @@ def test_tuning_builds_a_tuned_library_and_reuses_the_cache(
 ) -> None:
     source = load_onnx(example_models["mlp"])
     options = TvmOptions(tune_trials=2, tune_batch_size=4, cache_dir=tmp_path / "cache")
-    first = write_tvm_artifact(source.path, source.signature, tmp_path / "a", "local", options, MAX_BATCH)
+    first = write_tvm_artifact(
+        OnnxBuild(source.path, source.signature, tmp_path / "a", "local", MAX_BATCH), options
+    )
     tuning = first.engine["tuning"]
     assert isinstance(tuning, dict)
     assert tuning["cache_hit"] is False
@@ -226,7 +232,9 @@ def test_tuning_builds_a_tuned_library_and_reuses_the_cache(
 
     messages: list[str] = []
     second = write_tvm_artifact(
-        source.path, source.signature, tmp_path / "b", "local", options, MAX_BATCH, progress=messages.append
+        OnnxBuild(source.path, source.signature, tmp_path / "b", "local", MAX_BATCH),
+        options,
+        progress=messages.append,
     )
     tuning = second.engine["tuning"]
     assert isinstance(tuning, dict)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tritongen.convert.artifact import Array, Artifact, Runner, Target
 from tritongen.convert.wrappers import write_wrapper
 from tritongen.sources.signature import Signature
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def write_onnx_artifact(source: Path, model_dir: Path, target: Target, version: int = 1) -> Artifact:
@@ -49,3 +53,9 @@ def onnx_runner(path: Path, signature: Signature, threads: int | None = None) ->
         return outputs
 
     return run
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The graph's real inputs: its declared inputs less those that are initializers (weights)."""
+    initializers = {init.name for init in model.graph.initializer}
+    return [value for value in model.graph.input if value.name not in initializers]

@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tritongen.convert.artifact import Artifact, Target
+from tritongen.convert.artifact import Artifact, OnnxBuild, Progress
+from tritongen.convert.onnx import graph_inputs
 from tritongen.convert.wrappers import write_wrapper
 from tritongen.errors import ConversionError, MissingDependencyError
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
@@ -44,8 +45,6 @@ DEFAULT_DIM_VALUE = 128
 CACHE_ENV = "TRITONGEN_CACHE_DIR"
 BUILD_TIMEOUT_S = 300.0
 """Per-candidate build limit while tuning (a worker's first build also imports TVM)."""
-
-_Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,19 @@ class TvmOptions:
     def tunes(self) -> bool:
         """Whether these options ask for MetaSchedule tuning."""
         return self.tune_trials > 0 or (self.tune_minutes is not None and self.tune_minutes > 0)
+
+
+@dataclass(frozen=True)
+class _CompileTarget:
+    """Where the library runs: the target as a dict (as recorded) and as a TVM ``Target``."""
+
+    spec: dict[str, Any]
+    tvm: Any
+
+    @property
+    def on_cuda(self) -> bool:
+        """Whether the target is a CUDA GPU (else a CPU)."""
+        return bool(self.spec["kind"] == "cuda")
 
 
 def tvm_unavailable_reason() -> str | None:
@@ -101,8 +113,8 @@ def resolve_target(text: str | None) -> dict[str, Any]:
     if spec == "llvm":
         import tvm
 
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return {"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu()), "num-cores": cores}
+        cpu = str(tvm.target.codegen.llvm_get_system_cpu())
+        return {"kind": "llvm", "mcpu": cpu, "num-cores": _usable_cores()}
     if spec == "cuda":
         return {"kind": "cuda"}
     try:
@@ -118,25 +130,17 @@ def resolve_target(text: str | None) -> dict[str, Any]:
 
 
 def write_tvm_artifact(
-    onnx_path: Path,
-    signature: Signature,
-    model_dir: Path,
-    target: Target,
-    options: TvmOptions,
-    max_batch_size: int,
-    version: int = 1,
-    progress: _Progress | None = None,
+    build: OnnxBuild, options: TvmOptions, *, progress: Progress | None = None
 ) -> Artifact:
-    """Compile ``onnx_path`` with TVM into ``<version>/tvm_model.so`` plus its Python-backend wrapper.
+    """Compile ``build.onnx_path`` with TVM into ``<version>/tvm_model.so`` plus its Python-backend wrapper.
 
     Both repository targets serve the library through the Python backend, since Triton
-    has no TVM backend; ``target`` is accepted for symmetry with the other converters.
+    has no TVM backend; ``build.target`` is accepted for symmetry with the other converters.
 
     Raises:
         MissingDependencyError: TVM (or, for tuning, xgboost) is not installed.
         ConversionError: the frontend cannot import the graph, or compiling fails.
     """
-    del target  # TVM is served the same way on both repository targets
     reason = tvm_unavailable_reason()
     if reason is not None:
         raise MissingDependencyError(reason, "install apache-tvm and apache-tvm-ffi<0.1.15")
@@ -145,55 +149,31 @@ def write_tvm_artifact(
 
     import onnx
 
-    data = onnx_path.read_bytes()
+    data = build.onnx_path.read_bytes()
     model = onnx.load_from_string(data)
     check_supported_ops(model)
     target_dict = resolve_target(options.target)
-    tvm_target = _make_target(target_dict)
-    on_cuda = target_dict["kind"] == "cuda"
-
+    target = _CompileTarget(target_dict, _make_target(target_dict))
+    signature = build.signature
     io_dtypes = {spec.name: _numpy_dtype(spec.data_type) for spec in signature.inputs + signature.outputs}
-    version_dir = model_dir / str(version)
+    version_dir = build.version_dir
     version_dir.mkdir(parents=True, exist_ok=True)
     inputs = _input_dims(model, signature)
-    symbolic = sorted({d for dims in inputs.values() for d in dims if isinstance(d, str)})
-    files: list[str] = []
 
-    say(f"TVM: compiling {onnx_path.name} for {target_dict['kind']} (symbolic dims: {symbolic or 'none'})")
-    started = time.perf_counter()
-    module = import_onnx(model, onnx_path.name)
-    _export(_compile(module, tvm_target, on_cuda, database=None), version_dir / LIBRARY)
-    compile_s = time.perf_counter() - started
-    files.append(f"{version}/{LIBRARY}")
-    say(f"TVM: {LIBRARY} compiled in {compile_s:.1f} s")
-
+    compile_s = _compile_library(model, build.onnx_path.name, inputs, target, version_dir / LIBRARY, say)
+    files = [f"{build.version}/{LIBRARY}"]
     tuning: dict[str, Any] | None = None
     if options.tunes:
-        shapes = _tuning_shapes(inputs, signature, options, max_batch_size)
-        tuning = _tune_and_compile(model, data, shapes, tvm_target, target_dict, on_cuda, options, say)
+        shapes = _tuning_shapes(inputs, signature, options, build.max_batch_size)
+        tuning = _tune_and_compile(model, data, shapes, target, options, say)
         _export(tuning.pop("executable"), version_dir / TUNED_LIBRARY)
         tuning["library"] = TUNED_LIBRARY
-        files.append(f"{version}/{TUNED_LIBRARY}")
+        files.append(f"{build.version}/{TUNED_LIBRARY}")
 
-    facts: dict[str, Any] = {
-        "metadata_version": METADATA_VERSION,
-        "tvm_version": metadata.version("apache-tvm"),
-        "tvm_ffi_version": metadata.version("apache-tvm-ffi"),
-        "target": target_dict,
-        "device": "cuda" if on_cuda else "cpu",
-        "library": LIBRARY,
-        "inputs": [
-            {"name": spec.name, "dtype": io_dtypes[spec.name], "shape": list(inputs[spec.name])}
-            for spec in signature.inputs
-        ],
-        "outputs": [{"name": spec.name, "dtype": io_dtypes[spec.name]} for spec in signature.outputs],
-        "symbolic_dims": symbolic,
-        "compile_s": round(compile_s, 3),
-        "tuning": tuning,
-    }
+    facts = _metadata(signature, io_dtypes, inputs, target, compile_s, tuning)
     (version_dir / METADATA).write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
-    files.append(f"{version}/{METADATA}")
-    files += [f"{version}/{name}" for name in write_wrapper("tvm_model.py", version_dir)]
+    files.append(f"{build.version}/{METADATA}")
+    files += [f"{build.version}/{name}" for name in write_wrapper("tvm_model.py", version_dir)]
     return Artifact(
         format="tvm",
         backend="python",
@@ -201,6 +181,57 @@ def write_tvm_artifact(
         python_requirements=tvm_requirements(),
         engine=facts,
     )
+
+
+def _compile_library(
+    model: onnx.ModelProto,
+    name: str,
+    inputs: dict[str, tuple[int | str, ...]],
+    target: _CompileTarget,
+    path: Path,
+    say: Progress,
+) -> float:
+    """Compile the model with its dynamic dims symbolic into ``path``; the seconds it took."""
+    kind = target.spec["kind"]
+    say(f"TVM: compiling {name} for {kind} (symbolic dims: {_symbolic_dims(inputs) or 'none'})")
+    started = time.perf_counter()
+    module = import_onnx(model, name)
+    _export(_compile(module, target, database=None), path)
+    compile_s = time.perf_counter() - started
+    say(f"TVM: {path.name} compiled in {compile_s:.1f} s")
+    return compile_s
+
+
+def _metadata(
+    signature: Signature,
+    io_dtypes: dict[str, str],
+    inputs: dict[str, tuple[int | str, ...]],
+    target: _CompileTarget,
+    compile_s: float,
+    tuning: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The facts the wrapper reads from ``tvm_metadata.json`` (and the artifact records)."""
+    return {
+        "metadata_version": METADATA_VERSION,
+        "tvm_version": metadata.version("apache-tvm"),
+        "tvm_ffi_version": metadata.version("apache-tvm-ffi"),
+        "target": target.spec,
+        "device": "cuda" if target.on_cuda else "cpu",
+        "library": LIBRARY,
+        "inputs": [
+            {"name": spec.name, "dtype": io_dtypes[spec.name], "shape": list(inputs[spec.name])}
+            for spec in signature.inputs
+        ],
+        "outputs": [{"name": spec.name, "dtype": io_dtypes[spec.name]} for spec in signature.outputs],
+        "symbolic_dims": _symbolic_dims(inputs),
+        "compile_s": round(compile_s, 3),
+        "tuning": tuning,
+    }
+
+
+def _symbolic_dims(inputs: dict[str, tuple[int | str, ...]]) -> list[str]:
+    """The names of the dynamic dims over all inputs, sorted."""
+    return sorted({d for dims in inputs.values() for d in dims if isinstance(d, str)})
 
 
 def check_supported_ops(model: onnx.ModelProto) -> None:
@@ -284,11 +315,8 @@ def _make_target(spec: dict[str, Any]) -> Any:
 
 def _input_dims(model: onnx.ModelProto, signature: Signature) -> dict[str, tuple[int | str, ...]]:
     """Each graph input's dims with dynamic ones named (``batch`` for the batch dim)."""
-    initializers = {init.name for init in model.graph.initializer}
     dims: dict[str, tuple[int | str, ...]] = {}
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
+    for value in graph_inputs(model):
         shape: list[int | str] = []
         for index, dim in enumerate(value.type.tensor_type.shape.dim):
             if dim.HasField("dim_value") and dim.dim_value > 0:
@@ -337,9 +365,9 @@ def _legalize_and_fuse(module: Any, target: Any) -> Any:
 
 def _compile(
     module: Any,
-    target: Any,
-    on_cuda: bool,
+    target: _CompileTarget,
     database: Any,
+    *,
     legalized: bool = False,
     applied: dict[str, int] | None = None,
 ) -> Any:
@@ -356,27 +384,28 @@ def _compile(
 
     rules = (
         [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
-        if on_cuda
+        if target.on_cuda
         else [dl.cpu.GEMV(), dl.cpu.Reduction(), _cpu_parallel_rule()]
     )
+    tvm_target = target.tvm
 
     @tvm.transform.module_pass(opt_level=0)  # type: ignore[untyped-decorator]
     def pipeline(mod: Any, _ctx: Any) -> Any:
         if not legalized:
-            mod = _legalize_and_fuse(mod, target)
-        with target:
+            mod = _legalize_and_fuse(mod, tvm_target)
+        with tvm_target:
             if database is not None:
                 mod = relax.transform.MetaScheduleApplyDatabase()(mod)
                 if applied is not None:
                     applied["kernels"] = _scheduled_kernels(mod)
             mod = dl.ApplyDefaultSchedule(*rules)(mod)
-            return tvm.transform.Sequential(_lowering_passes(target))(mod)
+            return tvm.transform.Sequential(_lowering_passes(tvm_target))(mod)
 
     try:
         if database is not None:
-            with target, database, tvm.transform.PassContext(opt_level=3):
-                return tvm.compile(module, target, relax_pipeline=pipeline)
-        return tvm.compile(module, target, relax_pipeline=pipeline)
+            with tvm_target, database, tvm.transform.PassContext(opt_level=3):
+                return tvm.compile(module, tvm_target, relax_pipeline=pipeline)
+        return tvm.compile(module, tvm_target, relax_pipeline=pipeline)
     except Exception as e:
         raise ConversionError(
             f"TVM failed to compile the model: {_first_line(str(e)) or type(e).__name__}",
@@ -476,11 +505,9 @@ def _tune_and_compile(
     model: onnx.ModelProto,
     data: bytes,
     shapes: dict[str, list[int]],
-    target: Any,
-    target_dict: dict[str, Any],
-    on_cuda: bool,
+    target: _CompileTarget,
     options: TvmOptions,
-    say: _Progress,
+    say: Progress,
 ) -> dict[str, Any]:
     """Tune the static ``shapes`` (or reuse cached records) and compile them with the records."""
     from tvm.s_tir import meta_schedule as ms
@@ -488,7 +515,7 @@ def _tune_and_compile(
     key_text = json.dumps(
         {
             "model_sha256": hashlib.sha256(data).hexdigest(),
-            "target": target_dict,
+            "target": target.spec,
             "shapes": shapes,
             "tvm": metadata.version("apache-tvm"),
         },
@@ -500,19 +527,19 @@ def _tune_and_compile(
     summary_path = work_dir / "tuning.json"
     previous = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else None
 
-    static = _legalize_and_fuse(import_onnx(model, "the model", shapes), target)
+    static = _legalize_and_fuse(import_onnx(model, "the model", shapes), target.tvm)
     started = time.perf_counter()
     if previous is not None and _budget_covered(previous, options):
         say(f"TVM: reusing cached tuning records ({previous['trials']} trials) from {work_dir}")
         database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
         facts = dict(previous, cache_hit=True)
     else:
-        database, facts = _tune(static, target, work_dir, options, say)
+        database, facts = _tune(static, target.tvm, work_dir, options, say)
         facts["cache_hit"] = False
         summary_path.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
     say("TVM: compiling the tuned library")
     applied: dict[str, int] = {}
-    executable = _compile(static, target, on_cuda, database, legalized=True, applied=applied)
+    executable = _compile(static, target, database, legalized=True, applied=applied)
     say(f"TVM: tuning records scheduled {applied.get('kernels', 0)} kernels")
     facts.update(
         shapes=shapes,
@@ -534,47 +561,103 @@ def _budget_covered(previous: dict[str, Any], options: TvmOptions) -> bool:
 
 
 def _tune(
-    module: Any, target: Any, work_dir: Path, options: TvmOptions, say: _Progress
+    module: Any, target: Any, work_dir: Path, options: TvmOptions, say: Progress
 ) -> tuple[Any, dict[str, Any]]:
-    from tvm.ir.utils import derived_object
+    """Tune ``module``'s heavy kernels within the options' budget; the records and a summary."""
+    tasks = _tuning_tasks(module, target)
+    budget = _Budget(options, [t.task_name for t in tasks], say)
+    say(f"TVM: tuning {len(tasks)} tasks, {_budget_text(options)}")
+    started = time.perf_counter()
+    database = _run_tuning(tasks, work_dir, budget)
+    seconds = time.perf_counter() - started
+    say(f"TVM: tuned {budget.trials} trials in {seconds:.0f} s")
+    return database, {
+        "tasks": len(tasks),
+        "trials": budget.trials,
+        "requested_trials": options.tune_trials,
+        "requested_minutes": options.tune_minutes,
+        "tune_s": round(seconds, 3),
+    }
+
+
+def _tuning_tasks(module: Any, target: Any) -> list[Any]:
+    """The tasks worth tuning: the matmuls, dense layers and convolutions when there are any.
+
+    The matmuls hold nearly all the FLOPs of dense and transformer models; a budget spread
+    over every element-wise task reaches them too late. The rest keep the dlight schedules.
+    """
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
     tasks = [t for t in ms.relax_integration.extract_tasks(module, target) if not _is_scheduled(t)]
-    # The matmuls hold nearly all the FLOPs of dense and transformer models; a budget spread
-    # over every element-wise task reaches them too late. The rest keep the dlight schedules.
     heavy = [t for t in tasks if any(k in t.task_name for k in ("matmul", "dense", "conv"))]
-    tasks = heavy or tasks
-    trials = options.tune_trials if options.tune_trials > 0 else 1_000_000
-    deadline = time.monotonic() + 60.0 * options.tune_minutes if options.tune_minutes else float("inf")
-    say(f"TVM: tuning {len(tasks)} tasks, {_budget_text(options)}")
-    counted = {"trials": 0, "stopped": 0}
+    return heavy or tasks
 
-    @derived_object
-    class Budget(PyMeasureCallback):  # type: ignore[misc]
-        """Reports progress and stops tuning once the time budget is spent.
 
-        Terminating tasks does not stop the task scheduler mid-round, so the callback
-        raises; the records measured so far are already in the JSON database.
+class _Budget:
+    """The tuning budget: trials over all tasks, and a wall-clock deadline; counts what is done."""
+
+    def __init__(self, options: TvmOptions, task_names: list[str], say: Progress) -> None:
+        self.max_trials = options.tune_trials if options.tune_trials > 0 else 1_000_000
+        # Small rounds spread a time budget over every task instead of a few.
+        self.per_round = (
+            min(64, max(2, self.max_trials // max(1, len(task_names)))) if options.tune_trials > 0 else 16
+        )
+        self.deadline = (
+            time.monotonic() + 60.0 * options.tune_minutes if options.tune_minutes else float("inf")
+        )
+        self.task_names = task_names
+        self.say = say
+        self.trials = 0
+        self.stopped = False
+
+    def measured(self, task_id: int, candidates: int) -> None:
+        """Count a round of measured candidates; raise once the time budget is spent.
+
+        Raises:
+            TimeoutError: the deadline has passed.
         """
+        self.trials += candidates
+        self.say(f"TVM: {self.trials} trials done ({self.task_names[task_id]})")
+        if time.monotonic() > self.deadline:
+            self.stopped = True
+            raise TimeoutError("tuning time budget spent")
 
-        def apply(
-            self,
-            task_scheduler: Any,
-            task_id: int,
-            measure_candidates: Sequence[Any],
-            builder_results: Sequence[Any],
-            runner_results: Sequence[Any],
-        ) -> None:
-            counted["trials"] += len(measure_candidates)
-            say(f"TVM: {counted['trials']} trials done ({tasks[task_id].task_name})")
-            if time.monotonic() > deadline:
-                counted["stopped"] = 1
-                raise TimeoutError("tuning time budget spent")
+    def callback(self) -> Any:
+        """A MetaSchedule measure callback that reports each round to :meth:`measured`."""
+        from tvm.ir.utils import derived_object
+        from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-    # Small rounds spread a time budget over every task instead of a few.
-    per_round = min(64, max(2, trials // max(1, len(tasks)))) if options.tune_trials > 0 else 16
-    started = time.perf_counter()
+        budget = self
+
+        @derived_object
+        class Budget(PyMeasureCallback):  # type: ignore[misc]
+            """Reports progress and stops tuning once the time budget is spent.
+
+            Terminating tasks does not stop the task scheduler mid-round, so the callback
+            raises; the records measured so far are already in the JSON database.
+            """
+
+            def apply(
+                self,
+                task_scheduler: Any,
+                task_id: int,
+                measure_candidates: Sequence[Any],
+                builder_results: Sequence[Any],
+                runner_results: Sequence[Any],
+            ) -> None:
+                budget.measured(task_id, len(measure_candidates))
+
+        return Budget()
+
+
+def _run_tuning(tasks: list[Any], work_dir: Path, budget: _Budget) -> Any:
+    """Run MetaSchedule over ``tasks``; the database of records (partial when the deadline stopped it).
+
+    Raises:
+        ConversionError: tuning fails for another reason than the deadline.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted_tasks=tasks,
         work_dir=str(work_dir),
@@ -583,33 +666,23 @@ def _tune(
         seed=0,
     )
     try:
-        database = ms.tune_tasks(
+        return ms.tune_tasks(
             tasks=contexts,
             task_weights=weights,
             work_dir=str(work_dir),
-            max_trials_global=trials,
-            num_trials_per_iter=per_round,
+            max_trials_global=budget.max_trials,
+            num_trials_per_iter=budget.per_round,
             builder=_persistent_builder(),
-            measure_callbacks=[*ms.MeasureCallback.create("default"), Budget()],
+            measure_callbacks=[*ms.MeasureCallback.create("default"), budget.callback()],
             cost_model="xgb",
         )
     except Exception as e:
-        if counted["stopped"]:
-            database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
-        else:
-            raise ConversionError(
-                f"TVM tuning failed: {_first_line(str(e)) or type(e).__name__}",
-                "build without tuning, or check apache-tvm-ffi<0.1.15 and psutil are installed",
-            ) from e
-    seconds = time.perf_counter() - started
-    say(f"TVM: tuned {counted['trials']} trials in {seconds:.0f} s")
-    return database, {
-        "tasks": len(tasks),
-        "trials": counted["trials"],
-        "requested_trials": options.tune_trials,
-        "requested_minutes": options.tune_minutes,
-        "tune_s": round(seconds, 3),
-    }
+        if budget.stopped:
+            return ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
+        raise ConversionError(
+            f"TVM tuning failed: {_first_line(str(e)) or type(e).__name__}",
+            "build without tuning, or check apache-tvm-ffi<0.1.15 and psutil are installed",
+        ) from e
 
 
 def _build_candidate(job: tuple[Any, Any]) -> str:
@@ -640,7 +713,7 @@ def _persistent_builder() -> Any:
     from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
     from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _usable_cores()
 
     @derived_object
     class PersistentBuilder(PyBuilder):  # type: ignore[misc]
@@ -655,10 +728,13 @@ def _persistent_builder() -> Any:
             results = []
             for outcome in self.pool.map_with_error_catching(_build_candidate, jobs):
                 if outcome.status == StatusKind.COMPLETE:
-                    results.append(BuilderResult(outcome.value, None))
+                    results.append(BuilderResult(artifact_path=outcome.value, error_msg=None))
                 else:
                     results.append(
-                        BuilderResult(None, f"build failed ({outcome.status.name}): {outcome.value}")
+                        BuilderResult(
+                            artifact_path=None,
+                            error_msg=f"build failed ({outcome.status.name}): {outcome.value}",
+                        )
                     )
             return results
 
@@ -683,6 +759,11 @@ def _numpy_dtype(data_type: str) -> str:
     if dtype is None or dtype is np.object_:
         raise ConversionError(f"TVM cannot take {data_type} tensors", "use numeric inputs and outputs")
     return str(np.dtype(dtype))
+
+
+def _usable_cores() -> int:
+    """How many CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _first_line(text: str) -> str:
