@@ -9,7 +9,14 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tritongen.errors import ConfigError, SourceError
+from tritongen.errors import ConfigError
+from tritongen.io.arrays import (
+    ExpectedArray,
+    check_request_array,
+    read_npy,
+    read_npz,
+    request_arrays,
+)
 
 DEFAULT_DYNAMIC_DIM = 8
 
@@ -196,43 +203,26 @@ def build_inputs(
     return arrays
 
 
-def _load_input_file(spec: InputSpec, path: Path, interface: ModelInterface) -> npt.NDArray[Any]:
-    try:
-        array: npt.NDArray[Any] = np.load(path, allow_pickle=False)
-    except FileNotFoundError as e:
-        raise SourceError(f"input file {path} does not exist", "check the path given to --input") from e
-    except (OSError, ValueError) as e:
-        raise SourceError(
-            f"input file {path} is not a readable .npy array: {e}", "save it with numpy.save"
-        ) from e
-    check_input_array(spec, array, interface, f"input file {path}")
-    return array
+def expected_array(spec: InputSpec) -> ExpectedArray:
+    """What an array sent for ``spec`` must be: its exact dtype (any for ``BYTES``) and dims."""
+    dtype = None if spec.datatype == "BYTES" else np.dtype(numpy_dtype(spec.datatype))
+    return ExpectedArray(name=spec.name, dtype=dtype, dims=spec.dims)
 
 
-def check_input_array(
-    spec: InputSpec, array: npt.NDArray[Any], interface: ModelInterface, source: str
-) -> None:
-    """Check that ``array`` fits input ``spec`` (dtype, rank, fixed dims, batch size).
+def read_input_data(path: Path, interface: ModelInterface) -> dict[str, npt.NDArray[Any]]:
+    """The request arrays of ``--input-data FILE.npz``: one per input, named like it, checked.
 
     Raises:
-        SourceError: it does not; the message names the expected dtype or shape.
+        SourceError: the file is missing or unreadable, lacks an input, or has a wrong dtype/shape.
     """
-    want = np.dtype(numpy_dtype(spec.datatype))
-    if spec.datatype != "BYTES" and array.dtype != want:
-        raise SourceError(
-            f"{source} holds {array.dtype}, input '{spec.name}' takes {want}",
-            f"convert it, e.g. numpy.save(path, array.astype('{want}'))",
-        )
-    batched = interface.batched
-    expected_rank = len(spec.dims) + (1 if batched else 0)
-    body = array.shape[1:] if batched else array.shape
-    fits = array.ndim == expected_rank and all(
-        d in (-1, got) for d, got in zip(spec.dims, body, strict=False)
-    )
-    if not fits or (batched and not 1 <= array.shape[0] <= interface.max_batch_size):
-        lead = "[batch, " if batched else "["
-        raise SourceError(
-            f"{source} has shape {list(array.shape)}, input '{spec.name}' takes "
-            f"{lead}{', '.join(str(d) for d in spec.dims)}]",
-            "reshape the array to match the model",
-        )
+    label = f"input data {path}"
+    arrays = read_npz(path, label, "--input-data")
+    expected = [expected_array(spec) for spec in interface.inputs]
+    return request_arrays(arrays, expected, label, interface.max_batch_size)
+
+
+def _load_input_file(spec: InputSpec, path: Path, interface: ModelInterface) -> npt.NDArray[Any]:
+    label = f"input file {path}"
+    array = read_npy(path, label, "--input")
+    check_request_array(array, expected_array(spec), label, interface.max_batch_size)
+    return array

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from tritongen.convert.artifact import Array, Runner
-from tritongen.errors import SourceError, first_line
+from tritongen.errors import first_line
+from tritongen.io.arrays import ExpectedArray, feed_arrays, read_npz
 from tritongen.sources.samples import Feed, random_array, random_feed
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature
 
@@ -158,16 +159,19 @@ def load_verify_data(path: Path, signature: Signature, max_rows: int) -> list[Fe
     Raises:
         SourceError: unreadable file, a missing input, or a dtype/shape that does not fit.
     """
-    feed, rows = read_feed(path, signature, f"--verify-data {path}")
+    feed, rows = read_feed(path, signature, f"--verify-data {path}", "--verify-data")
     if rows is None:
         return [feed]
     return [{k: v[start : start + max_rows] for k, v in feed.items()} for start in range(0, rows, max_rows)]
 
 
-def read_feed(path: Path, signature: Signature, label: str) -> tuple[Feed, int | None]:
+def read_feed(
+    path: Path, signature: Signature, label: str, option: str | None = None
+) -> tuple[Feed, int | None]:
     """Read an ``.npz`` of one array per input, checked against ``signature`` and cast to its dtypes.
 
-    ``label`` names the file in messages (``--verify-data d.npz``, ``calibration file c.npz``).
+    ``label`` names the file in messages (``--verify-data d.npz``, ``calibration file c.npz``);
+    ``option``, when given, is the command-line option the hint names.
 
     Returns:
         The feed, and its number of rows (``None`` when the signature has no batch dim).
@@ -175,46 +179,12 @@ def read_feed(path: Path, signature: Signature, label: str) -> tuple[Feed, int |
     Raises:
         SourceError: unreadable file, a missing input, or a dtype/shape that does not fit.
     """
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError) as e:
-        raise SourceError(f"cannot read {label}: {e}", "give an .npz file with one array per input") from e
-    feed: Feed = {}
-    rows: int | None = None
-    for tensor in signature.inputs:
-        if tensor.name not in arrays:
-            raise SourceError(
-                f"{label} has no array {tensor.name!r}",
-                f"store one array per input: {', '.join(t.name for t in signature.inputs)}",
-            )
-        array = arrays[tensor.name]
-        dtype = np.dtype(TRITON_TO_NUMPY[tensor.data_type])
-        if not np.can_cast(array.dtype, dtype, "same_kind"):
-            raise SourceError(
-                f"{label}: {tensor.name!r} is {array.dtype}, the model wants {dtype}",
-                "save the array with the input's dtype",
-            )
-        expected = (1 if signature.batched else 0) + len(tensor.dims)
-        fixed_ok = all(
-            d == -1 or d == s
-            for d, s in zip(tensor.dims, array.shape[1 if signature.batched else 0 :], strict=False)
-        )
-        if array.ndim != expected or not fixed_ok:
-            lead = ["batch"] if signature.batched else []
-            want = ",".join(lead + [str(d) for d in tensor.dims])
-            raise SourceError(
-                f"{label}: {tensor.name!r} has shape {list(array.shape)}, the model wants [{want}]",
-                "save arrays with the batch dim first and the model's fixed dims",
-            )
-        if signature.batched:
-            if rows is not None and array.shape[0] != rows:
-                raise SourceError(
-                    f"{label}: inputs have different numbers of rows", "give every input the same rows"
-                )
-            rows = array.shape[0]
-        feed[tensor.name] = np.ascontiguousarray(array, dtype=dtype)
-    return feed, rows
+    arrays = read_npz(path, label, option)
+    expected = [
+        ExpectedArray(name=t.name, dtype=np.dtype(TRITON_TO_NUMPY[t.data_type]), dims=t.dims)
+        for t in signature.inputs
+    ]
+    return feed_arrays(arrays, expected, label, signature.batched)
 
 
 def compare_outputs(

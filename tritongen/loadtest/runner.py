@@ -8,15 +8,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tritongen.client.endpoint import TritonEndpoint, normalise_url
-from tritongen.client.inputs import ModelInterface, build_inputs, check_input_array
-from tritongen.errors import ConfigError, ServerError, SourceError
+from tritongen.client.inputs import ModelInterface, build_inputs, read_input_data
+from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.spec import LoadSpec, auto_processes
@@ -64,24 +64,7 @@ def prepare_inputs(spec: LoadSpec, interface: ModelInterface) -> dict[str, np.nd
         SourceError: the .npz file is unreadable, lacks an input, or has a wrong dtype/shape.
     """
     if isinstance(spec.input_data, Path):
-        try:
-            with np.load(spec.input_data, allow_pickle=False) as data:
-                arrays = {name: data[name] for name in data.files}
-        except FileNotFoundError as e:
-            raise SourceError(f"input data {spec.input_data} does not exist", "check --input-data") from e
-        except (OSError, ValueError) as e:
-            raise SourceError(
-                f"input data {spec.input_data} is not a readable .npz: {e}", "save it with numpy.savez"
-            ) from e
-        missing = [t.name for t in interface.inputs if t.name not in arrays]
-        if missing:
-            raise SourceError(
-                f"input data {spec.input_data} has no array for input(s) {', '.join(missing)}",
-                "store one array per model input, named like the input",
-            )
-        for tensor in interface.inputs:
-            check_input_array(tensor, arrays[tensor.name], interface, str(spec.input_data))
-        return {t.name: arrays[t.name] for t in interface.inputs}
+        return read_input_data(spec.input_data, interface)
     return build_inputs(
         interface, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed, fill=spec.input_data
     )
@@ -118,12 +101,10 @@ def run_load_test(
         inputs_path = workdir / "inputs.npz"
         np.savez(inputs_path, **arrays)
         sampler.start()
+        test = _LoadTest(spec, rows, endpoint, sampler, inputs_path, workdir, progress, stop)
         for number in range(1, spec.rounds + 1):
             for level in spec.levels:
-                run = _LevelRun(
-                    spec, level, rows, endpoint, sampler, inputs_path, workdir, progress, stop, number
-                )
-                result = run.execute()
+                result = _LevelRun(test, level, number).execute()
                 report.runs.append(result)
                 if result.status != "ok":
                     report.status = result.status
@@ -135,27 +116,47 @@ def run_load_test(
     return report
 
 
+@dataclass(frozen=True)
+class _LoadTest:
+    """What every level of one load test shares."""
+
+    spec: LoadSpec
+    rows: int
+    endpoint: TritonEndpoint
+    sampler: MetricsSampler
+    inputs: Path
+    workdir: Path
+    progress: ProgressCallback | None
+    stop: threading.Event | None
+
+
+@dataclass
+class _Watch:
+    """What following one level's Locust has seen so far."""
+
+    log: WindowLog
+    t0: float
+    """Epoch of window 0."""
+    started: float
+    """When Locust was started (monotonic clock)."""
+    measure_start: int | None = None
+    """First measured window, once the first active window and the warm-up are known."""
+    measured: list[Window] = field(default_factory=list)
+    health_failures: int = 0
+    model_failures: int = 0
+    next_health: float = 0.0
+
+
 class _LevelRun:
     """One level: launch Locust, follow its windows, decide when the measurement is done."""
 
-    def __init__(
-        self,
-        spec: LoadSpec,
-        level: float,
-        rows: int,
-        endpoint: TritonEndpoint,
-        sampler: MetricsSampler,
-        inputs: Path,
-        workdir: Path,
-        progress: ProgressCallback | None,
-        stop: threading.Event | None,
-        round_number: int = 1,
-    ) -> None:
+    def __init__(self, test: _LoadTest, level: float, round_number: int = 1) -> None:
+        spec = test.spec
         self.spec = spec
         self.level = level
-        self.rows = rows
-        self.endpoint = endpoint
-        self.sampler = sampler
+        self.rows = test.rows
+        self.endpoint = test.endpoint
+        self.sampler = test.sampler
         self.window_s = spec.effective_window_s
         self.processes = spec.processes or auto_processes(spec.mode, level)
         if spec.mode == "concurrency":
@@ -164,20 +165,40 @@ class _LevelRun:
         self.round = round_number
         if spec.rounds > 1:
             self.label += f" (round {round_number}/{spec.rounds})"
-        self.results = workdir / f"windows-{level:g}-r{round_number}.jsonl"
-        self.log_path = workdir / f"locust-{level:g}-r{round_number}.log"
-        self.inputs = inputs
-        self.progress = progress
-        self.stop_event = stop
+        self.results = test.workdir / f"windows-{level:g}-r{round_number}.jsonl"
+        self.log_path = test.workdir / f"locust-{level:g}-r{round_number}.log"
+        self.inputs = test.inputs
+        self.progress = test.progress
+        self.stop_event = test.stop
         self.health = TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
         self.snapshots: dict[int, tuple[float, StatsSnapshot]] = {}
 
     def execute(self) -> RunResult:
+        """Run Locust until the measurement is done, the run fails or the user stops it."""
+        t0 = time.time()
+        locust = LocustProcess(self._locust_args(t0), self.log_path)
+        watch = _Watch(log=WindowLog(self.results), t0=t0, started=time.monotonic())
+        watch.next_health = watch.started + 1.0
+        status, reason = "ok", None
+        try:
+            status, reason = self._follow(locust, watch)
+        except KeyboardInterrupt:
+            status, reason = "interrupted", "interrupted by the user"
+        finally:
+            stopped_at = time.time()
+            # A finished measurement has all it needs: no point waiting for Locust's own shutdown.
+            locust.stop(timeout_s=0.0 if status == "ok" else 10.0)
+            self.health.close()
+        if watch.measure_start is not None and status != "ok":
+            watch.measured = self._measured_before(watch, watch.measure_start, stopped_at)
+        return self._result(watch.measured, watch.measure_start, t0, status, reason)
+
+    def _locust_args(self, t0: float) -> LocustArgs:
+        """The Locust run of this level, long enough for warm-up, the longest measurement and slack."""
         spec = self.spec
         users = int(self.level) if spec.mode == "concurrency" else self.processes
         cap_s = spec.warmup_s + spec.effective_max_duration_s + 3 * self.window_s + 30
-        t0 = time.time()
-        args = LocustArgs(
+        return LocustArgs(
             host=spec.url,
             model=spec.model,
             protocol=spec.protocol,
@@ -193,81 +214,84 @@ class _LevelRun:
             max_inflight=spec.max_inflight,
             seed=spec.seed,
         )
-        locust = LocustProcess(args, self.log_path)
-        log = WindowLog(self.results)
-        status, reason = "ok", None
-        measure_start: int | None = None
-        measured: list[Window] = []
-        health_failures = model_failures = 0
-        next_health = time.monotonic() + 1.0
-        started = time.monotonic()
-        try:
-            while True:
-                if self.stop_event is not None and self.stop_event.is_set():
-                    raise KeyboardInterrupt
-                time.sleep(POLL_S)
-                log.poll()
-                now = time.time()
-                if locust.exited():
-                    log.poll()
-                    status = "aborted"
-                    tail = [line for line in locust.log_tail() if line.strip()]
-                    reason = "Locust exited early: " + (
-                        tail[-1] if tail else f"code {locust.process.returncode}"
-                    )
-                    break
-                if time.monotonic() >= next_health:
-                    next_health = time.monotonic() + 1.0
-                    live = self.health.is_live()
-                    health_failures = 0 if live else health_failures + 1
-                    if health_failures >= HEALTH_FAILURES_TO_ABORT:
-                        status, reason = "aborted", f"the server at {spec.url} stopped answering"
-                        break
-                    # A live server that no longer has the model (unloaded, crashed backend):
-                    # every request would fail from here on, so the run stops instead.
-                    model_failures = (
-                        0 if not live or self.health.is_model_ready(spec.model) else model_failures + 1
-                    )
-                    if model_failures >= HEALTH_FAILURES_TO_ABORT:
-                        status = "aborted"
-                        reason = f"model '{spec.model}' is no longer ready on the server (unloaded or failed)"
-                        break
-                if measure_start is None:
-                    first = log.first_active()
-                    if first is None:
-                        # Workers report a window once it is over: long windows take longer to show up.
-                        limit = START_TIMEOUT_S + 2 * self.window_s
-                        if time.monotonic() - started > limit:
-                            status = "aborted"
-                            reason = f"no request finished within {limit:.0f} s of starting Locust"
-                            break
-                        continue
-                    # The first active window is partial; warm-up starts after it.
-                    measure_start = first + 1 + math.ceil(spec.warmup_s / self.window_s)
-                current = int((now - t0) // self.window_s)
-                self._snapshot(current, t0)
-                complete_end = self._complete_end(log, measure_start, now, t0)
-                measured = log.span(measure_start, complete_end)
-                elapsed = len(measured) * self.window_s
-                stable = is_stable(measured, self.window_s)
-                self._report(measured, elapsed, stable, phase="warm-up" if not measured else "measuring")
-                if elapsed >= spec.duration_s and (stable or elapsed >= spec.effective_max_duration_s):
-                    break
-        except KeyboardInterrupt:
-            status, reason = "interrupted", "interrupted by the user"
-        finally:
-            stopped_at = time.time()
-            # A finished measurement has all it needs: no point waiting for Locust's own shutdown.
-            locust.stop(timeout_s=0.0 if status == "ok" else 10.0)
-            self.health.close()
-        if measure_start is not None and status != "ok":
-            # Windows that were over before the stop, not those cut short by it.
-            log.poll()
-            complete_end = int((stopped_at - t0) // self.window_s)
-            measured = log.span(measure_start, max(measure_start, complete_end))
-            while measured and not (measured[-1].ok or measured[-1].error_count or measured[-1].sent):
-                measured.pop()
-        return self._result(measured, measure_start, t0, status, reason)
+
+    def _follow(self, locust: LocustProcess, watch: _Watch) -> tuple[str, str | None]:
+        """Poll until the measurement is done (``ok``) or the run must stop (``aborted`` and why).
+
+        Raises:
+            KeyboardInterrupt: the stop event was set.
+        """
+        while True:
+            if self.stop_event is not None and self.stop_event.is_set():
+                raise KeyboardInterrupt
+            time.sleep(POLL_S)
+            watch.log.poll()
+            now = time.time()
+            reason = self._exit_reason(locust, watch) or self._health_reason(watch)
+            if reason is None and watch.measure_start is None:
+                reason = self._find_start(watch)
+            if reason is not None:
+                return "aborted", reason
+            if watch.measure_start is not None and self._measure(watch, watch.measure_start, now):
+                return "ok", None
+
+    def _exit_reason(self, locust: LocustProcess, watch: _Watch) -> str | None:
+        """Why the run ends when Locust has exited on its own; None while it runs."""
+        if not locust.exited():
+            return None
+        watch.log.poll()
+        tail = [line for line in locust.log_tail() if line.strip()]
+        return "Locust exited early: " + (tail[-1] if tail else f"code {locust.process.returncode}")
+
+    def _health_reason(self, watch: _Watch) -> str | None:
+        """Once a second: why the run ends when the server or the model has stopped answering."""
+        if time.monotonic() < watch.next_health:
+            return None
+        watch.next_health = time.monotonic() + 1.0
+        live = self.health.is_live()
+        watch.health_failures = 0 if live else watch.health_failures + 1
+        if watch.health_failures >= HEALTH_FAILURES_TO_ABORT:
+            return f"the server at {self.spec.url} stopped answering"
+        # A live server that no longer has the model (unloaded, crashed backend):
+        # every request would fail from here on, so the run stops instead.
+        ready = not live or self.health.is_model_ready(self.spec.model)
+        watch.model_failures = 0 if ready else watch.model_failures + 1
+        if watch.model_failures >= HEALTH_FAILURES_TO_ABORT:
+            return f"model '{self.spec.model}' is no longer ready on the server (unloaded or failed)"
+        return None
+
+    def _find_start(self, watch: _Watch) -> str | None:
+        """Set the first measured window once a request has finished; why to give up when none does."""
+        first = watch.log.first_active()
+        if first is None:
+            # Workers report a window once it is over: long windows take longer to show up.
+            limit = START_TIMEOUT_S + 2 * self.window_s
+            if time.monotonic() - watch.started > limit:
+                return f"no request finished within {limit:.0f} s of starting Locust"
+            return None
+        # The first active window is partial; warm-up starts after it.
+        watch.measure_start = first + 1 + math.ceil(self.spec.warmup_s / self.window_s)
+        return None
+
+    def _measure(self, watch: _Watch, start: int, now: float) -> bool:
+        """Take the complete windows from ``start``, show progress; whether the measurement is done."""
+        spec = self.spec
+        self._snapshot(int((now - watch.t0) // self.window_s), watch.t0)
+        complete_end = self._complete_end(watch.log, start, now, watch.t0)
+        watch.measured = watch.log.span(start, complete_end)
+        elapsed = len(watch.measured) * self.window_s
+        stable = is_stable(watch.measured, self.window_s)
+        self._report(watch.measured, elapsed, stable, phase="warm-up" if not watch.measured else "measuring")
+        return elapsed >= spec.duration_s and (stable or elapsed >= spec.effective_max_duration_s)
+
+    def _measured_before(self, watch: _Watch, start: int, stopped_at: float) -> list[Window]:
+        """The windows that were over before a stop, not those cut short by it (trailing empty ones)."""
+        watch.log.poll()
+        complete_end = int((stopped_at - watch.t0) // self.window_s)
+        measured = watch.log.span(start, max(start, complete_end))
+        while measured and not (measured[-1].ok or measured[-1].error_count or measured[-1].sent):
+            measured.pop()
+        return measured
 
     def _complete_end(self, log: WindowLog, start: int, now: float, t0: float) -> int:
         """End (exclusive) of the run of complete windows from ``start``."""

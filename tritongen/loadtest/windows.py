@@ -6,7 +6,7 @@ import base64
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from hdrh.histogram import HdrHistogram
 
@@ -14,6 +14,27 @@ LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3
 STABILITY_WINDOWS = 3
 STABILITY_TOLERANCE = 0.10
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+
+
+class WindowReport(TypedDict, total=False):
+    """One line of the workers' JSON-lines file: one worker's figures for one window.
+
+    The locustfile writes these lines; a key an older locustfile did not write counts as zero.
+    """
+
+    worker: str
+    index: int
+    ok: int
+    errors: dict[str, int]
+    sent: int
+    hist: str
+    """Base64 of the window's encoded HDR histogram; empty when nothing succeeded."""
+    late: int
+    max_lag_us: float
+    held_back: int
+    max_hold_us: float
+    final: bool
+    """Written when the test stopped (the window may be partial)."""
 
 
 def new_histogram() -> HdrHistogram:
@@ -39,7 +60,7 @@ class Window:
     max_hold_us: float = 0.0
     """Open loop: the longest such wait, among held-back sends that left in this window."""
 
-    def add(self, report: dict[str, Any]) -> None:
+    def add(self, report: WindowReport) -> None:
         """Merge one worker's report for this window."""
         self.ok += int(report.get("ok", 0))
         self.sent += int(report.get("sent", 0))
@@ -84,7 +105,7 @@ class WindowLog:
         for line in data[:end].splitlines():
             if not line.strip():
                 continue
-            report = json.loads(line)
+            report: WindowReport = json.loads(line)
             index = int(report["index"])
             self.windows.setdefault(index, Window(index)).add(report)
 
