@@ -27,6 +27,7 @@ from tritongen.convert.quantize import (
     quantize_static_int8,
     resolve_nodes,
 )
+from tritongen.convert.reduced import Evaluation, ReducedPrecision
 from tritongen.errors import ConfigError, ConversionError
 from tritongen.examples.models import write_example
 from tritongen.sources.signature import Signature, TensorSpec
@@ -230,6 +231,22 @@ def test_measure_accuracy_against_the_reference(mlp: Path, tmp_path: Path) -> No
     (logits,) = figures.outputs
     assert logits.task == "classifier" and logits.top1_agreement == 1.0 and 0 < logits.max_abs_err < 1e-2
     assert figures.headline().startswith("top-1")
+
+
+def test_evaluation_says_whether_its_rows_are_representative(mlp: Path, calib: Path, tmp_path: Path) -> None:
+    rows = [{"input": np.ones((2, 16), np.float32)}]
+    noise = [{"input": np.zeros((2, 16), np.float32)}]
+
+    def evaluation(options: PrecisionOptions, verify: list[Any]) -> Evaluation:
+        return ReducedPrecision(mlp, MLP, options, tmp_path, verify, noise).evaluation()
+
+    given = evaluation(PrecisionOptions(), rows)
+    assert given.representative and given.feeds == rows and given.description == "--verify-data"
+    held = evaluation(PrecisionOptions(calibration=calib), [])
+    assert held.representative and held.description == "held-out calibration rows" and held.feeds
+    random = evaluation(PrecisionOptions(), [])
+    assert not random.representative and random.feeds == noise
+    assert random.description == "random inputs (pass --verify-data for a representative figure)"
 
 
 # ------------------------------------------------------------------ mixed-precision search

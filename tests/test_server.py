@@ -25,7 +25,7 @@ from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import build_inputs
 from tritongen.errors import MissingDependencyError, ModelLoadError, ServerError
 from tritongen.server.distribution import find_distribution
-from tritongen.server.local import SHM_DIR, LocalTritonServer
+from tritongen.server.local import SHM_DIR, LocalTritonServer, ServerSettings
 
 pytestmark = pytest.mark.triton
 ROOT = Path(__file__).resolve().parents[1]
@@ -363,6 +363,15 @@ def test_port_in_use_is_named(served_repository: Path) -> None:
 def test_missing_repository() -> None:
     with pytest.raises(Exception, match="does not exist"):
         LocalTritonServer(Path("/nonexistent/repo"), http_port=0, grpc_port=0, metrics_port=0).start()
+
+
+def test_settings_and_keyword_options_combine(tmp_path: Path) -> None:
+    base = ServerSettings(http_port=0, models=["mlp_onnx"])
+    server = LocalTritonServer(tmp_path, base, grpc_port=0, admin_key="key")
+    assert server.settings == ServerSettings(http_port=0, grpc_port=0, models=["mlp_onnx"], admin_key="key")
+    assert server.requested_ports == {"http": 0, "grpc": 0, "metrics": 8002}
+    assert server.models == ["mlp_onnx"] and server.admin_key == "key" and server.extra_args == []
+    assert LocalTritonServer(tmp_path).settings == ServerSettings()
 
 
 def test_missing_stub_says_what_to_do() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,11 @@ from tritongen.convert.verify import (
     verify_artifact,
 )
 from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error
+from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_model_text
-from tritongen.sources.model_source import load_source
+from tritongen.sources.model_source import ModelSource, load_source
 from tritongen.sources.samples import Feed
-from tritongen.triton.model_config import (
-    CudaOptimization,
-    Optimization,
-)
+from tritongen.triton.model_config import CudaOptimization, ModelConfig, Optimization
 from tritongen.triton.names import check_model_name
 from tritongen.triton.render import render_config
 from tritongen.triton.repository import METADATA_FILE, check_free, ensure_writable_repo, publish, staging_dir
@@ -58,17 +57,7 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
             repository (nothing is written then).
     """
     say = progress or (lambda _msg: None)
-    check_model_name(request.name)
-    if request.target not in TARGETS:
-        raise ConfigError(f"unknown target {request.target!r}", "use --target local or --target container")
-    if not request.formats:
-        raise ConfigError("no format requested", f"pass --formats with some of: {', '.join(FORMATS)}")
-    unknown = [f for f in request.formats if f not in FORMATS]
-    if unknown:
-        raise ConfigError(f"format {unknown[0]!r} is not supported", f"choose from: {', '.join(FORMATS)}")
-    request.options.check()
-    plan, skipped = build_plan(request.formats, request.precisions)
-    request.precision.check(tuple(v for _, v in plan), tuple(f for f, v in plan if v.reduced))
+    plan, skipped = _check_request(request)
     names = [model_dir_name(request.name, f, v) for f, v in plan]
     for name in names:
         check_model_name(name)
@@ -81,40 +70,14 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
     batches = (
         [] if request.verify.skip else verification_batches(source.signature, max_batch, request.verify.data)
     )
-
-    convert_options = ConvertOptions(
-        target=request.target,
-        max_batch_size=max_batch,
-        torchscript_mode=request.torchscript_mode,
-        tvm=request.tvm,
-        tensorrt=request.tensorrt,
-        precision=request.precision,
-    )
     outcomes: list[FormatOutcome] = []
     with staging_dir(request.repo) as staged, tempfile.TemporaryDirectory(prefix="tritongen-") as work:
-        session = ConvertSession(source, Path(work), convert_options, say)
-        for fmt, variant in plan:
-            if fmt == "tensorrt":  # impossible TensorRT options are refused before anything is built
-                session.tensorrt_options(variant)
-        session.verify_feeds = (
-            load_verify_data(request.verify.data, source.signature, max(1, max_batch))
-            if request.verify.data is not None
-            else ()
-        )
-        session.random_feeds = verification_batches(source.signature, max_batch)
-        _check_precision_inputs(session, plan)
+        session = _open_session(request, source, Path(work), max_batch, plan, say)
+        shared = _Shared(request=request, session=session, staged=staged, batches=batches, say=say)
         for (fmt, variant), name in zip(plan, names, strict=True):
-            outcomes.append(_build_one(request, session, fmt, variant, name, staged, batches, say))
-        for fmt, variant, reason in skipped if request.list_unsupported_precisions else ():
-            outcomes.append(
-                FormatOutcome(
-                    format=fmt,
-                    name=model_dir_name(request.name, fmt, variant),
-                    status="unavailable",
-                    variant=variant,
-                    reason=reason,
-                )
-            )
+            outcomes.append(_ModelBuild(shared, fmt, variant, name).run())
+        if request.list_unsupported_precisions:
+            outcomes.extend(_unsupported_outcomes(request.name, skipped))
         publishable = [o.name for o in outcomes if o.model is not None]
         if publishable:
             say("publishing")
@@ -124,122 +87,271 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
     )
 
 
-def _build_one(
+def _check_request(
     request: BuildRequest,
-    session: ConvertSession,
-    fmt: str,
-    variant: Variant,
-    name: str,
-    staged: Path,
-    batches: list[Feed],
-    say: Progress,
-) -> FormatOutcome:
-    source = session.source
-    started = time.perf_counter()
-    model_dir = staged / name
-    label = variant.of(fmt)
+) -> tuple[list[tuple[str, Variant]], list[tuple[str, Variant, str]]]:
+    """Check what can be checked before the source is read; return the build plan (see :func:`build_plan`).
 
-    def outcome(status: OutcomeStatus, **kwargs: Any) -> FormatOutcome:
-        return FormatOutcome(
+    Raises:
+        TritongenError: an illegal name, target, format list, option or precision setting.
+    """
+    check_model_name(request.name)
+    if request.target not in TARGETS:
+        raise ConfigError(f"unknown target {request.target!r}", "use --target local or --target container")
+    if not request.formats:
+        raise ConfigError("no format requested", f"pass --formats with some of: {', '.join(FORMATS)}")
+    unknown = [f for f in request.formats if f not in FORMATS]
+    if unknown:
+        raise ConfigError(f"format {unknown[0]!r} is not supported", f"choose from: {', '.join(FORMATS)}")
+    request.options.check()
+    plan, skipped = build_plan(request.formats, request.precisions)
+    request.precision.check(tuple(v for _, v in plan), tuple(f for f, v in plan if v.reduced))
+    return plan, skipped
+
+
+def _open_session(
+    request: BuildRequest,
+    source: ModelSource,
+    workdir: Path,
+    max_batch: int,
+    plan: list[tuple[str, Variant]],
+    say: Progress,
+) -> ConvertSession:
+    """The conversion session of a build, with every option and input file checked up front.
+
+    Raises:
+        TritongenError: impossible TensorRT options, or verification or calibration data
+            that does not fit the model.
+    """
+    convert_options = ConvertOptions(
+        target=request.target,
+        max_batch_size=max_batch,
+        torchscript_mode=request.torchscript_mode,
+        tvm=request.tvm,
+        tensorrt=request.tensorrt,
+        precision=request.precision,
+    )
+    session = ConvertSession(source, workdir, convert_options, say)
+    for fmt, variant in plan:
+        if fmt == "tensorrt":  # impossible TensorRT options are refused before anything is built
+            session.tensorrt_options(variant)
+    session.verify_feeds = (
+        load_verify_data(request.verify.data, source.signature, max(1, max_batch))
+        if request.verify.data is not None
+        else ()
+    )
+    session.random_feeds = verification_batches(source.signature, max_batch)
+    _check_precision_inputs(session, plan)
+    return session
+
+
+def _unsupported_outcomes(name: str, skipped: list[tuple[str, Variant, str]]) -> list[FormatOutcome]:
+    """An ``unavailable`` outcome for each (format, precision) pair no format here takes."""
+    return [
+        FormatOutcome(
             format=fmt,
-            name=name,
-            status=status,
+            name=model_dir_name(name, fmt, variant),
+            status="unavailable",
             variant=variant,
-            seconds=time.perf_counter() - started,
-            precision=session.reports.get((fmt, variant)),
+            reason=reason,
+        )
+        for fmt, variant, reason in skipped
+    ]
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every model directory of one build shares."""
+
+    request: BuildRequest
+    session: ConvertSession
+    staged: Path
+    """The staging directory the model directories are built in."""
+    batches: list[Feed]
+    """The random (or ``--verify-data``) batches every artifact is verified on; empty with ``--no-verify``."""
+    say: Progress
+
+
+class _ModelBuild:
+    """One (format, precision) model directory, built in the staging directory step by step.
+
+    Convert and configure, verify, measure the accuracy of a reduced variant, write and
+    lint, then decide the outcome.
+    """
+
+    def __init__(self, shared: _Shared, fmt: str, variant: Variant, name: str) -> None:
+        self.shared = shared
+        self.session = shared.session
+        self.request = shared.request
+        self.fmt = fmt
+        self.variant = variant
+        self.name = name
+        self.model_dir = shared.staged / name
+        self.label = variant.of(fmt)
+        self.started = time.perf_counter()
+
+    def run(self) -> FormatOutcome:
+        """Build the model directory and say what became of it."""
+        reason = unavailable_reason(self.fmt, self.session.source.kind)
+        if reason is not None and self.fmt != "tensorrt":  # TensorRT explains itself: how to build elsewhere
+            return self.outcome("unavailable", reason=reason)
+        self.shared.say(f"converting to {self.label}")
+        try:
+            artifact, config, text = self.configure()
+        except (ConversionError, MissingDependencyError) as e:  # this format fails, the others go on
+            discard(self.model_dir)
+            return self.outcome(
+                "unavailable" if isinstance(e, EngineUnavailableError) else "failed",
+                reason=e.message,
+                hint=e.hint,
+            )
+        report = self.session.reports.get((self.fmt, self.variant))
+        verification, runner = self.verify(artifact, report)
+        if report is not None:
+            _measure_accuracy(self.session, report, runner, self.model_dir, self.label, self.shared.say)
+        findings = self.write(artifact, text, verification, report)
+        return self.decide(artifact, config, findings, verification)
+
+    def outcome(self, status: OutcomeStatus, **kwargs: Any) -> FormatOutcome:
+        """The outcome of this model directory, with the time taken so far and its precision report."""
+        return FormatOutcome(
+            format=self.fmt,
+            name=self.name,
+            status=status,
+            variant=self.variant,
+            seconds=time.perf_counter() - self.started,
+            precision=self.session.reports.get((self.fmt, self.variant)),
             **kwargs,
         )
 
-    reason = unavailable_reason(fmt, source.kind)
-    if reason is not None and fmt != "tensorrt":  # TensorRT explains itself: how to build elsewhere
-        return outcome("unavailable", reason=reason)
-    say(f"converting to {label}")
-    try:
-        artifact = session.convert(fmt, model_dir, request.repo / name, variant)
-        config = model_config_for(name, source.signature, artifact, request.options, request.target)
-        if request.tensorrt.cuda_graphs and fmt == "tensorrt":
+    def configure(self) -> tuple[Artifact, ModelConfig, str]:
+        """Convert the source, then build and render the artifact's config.
+
+        Raises:
+            ConversionError: the conversion or the rendering failed.
+            MissingDependencyError: the engine is missing here.
+        """
+        request = self.request
+        artifact = self.session.convert(self.fmt, self.model_dir, request.repo / self.name, self.variant)
+        config = model_config_for(
+            self.name, self.session.source.signature, artifact, request.options, request.target
+        )
+        if request.tensorrt.cuda_graphs and self.fmt == "tensorrt":
             config = config.model_copy(
                 update={"optimization": Optimization(cuda=CudaOptimization(graphs=True))}
             )
-        text = render_config(config, request.templates_dir)
-    except (ConversionError, MissingDependencyError) as e:  # this format fails, the others go on
-        discard(model_dir)
-        return outcome(
-            "unavailable" if isinstance(e, EngineUnavailableError) else "failed",
-            reason=e.message,
-            hint=e.hint,
-        )
-    verification: Verification | None = None
-    report = session.reports.get((fmt, variant))
-    runner = None
-    if batches or report is not None:
-        tolerance = request.verify.tolerance(variant.precision)
+        return artifact, config, render_config(config, request.templates_dir)
+
+    def verify(
+        self, artifact: Artifact, report: PrecisionReport | None
+    ) -> tuple[Verification | None, Runner | None]:
+        """Verify the artifact against the source; also return its in-process runner, where it loads."""
+        batches = self.shared.batches
+        if not batches and report is None:
+            return None, None
+        source = self.session.source
+        tolerance = self.request.verify.tolerance(self.variant.precision)
         try:
-            runner = session.runner(fmt, model_dir)
+            runner = self.session.runner(self.fmt, self.model_dir)
         except Exception as e:  # the artifact does not even load: that is its verdict
-            verification = broken_verification(
-                label,
+            broken = broken_verification(
+                self.label,
                 source.reference_name,
                 tolerance,
-                f"the {label} artifact does not load: {engine_error(e)}",
+                f"the {self.label} artifact does not load: {engine_error(e)}",
             )
-        if runner is not None and batches:
-            say(f"verifying {label} against {source.reference_name}")
-            checked = batches + shaped_batches(source.signature, _tuned_shapes(artifact))
-            if report is not None:  # reduced precision is judged on data like production's
-                representative, described = session.reduced().evaluation()
-                if not described.startswith("random"):
-                    checked = representative
-            verification = verify_artifact(
-                label,
-                runner,
-                session.reference(),
-                source.reference_name,
-                source.signature,
-                checked,
-                tolerance,
-            )
-    if report is not None:
-        _measure_accuracy(session, report, runner, model_dir, label, say)
-    (model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
-    metadata = model_metadata(request, source, artifact, verification, report)
-    (model_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-    dry = bool(artifact.engine.get("dry_run"))  # its plan is built later, elsewhere
-    shown = str(request.repo / name / "config.pbtxt")
-    findings = lint_model_text(text, model_dir, shown, check_files=not dry)
-    errors = [f for f in findings if f.severity == "error"]
-    if errors:
-        discard(model_dir)
-        return outcome(
-            "failed",
-            reason=f"the config breaks Triton's rules: {errors[0].text()}",
-            hint="fix the template or the options (tritongen lint explains every rule)",
-            verification=verification,
+            return broken, None
+        if runner is None or not batches:
+            return None, runner
+        self.shared.say(f"verifying {self.label} against {source.reference_name}")
+        verification = verify_artifact(
+            self.label,
+            runner,
+            self.session.reference(),
+            source.reference_name,
+            source.signature,
+            self.verification_feeds(artifact, report),
+            tolerance,
         )
-    warnings = tuple(f.text() for f in findings)
-    files = ("config.pbtxt", *artifact.files, METADATA_FILE)
-    model = BuiltModel(
-        name=name, format=fmt, path=request.repo / name, files=files, config=config, engine=artifact.engine
-    )
-    if verification is not None and not verification.passed:
-        if request.verify.keep_failed:
+        return verification, runner
+
+    def verification_feeds(self, artifact: Artifact, report: PrecisionReport | None) -> list[Feed]:
+        """The batches to verify on: random ones and the engine's tuned shapes, or representative rows.
+
+        A reduced-precision variant is judged on data like production's where there is some.
+        """
+        checked = self.shared.batches + shaped_batches(self.session.source.signature, _tuned_shapes(artifact))
+        if report is not None:
+            evaluation = self.session.reduced().evaluation()
+            if evaluation.representative:
+                checked = evaluation.feeds
+        return checked
+
+    def write(
+        self,
+        artifact: Artifact,
+        text: str,
+        verification: Verification | None,
+        report: PrecisionReport | None,
+    ) -> list[Finding]:
+        """Write the config and the metadata into the model directory; lint them."""
+        request = self.request
+        (self.model_dir / "config.pbtxt").write_text(text, encoding="utf-8")
+        metadata = model_metadata(request, self.session.source, artifact, verification, report)
+        (self.model_dir / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+        dry = bool(artifact.engine.get("dry_run"))  # its plan is built later, elsewhere
+        shown = str(request.repo / self.name / "config.pbtxt")
+        return lint_model_text(text, self.model_dir, shown, check_files=not dry)
+
+    def decide(
+        self,
+        artifact: Artifact,
+        config: ModelConfig,
+        findings: list[Finding],
+        verification: Verification | None,
+    ) -> FormatOutcome:
+        """Keep the model directory, or discard it for a broken config or a failed verification."""
+        errors = [f for f in findings if f.severity == "error"]
+        if errors:
+            discard(self.model_dir)
+            return self.outcome(
+                "failed",
+                reason=f"the config breaks Triton's rules: {errors[0].text()}",
+                hint="fix the template or the options (tritongen lint explains every rule)",
+                verification=verification,
+            )
+        warnings = tuple(f.text() for f in findings)
+        files = ("config.pbtxt", *artifact.files, METADATA_FILE)
+        path = self.request.repo / self.name
+        model = BuiltModel(
+            name=self.name, format=self.fmt, path=path, files=files, config=config, engine=artifact.engine
+        )
+        if verification is None or verification.passed:
+            return self.outcome("built", model=model, verification=verification, warnings=warnings)
+        if self.request.verify.keep_failed:
             reason = verification.failure()
-            return outcome("kept", reason=reason, model=model, verification=verification, warnings=warnings)
-        discard(model_dir)
-        return outcome(
+            return self.outcome(
+                "kept", reason=reason, model=model, verification=verification, warnings=warnings
+            )
+        discard(self.model_dir)
+        return self.outcome(
             "failed",
             reason=f"verification failed: {verification.failure()}",
-            hint=(
-                f"the {fmt} engine cannot run this model; build another format (--formats)"
-                if verification.error is not None
-                else "keep sensitive nodes in FP32 (--keep-fp32, or --auto-mixed-precision --max-error X), "
-                "calibrate on representative data, or loosen --atol/--rtol; --keep-failed writes it anyway"
-                if variant.reduced
-                else "fix the model or loosen --atol/--rtol; --keep-failed writes it anyway"
-            ),
+            hint=_verification_hint(self.fmt, self.variant, verification),
             verification=verification,
         )
-    return outcome("built", model=model, verification=verification, warnings=warnings)
+
+
+def _verification_hint(fmt: str, variant: Variant, verification: Verification) -> str:
+    """What to do about a failed verification."""
+    if verification.error is not None:
+        return f"the {fmt} engine cannot run this model; build another format (--formats)"
+    if variant.reduced:
+        return (
+            "keep sensitive nodes in FP32 (--keep-fp32, or --auto-mixed-precision --max-error X), "
+            "calibrate on representative data, or loosen --atol/--rtol; --keep-failed writes it anyway"
+        )
+    return "fix the model or loosen --atol/--rtol; --keep-failed writes it anyway"
 
 
 def _check_precision_inputs(session: ConvertSession, plan: list[tuple[str, Variant]]) -> None:
@@ -285,5 +397,3 @@ def _tuned_shapes(artifact: Artifact) -> dict[str, tuple[int, ...]]:
     tuning = artifact.engine.get("tuning")
     shapes = tuning.get("shapes") if isinstance(tuning, dict) else None
     return {str(k): tuple(int(d) for d in v) for k, v in shapes.items()} if isinstance(shapes, dict) else {}
-
-

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tritongen.convert.artifact import Array, Runner
+from tritongen.convert.jsonable import json_fields
 from tritongen.sources.samples import Feed
 from tritongen.sources.signature import Signature
 
@@ -115,16 +116,7 @@ class OutputAccuracy:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
-        return {
-            "name": self.name,
-            "task": self.task,
-            "max_abs_err": self.max_abs_err,
-            "max_rel_err": self.max_rel_err,
-            "rel_rms_err": self.rel_rms_err,
-            "cosine_min": self.cosine_min,
-            "cosine_mean": self.cosine_mean,
-            "top1_agreement": self.top1_agreement,
-        }
+        return json_fields(self)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tritongen.convert.jsonable import json_fields
 from tritongen.convert.verify import read_feed
 from tritongen.errors import ConfigError, ConversionError, SourceError
 from tritongen.sources.samples import Feed, random_feed
@@ -87,12 +88,7 @@ class CalibrationSet:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON facts of the calibration."""
-        return {
-            "source": self.source,
-            "random": self.random,
-            "samples": self.samples,
-            "held_out_samples": self.held_out_samples,
-        }
+        return json_fields(self, "source", "random", "samples", "held_out_samples")
 
 
 def _rows(feeds: tuple[Feed, ...]) -> int:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritongen.convert.artifact import Artifact, Runner, Target
+from tritongen.convert.artifact import Artifact, OnnxBuild, Runner, Target
 from tritongen.convert.precision import FP32, PrecisionOptions, Variant
 from tritongen.convert.reduced import PrecisionReport, ReducedPrecision
 from tritongen.convert.tensorrt import TensorRtOptions
@@ -155,82 +155,101 @@ class ConvertSession:
         self, fmt: str, model_dir: Path, final_dir: Path | None = None, variant: Variant = FP32
     ) -> Artifact:
         """Write the ``fmt`` artifact in ``variant`` into ``model_dir`` (published later as ``final_dir``)."""
-        options = self.options
-        signature = self.source.signature
         if fmt == "onnx":
-            from tritongen.convert.onnx import write_onnx_artifact
-
-            if not variant.reduced:
-                return write_onnx_artifact(self.onnx().path, model_dir, options.target)
-            path, report = self.reduced().make(variant, self.workdir / f"onnx-{variant.key}.onnx")
-            self.reports[(fmt, variant)] = report
-            artifact = write_onnx_artifact(path, model_dir, options.target)
-            return dataclasses.replace(artifact, engine={**artifact.engine, "precision": variant.key})
+            return self._onnx_artifact(model_dir, variant)
         if fmt == "torchscript":
-            from tritongen.convert.torchscript import write_torchscript_artifact
-
-            if self.source.torch is None:
-                raise ConfigError(
-                    f"cannot build TorchScript from {self.source.reference}",
-                    "TorchScript is made from a PyTorch module or file, not from ONNX",
-                )
-            self.say(f"{options.torchscript_mode} to TorchScript")
-            return write_torchscript_artifact(
-                self.source.torch, model_dir, options.target, options.torchscript_mode
-            )
+            return self._torchscript_artifact(model_dir)
         if fmt == "tvm":
-            from tritongen.convert.tvm import write_tvm_artifact
-
-            onnx_path = self.onnx().path
-            return write_tvm_artifact(
-                onnx_path,
-                signature,
-                model_dir,
-                options.target,
-                options.tvm,
-                options.max_batch_size,
-                progress=self.say,
-            )
+            return self._tvm_artifact(model_dir)
         if fmt == "tensorrt":
-            from tritongen.convert.tensorrt import (
-                needs_prepared_onnx,
-                tensorrt_unavailable_reason,
-                write_tensorrt_artifact,
-            )
-
-            onnx_path = self.onnx().path
-            trt_options = self.tensorrt_options(variant)
-            prepared: Path | None = None
-            buildable = options.target != "local" and (
-                trt_options.dry_run or tensorrt_unavailable_reason() is None
-            )
-            if variant.reduced and buildable:
-                reduced = self.reduced()
-                if options.precision.auto_mixed or needs_prepared_onnx(trt_options):
-                    # The Q/DQ (or FP16) model TensorRT builds from, made like ONNX Runtime's.
-                    prepared, report = reduced.make(
-                        variant, self.workdir / f"tensorrt-{variant.key}.onnx", tensorrt=True
-                    )
-                else:  # FP16 by builder flags: only the kept layers to resolve
-                    report = PrecisionReport(variant=variant.key, flavour="tensorrt")
-                    report.kept_fp32 = list(reduced.kept())
-                self.reports[(fmt, variant)] = report
-                trt_options = self.tensorrt_options(variant, tuple(report.kept_fp32))
-                if not needs_prepared_onnx(trt_options):
-                    # Builder flags on the FP32 model; kept layers are named as in the named copy.
-                    prepared = reduced.prepared() if report.kept_fp32 else None
-            return write_tensorrt_artifact(
-                onnx_path,
-                signature,
-                model_dir,
-                options.target,
-                trt_options,
-                options.max_batch_size,
-                progress=self.say,
-                repo_model_dir=final_dir,
-                prepared_onnx=prepared,
-            )
+            return self._tensorrt_artifact(model_dir, final_dir, variant)
         raise ConfigError(f"format {fmt!r} is not supported", f"choose from: {', '.join(FORMATS)}")
+
+    def _onnx_artifact(self, model_dir: Path, variant: Variant) -> Artifact:
+        """The source's ONNX model, or a reduced-precision copy of it (its report kept)."""
+        from tritongen.convert.onnx import write_onnx_artifact
+
+        target = self.options.target
+        if not variant.reduced:
+            return write_onnx_artifact(self.onnx().path, model_dir, target)
+        path, report = self.reduced().make(variant, self.workdir / f"onnx-{variant.key}.onnx")
+        self.reports[("onnx", variant)] = report
+        artifact = write_onnx_artifact(path, model_dir, target)
+        return dataclasses.replace(artifact, engine={**artifact.engine, "precision": variant.key})
+
+    def _torchscript_artifact(self, model_dir: Path) -> Artifact:
+        """The PyTorch source traced or scripted to TorchScript."""
+        from tritongen.convert.torchscript import write_torchscript_artifact
+
+        options = self.options
+        if self.source.torch is None:
+            raise ConfigError(
+                f"cannot build TorchScript from {self.source.reference}",
+                "TorchScript is made from a PyTorch module or file, not from ONNX",
+            )
+        self.say(f"{options.torchscript_mode} to TorchScript")
+        return write_torchscript_artifact(
+            self.source.torch, model_dir, options.target, options.torchscript_mode
+        )
+
+    def _tvm_artifact(self, model_dir: Path) -> Artifact:
+        """The source's ONNX model compiled by TVM."""
+        from tritongen.convert.tvm import write_tvm_artifact
+
+        options = self.options
+        onnx_path = self.onnx().path
+        return write_tvm_artifact(
+            OnnxBuild(onnx_path, self.source.signature, model_dir, options.target, options.max_batch_size),
+            options.tvm,
+            progress=self.say,
+        )
+
+    def _tensorrt_artifact(self, model_dir: Path, final_dir: Path | None, variant: Variant) -> Artifact:
+        """A TensorRT plan of the source's ONNX model (or what builds it elsewhere)."""
+        from tritongen.convert.tensorrt import tensorrt_unavailable_reason, write_tensorrt_artifact
+
+        options = self.options
+        onnx_path = self.onnx().path
+        trt_options = self.tensorrt_options(variant)
+        prepared: Path | None = None
+        buildable = options.target != "local" and (
+            trt_options.dry_run or tensorrt_unavailable_reason() is None
+        )
+        if variant.reduced and buildable:
+            trt_options, prepared = self._reduced_tensorrt(variant, trt_options)
+        return write_tensorrt_artifact(
+            OnnxBuild(onnx_path, self.source.signature, model_dir, options.target, options.max_batch_size),
+            trt_options,
+            progress=self.say,
+            repo_model_dir=final_dir,
+            prepared_onnx=prepared,
+        )
+
+    def _reduced_tensorrt(
+        self, variant: Variant, trt_options: TensorRtOptions
+    ) -> tuple[TensorRtOptions, Path | None]:
+        """The options of a reduced TensorRT variant, and the ONNX model it is built from.
+
+        ``None`` for the model means the source's; the variant's precision report is kept.
+        """
+        from tritongen.convert.tensorrt import needs_prepared_onnx
+
+        reduced = self.reduced()
+        prepared: Path | None = None
+        if self.options.precision.auto_mixed or needs_prepared_onnx(trt_options):
+            # The Q/DQ (or FP16) model TensorRT builds from, made like ONNX Runtime's.
+            prepared, report = reduced.make(
+                variant, self.workdir / f"tensorrt-{variant.key}.onnx", tensorrt=True
+            )
+        else:  # FP16 by builder flags: only the kept layers to resolve
+            report = PrecisionReport(variant=variant.key, flavour="tensorrt")
+            report.kept_fp32 = list(reduced.kept())
+        self.reports[("tensorrt", variant)] = report
+        trt_options = self.tensorrt_options(variant, tuple(report.kept_fp32))
+        if not needs_prepared_onnx(trt_options):
+            # Builder flags on the FP32 model; kept layers are named as in the named copy.
+            prepared = reduced.prepared() if report.kept_fp32 else None
+        return trt_options, prepared
 
     def runner(self, fmt: str, model_dir: Path, version: int = 1) -> Runner | None:
         """Run the artifact in-process, as the server will; ``None`` where this machine cannot."""

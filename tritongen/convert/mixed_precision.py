@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tritongen.convert.jsonable import json_fields
 from tritongen.errors import ConversionError
 
 Build = Callable[[tuple[str, ...]], Path]
@@ -38,12 +39,7 @@ class MixedStep:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
-        return {
-            "kept": list(self.kept),
-            "added": self.added,
-            "error": self.error,
-            "latency_ms": self.latency_ms,
-        }
+        return json_fields(self, "kept", "added", "error", "latency_ms")
 
 
 @dataclass
@@ -61,15 +57,8 @@ class MixedResult:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form."""
-        return {
-            "max_error": self.max_error,
-            "metric": self.metric,
-            "met": self.met,
-            "candidates": self.candidates,
-            "kept": list(self.kept),
-            "steps": [s.to_json() for s in self.steps],
-            "sensitivity": [{"node": n, "error_removed": e} for n, e in self.sensitivity],
-        }
+        fields = json_fields(self, "max_error", "metric", "met", "candidates", "kept", "steps")
+        return {**fields, "sensitivity": [{"node": n, "error_removed": e} for n, e in self.sensitivity]}
 
 
 def search(

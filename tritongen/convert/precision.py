@@ -172,7 +172,7 @@ class PrecisionOptions:
                 "--max-error is the budget of --auto-mixed-precision", "add --auto-mixed-precision"
             )
         if self.max_error is not None and self.max_error <= 0:
-            raise ConfigError(f"--max-error must be positive, got {self.max_error:g}", None)
+            raise ConfigError(f"--max-error must be positive, got {self.max_error:g}")
 
     def to_json(self) -> dict[str, Any]:
         """The settings as recorded in reports."""

@@ -19,6 +19,7 @@ from typing import Any
 from tritongen.convert.accuracy import AccuracyFigures, measure_accuracy
 from tritongen.convert.artifact import Runner
 from tritongen.convert.calibration import CalibrationSet, load_calibration
+from tritongen.convert.jsonable import json_fields, json_value
 from tritongen.convert.mixed_precision import MixedResult, search
 from tritongen.convert.precision import PrecisionOptions, Variant
 from tritongen.convert.quantize import (
@@ -57,16 +58,21 @@ class PrecisionReport:
     def to_json(self) -> dict[str, Any]:
         """The ``precision`` entry of a model's metadata."""
         return {
-            "variant": self.variant,
-            "flavour": self.flavour,
-            "calibration": self.calibration,
-            "calibration_method": self.calibration_method,
-            "kept_fp32": self.kept_fp32,
-            "auto_mixed_precision": self.mixed.to_json() if self.mixed is not None else None,
-            "accuracy": self.accuracy.to_json() if self.accuracy is not None else None,
-            "accuracy_data": self.accuracy_data,
-            "accuracy_of": self.accuracy_of,
+            **json_fields(self, "variant", "flavour", "calibration", "calibration_method", "kept_fp32"),
+            "auto_mixed_precision": json_value(self.mixed),
+            **json_fields(self, "accuracy", "accuracy_data", "accuracy_of"),
         }
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The rows accuracy is measured on, with where they came from."""
+
+    feeds: list[Feed]
+    description: str
+    """Where the rows came from, as reports word it (e.g. ``held-out calibration rows``)."""
+    representative: bool
+    """Whether the rows are like production's (``--verify-data`` or held-out calibration rows), not noise."""
 
 
 def onnxruntime_runner(path: Path, signature: Signature) -> Runner:
@@ -117,19 +123,25 @@ class ReducedPrecision:
             )
         return self._calibration
 
-    def evaluation(self) -> tuple[list[Feed], str]:
-        """The data accuracy is measured (and a reduced variant verified) on, and its description.
+    def evaluation(self) -> Evaluation:
+        """The data accuracy is measured (and a reduced variant verified) on, and where it came from.
 
         Representative rows first: at 8 bits, a model calibrated on real inputs drifts far
         on random noise, which says nothing about how it serves.
         """
         if self.verify_feeds:
-            return self.verify_feeds, "--verify-data"
+            return Evaluation(self.verify_feeds, "--verify-data", representative=True)
         if self.options.calibration is not None:
             calibration = self.calibration()
             if calibration.held_out:
-                return list(calibration.held_out), "held-out calibration rows"
-        return self.random_feeds, "random inputs (pass --verify-data for a representative figure)"
+                return Evaluation(
+                    list(calibration.held_out), "held-out calibration rows", representative=True
+                )
+        return Evaluation(
+            self.random_feeds,
+            "random inputs (pass --verify-data for a representative figure)",
+            representative=False,
+        )
 
     def reference(self) -> Runner:
         """The FP32 model on ONNX Runtime; each evaluation feed is run once and its outputs kept."""
@@ -194,7 +206,7 @@ class ReducedPrecision:
         self.say(f"making the {variant.label} model")
         if options.auto_mixed:
             assert options.max_error is not None
-            feeds, _ = self.evaluation()
+            feeds = self.evaluation().feeds
 
             def build(exclude: tuple[str, ...]) -> Path:
                 self._count += 1
@@ -227,9 +239,9 @@ class ReducedPrecision:
 
     def measure(self, runner: Runner, report: PrecisionReport) -> None:
         """Fill the report's accuracy: ``runner`` against FP32 on the evaluation data."""
-        feeds, described = self.evaluation()
-        report.accuracy = measure_accuracy(runner, self.reference(), self.signature, feeds)
-        report.accuracy_data = f"{described} ({report.accuracy.samples} samples)"
+        evaluation = self.evaluation()
+        report.accuracy = measure_accuracy(runner, self.reference(), self.signature, evaluation.feeds)
+        report.accuracy_data = f"{evaluation.description} ({report.accuracy.samples} samples)"
 
 
 def _first_rows(feeds: Sequence[Feed], rows: int, batched: bool) -> list[Feed]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -10,7 +9,7 @@ from pathlib import Path
 
 from tritongen.convert.tensorrt import TRTEXEC_IN_IMAGE, check_plan_matches_image
 from tritongen.errors import ConfigError, MissingDependencyError, RepositoryError
-from tritongen.triton.repository import METADATA_FILE
+from tritongen.triton.repository import read_metadata
 
 COMPOSE_TEMPLATE = "compose.yaml.j2"
 
@@ -80,10 +79,7 @@ def _repository_models(repo: Path) -> tuple[list[str], list[str]]:
         if not (child / "config.pbtxt").is_file():
             continue
         models.append(child.name)
-        try:
-            meta = json.loads((child / METADATA_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+        meta = read_metadata(child) or {}
         for req in meta.get("python_requirements", []):
             if req not in requirements:
                 requirements.append(req)
@@ -94,11 +90,8 @@ def _repository_models(repo: Path) -> tuple[list[str], list[str]]:
 
 def plan_tensorrt_version(model_dir: Path) -> str | None:
     """The TensorRT version recorded for a model's plan (metadata ``engine.tensorrt_version``), or None."""
-    try:
-        meta = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    engine = meta.get("engine") if isinstance(meta, dict) else None
+    meta = read_metadata(model_dir)
+    engine = meta.get("engine") if meta is not None else None
     version = engine.get("tensorrt_version") if isinstance(engine, dict) else None
     return version if isinstance(version, str) else None
 

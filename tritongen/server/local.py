@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -14,10 +15,11 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import psutil
 
@@ -26,6 +28,9 @@ from tritongen.errors import ModelLoadError, RepositoryError, ServerError
 from tritongen.server.distribution import STUB_NAME, TritonDistribution, find_distribution
 from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.server.process import stop_with_parent, tail_lines
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 SHM_DIR = Path("/dev/shm")
 EXIT_TIMEOUT_S = 10
@@ -56,6 +61,45 @@ class ModelState:
         return self.reason.split("\n\nAt:")[0].strip().replace("\n", " ")
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    """How :class:`LocalTritonServer` starts and stops the server; a port of 0 picks a free one."""
+
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    host: str = "127.0.0.1"
+    models: Sequence[str] | None = None
+    """The models loaded at start-up: all (``None``) by default, none with ``[]``."""
+    ready_timeout_s: float = 120.0
+    stop_timeout_s: float = 20.0
+    """How long SIGINT is given before the process group is killed."""
+    log_path: Path | None = None
+    """Where the server log goes; by default a scratch file, kept when the start fails."""
+    extra_args: Sequence[str] | None = None
+    """Further ``tritonserver`` arguments, appended last."""
+    require_all_models: bool = True
+    """Whether a requested model that fails to load fails the start."""
+    admin_key: str | None = None
+    """When set, the model-repository, shared-memory, logging and trace APIs need this key."""
+
+
+class ServerOptions(TypedDict, total=False):
+    """Fields of :class:`ServerSettings` given to :class:`LocalTritonServer` by keyword."""
+
+    http_port: int
+    grpc_port: int
+    metrics_port: int
+    host: str
+    models: Sequence[str] | None
+    ready_timeout_s: float
+    stop_timeout_s: float
+    log_path: Path | None
+    extra_args: Sequence[str] | None
+    require_all_models: bool
+    admin_key: str | None
+
+
 class LocalTritonServer:
     """The embedded Triton server on this machine, as a context manager.
 
@@ -68,32 +112,26 @@ class LocalTritonServer:
     """
 
     def __init__(
-        self,
-        repo: Path,
-        *,
-        http_port: int = 8000,
-        grpc_port: int = 8001,
-        metrics_port: int = 8002,
-        host: str = "127.0.0.1",
-        models: list[str] | None = None,
-        ready_timeout_s: float = 120.0,
-        stop_timeout_s: float = 20.0,
-        log_path: Path | None = None,
-        extra_args: list[str] | None = None,
-        require_all_models: bool = True,
-        admin_key: str | None = None,
+        self, repo: Path, settings: ServerSettings | None = None, **options: Unpack[ServerOptions]
     ) -> None:
+        """Serve ``repo`` with ``settings`` (the defaults if none), each keyword option replacing one."""
+        self.settings = dataclasses.replace(settings or ServerSettings(), **options)
+        settings = self.settings
         self.repo = repo
-        self.host = host
-        self.requested_ports = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port}
-        self.models = list(models) if models is not None else None
-        self.ready_timeout_s = ready_timeout_s
-        self.stop_timeout_s = stop_timeout_s
-        self.extra_args = list(extra_args or [])
-        self.require_all_models = require_all_models
-        self.admin_key = admin_key
+        self.host = settings.host
+        self.requested_ports = {
+            "http": settings.http_port,
+            "grpc": settings.grpc_port,
+            "metrics": settings.metrics_port,
+        }
+        self.models = list(settings.models) if settings.models is not None else None
+        self.ready_timeout_s = settings.ready_timeout_s
+        self.stop_timeout_s = settings.stop_timeout_s
+        self.extra_args = list(settings.extra_args or [])
+        self.require_all_models = settings.require_all_models
+        self.admin_key = settings.admin_key
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
-        self._log_path = log_path
+        self._log_path = settings.log_path
         self._workdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._keep_log = False

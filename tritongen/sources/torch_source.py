@@ -23,22 +23,16 @@ import numpy as np
 from tritongen.errors import MissingDependencyError, SourceError, engine_error, first_line
 from tritongen.sources.input_spec import InputSpec, input_tensors, specs_batched
 from tritongen.sources.samples import Array, Feed, random_feed
-from tritongen.sources.signature import Signature, TensorSpec
+from tritongen.sources.signature import TRITON_TO_NUMPY, Signature, TensorSpec
 
 FACTORY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
+_NOT_FROM_TORCH = ("TYPE_UINT16", "TYPE_UINT32", "TYPE_UINT64", "TYPE_STRING")
+"""Triton types no PyTorch output is mapped to: unsigned integers wider than 8 bits, and strings."""
 _TORCH_TO_TRITON = {
-    "float32": "TYPE_FP32",
-    "float16": "TYPE_FP16",
-    "float64": "TYPE_FP64",
-    "bfloat16": "TYPE_BF16",
-    "int64": "TYPE_INT64",
-    "int32": "TYPE_INT32",
-    "int16": "TYPE_INT16",
-    "int8": "TYPE_INT8",
-    "uint8": "TYPE_UINT8",
-    "bool": "TYPE_BOOL",
+    np.dtype(dtype).name: triton for triton, dtype in TRITON_TO_NUMPY.items() if triton not in _NOT_FROM_TORCH
 }
+"""An output's numpy dtype name (``float32``) -> its Triton data type."""
 
 # Two probe shapes: (batch, value of every other dynamic dim). Distinct, small, not 1.
 _PROBES = ((2, 7), (3, 11))
@@ -229,6 +223,32 @@ def torch_signature(
     """
     batched = specs_batched(specs)
     inputs = input_tensors(specs, batched)
+    (first_out, structure, keys), (second_out, _, _) = _probe_runs(module, specs, inputs, batched, where)
+    names = _output_names(output_names, keys, len(first_out), where)
+    outputs_batched = batched and all(
+        a.ndim >= 1 and b.ndim >= 1 and a.shape[0] == _PROBES[0][0] and b.shape[0] == _PROBES[1][0]
+        for a, b in zip(first_out, second_out, strict=True)
+    )
+    notes: list[str] = []
+    if batched and not outputs_batched:
+        notes.append("an output does not follow the batch dim, so the model is served without batching")
+    outputs = tuple(
+        _output_spec(name, a, b, outputs_batched)
+        for name, a, b in zip(names, first_out, second_out, strict=True)
+    )
+    if not outputs_batched:
+        inputs = input_tensors(specs, batched=False)
+    return Signature(inputs=inputs, outputs=outputs, batched=outputs_batched, notes=tuple(notes)), structure
+
+
+def _probe_runs(
+    module: Any, specs: Sequence[InputSpec], inputs: tuple[TensorSpec, ...], batched: bool, where: str
+) -> list[tuple[list[Array], str, list[str]]]:
+    """Run ``module`` on random inputs at each of the probe shapes (see :func:`run_module`).
+
+    Raises:
+        SourceError: the module rejects the inputs, or returns something other than tensors.
+    """
     probe = Signature(inputs=inputs, outputs=(), batched=batched)
     rng = np.random.default_rng(0)
     runs = []
@@ -244,44 +264,41 @@ def torch_signature(
                 f"{where} rejects inputs shaped as --input-spec says ({shapes}): {engine_error(e, 200)}",
                 "fix --input-spec: names in forward() order, the right dtypes, -1 where a dim varies",
             ) from e
-    (first_out, structure, keys), (second_out, _, _) = runs
-    names = (
-        list(output_names)
-        or keys
-        or (["output"] if len(first_out) == 1 else [f"output_{i}" for i in range(len(first_out))])
-    )
-    if len(names) != len(first_out):
+    return runs
+
+
+def _output_names(given: Sequence[str], keys: list[str], count: int, where: str) -> list[str]:
+    """The output names: ``--output-names``, else the keys of a returned dict, else ``output[_i]``.
+
+    Raises:
+        SourceError: the number of names differs from the number of outputs.
+    """
+    names = list(given) or keys or (["output"] if count == 1 else [f"output_{i}" for i in range(count)])
+    if len(names) != count:
         raise SourceError(
-            f"{where} returns {len(first_out)} output(s), but {len(names)} output name(s) were given",
+            f"{where} returns {count} output(s), but {len(names)} output name(s) were given",
             "pass one name per output with --output-names",
         )
-    outputs_batched = batched and all(
-        a.ndim >= 1 and b.ndim >= 1 and a.shape[0] == _PROBES[0][0] and b.shape[0] == _PROBES[1][0]
-        for a, b in zip(first_out, second_out, strict=True)
-    )
-    notes: list[str] = []
-    if batched and not outputs_batched:
-        notes.append("an output does not follow the batch dim, so the model is served without batching")
-    outputs = []
-    for name, a, b in zip(names, first_out, second_out, strict=True):
-        data_type = _TORCH_TO_TRITON.get(str(a.dtype))
-        if data_type is None:
-            raise SourceError(
-                f"output {name!r} has dtype {a.dtype}, which Triton cannot serve", "cast it in forward()"
-            )
-        if a.ndim != b.ndim:
-            raise SourceError(
-                f"output {name!r} changes rank with the input shape", "return tensors of fixed rank"
-            )
-        dims = [x if x == y else -1 for x, y in zip(a.shape, b.shape, strict=True)]
-        outputs.append(
-            TensorSpec(name=name, data_type=data_type, dims=tuple(dims[1:] if outputs_batched else dims))
+    return names
+
+
+def _output_spec(name: str, first: Array, second: Array, batched: bool) -> TensorSpec:
+    """One output's spec from its values at the two probe shapes: a dim that changed is dynamic.
+
+    Raises:
+        SourceError: Triton cannot serve the dtype, or the rank changed.
+    """
+    data_type = _TORCH_TO_TRITON.get(str(first.dtype))
+    if data_type is None:
+        raise SourceError(
+            f"output {name!r} has dtype {first.dtype}, which Triton cannot serve", "cast it in forward()"
         )
-    if not outputs_batched:
-        inputs = input_tensors(specs, batched=False)
-    return Signature(
-        inputs=inputs, outputs=tuple(outputs), batched=outputs_batched, notes=tuple(notes)
-    ), structure
+    if first.ndim != second.ndim:
+        raise SourceError(
+            f"output {name!r} changes rank with the input shape", "return tensors of fixed rank"
+        )
+    dims = [x if x == y else -1 for x, y in zip(first.shape, second.shape, strict=True)]
+    return TensorSpec(name=name, data_type=data_type, dims=tuple(dims[1:] if batched else dims))
 
 
 def load_torch_source(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -83,37 +83,12 @@ def apply_batching(config: ModelConfig, options: BatchingOptions, target: str | 
     """
     options.check()
     data = config.model_dump()
-    max_batch = config.max_batch_size
-    if options.max_batch_size is not None and options.max_batch_size != max_batch:
-        if max_batch == 0 or options.max_batch_size == 0:
-            raise ConfigError(
-                f"'{config.name}' has max_batch_size {max_batch}; changing it to "
-                f"{options.max_batch_size} would change the meaning of its dims",
-                "convert the model again with the --max-batch-size you want",
-            )
-        max_batch = options.max_batch_size
-        data["max_batch_size"] = max_batch
-
-    sizes = options.preferred_batch_sizes
-    wants_batching = (
-        options.dynamic_batching is True or sizes is not None or (options.max_queue_delay_us is not None)
-    )
+    max_batch = _max_batch_size(config, options)
+    data["max_batch_size"] = max_batch
     if options.dynamic_batching is False:
         data["dynamic_batching"] = None
-    elif wants_batching:
-        if max_batch == 0:
-            raise ConfigError(
-                f"'{config.name}' cannot use dynamic batching: max_batch_size is 0 "
-                "(its inputs have no dynamic leading batch dim)",
-                "re-export the model with a dynamic batch dim, or drop the batching options",
-            )
-        current = config.dynamic_batching or DynamicBatching()
-        batching = current.model_dump()
-        if sizes is not None:
-            batching["preferred_batch_size"] = list(sizes)
-        if options.max_queue_delay_us is not None:
-            batching["max_queue_delay_microseconds"] = options.max_queue_delay_us
-        data["dynamic_batching"] = batching
+    elif _wants_batching(options):
+        data["dynamic_batching"] = _dynamic_batching(config, options, max_batch)
     if data["dynamic_batching"] is not None:
         too_big = [s for s in data["dynamic_batching"]["preferred_batch_size"] if s > max_batch]
         if too_big:
@@ -121,25 +96,80 @@ def apply_batching(config: ModelConfig, options: BatchingOptions, target: str | 
                 f"preferred batch sizes {_csv(too_big)} exceed max_batch_size {max_batch}",
                 f"use sizes up to {max_batch} or raise --max-batch-size",
             )
-
     if options.instances is not None or options.kind is not None:
-        groups = config.instance_group
-        if len(groups) > 1:
-            raise ConfigError(
-                f"'{config.name}' has {len(groups)} instance groups; tritongen sets one",
-                "edit instance_group by hand for multi-group layouts",
-            )
-        group = groups[0] if groups else InstanceGroup(kind=resolve_kind("auto", target))
-        count = options.instances if options.instances is not None else group.count
-        kind = resolve_kind(options.kind, target) if options.kind is not None else group.kind
-        data["instance_group"] = [group.model_copy(update={"count": count, "kind": kind}).model_dump()]
-
+        data["instance_group"] = [_instance_group(config, options, target)]
     try:
         return ModelConfig.model_validate(data)
     except ValidationError as e:
         from tritongen.triton.proto import describe_validation_error
 
         raise ConfigError(f"'{config.name}': {describe_validation_error(e)}", "fix the options") from e
+
+
+def _max_batch_size(config: ModelConfig, options: BatchingOptions) -> int:
+    """The config's max batch size once ``--max-batch-size`` is applied.
+
+    Raises:
+        ConfigError: the change would turn batching on or off (the dims would change meaning).
+    """
+    max_batch = config.max_batch_size
+    if options.max_batch_size is None or options.max_batch_size == max_batch:
+        return max_batch
+    if max_batch == 0 or options.max_batch_size == 0:
+        raise ConfigError(
+            f"'{config.name}' has max_batch_size {max_batch}; changing it to "
+            f"{options.max_batch_size} would change the meaning of its dims",
+            "convert the model again with the --max-batch-size you want",
+        )
+    return options.max_batch_size
+
+
+def _wants_batching(options: BatchingOptions) -> bool:
+    """Whether the options turn dynamic batching on or change it."""
+    return (
+        options.dynamic_batching is True
+        or options.preferred_batch_sizes is not None
+        or (options.max_queue_delay_us is not None)
+    )
+
+
+def _dynamic_batching(config: ModelConfig, options: BatchingOptions, max_batch: int) -> dict[str, Any]:
+    """The config's dynamic batching (a default one if it has none) with the options applied.
+
+    Raises:
+        ConfigError: the model cannot batch (max batch size 0).
+    """
+    if max_batch == 0:
+        raise ConfigError(
+            f"'{config.name}' cannot use dynamic batching: max_batch_size is 0 "
+            "(its inputs have no dynamic leading batch dim)",
+            "re-export the model with a dynamic batch dim, or drop the batching options",
+        )
+    current = config.dynamic_batching or DynamicBatching()
+    batching = current.model_dump()
+    if options.preferred_batch_sizes is not None:
+        batching["preferred_batch_size"] = list(options.preferred_batch_sizes)
+    if options.max_queue_delay_us is not None:
+        batching["max_queue_delay_microseconds"] = options.max_queue_delay_us
+    return batching
+
+
+def _instance_group(config: ModelConfig, options: BatchingOptions, target: str | None) -> dict[str, Any]:
+    """The config's one instance group with ``--instances`` and ``--kind`` applied.
+
+    Raises:
+        ConfigError: the config has several instance groups.
+    """
+    groups = config.instance_group
+    if len(groups) > 1:
+        raise ConfigError(
+            f"'{config.name}' has {len(groups)} instance groups; tritongen sets one",
+            "edit instance_group by hand for multi-group layouts",
+        )
+    group = groups[0] if groups else InstanceGroup(kind=resolve_kind("auto", target))
+    count = options.instances if options.instances is not None else group.count
+    kind = resolve_kind(options.kind, target) if options.kind is not None else group.kind
+    return group.model_copy(update={"count": count, "kind": kind}).model_dump()
 
 
 def _csv(values: tuple[int, ...] | list[int]) -> str:

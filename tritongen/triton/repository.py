@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tritongen.errors import RepositoryError
 from tritongen.io.files import STAGING_PREFIX
 
 METADATA_FILE = "tritongen.json"
+
+
+def read_metadata(model_dir: Path) -> dict[str, Any] | None:
+    """What tritongen wrote beside a model (its :data:`METADATA_FILE`); None if absent or unreadable."""
+    try:
+        data = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def ensure_writable_repo(repo: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tritongen.errors import ConfigError, RepositoryError
@@ -12,18 +11,15 @@ from tritongen.triton.batching import BatchingOptions, apply_batching
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
 from tritongen.triton.render import render_config
-from tritongen.triton.repository import METADATA_FILE
+from tritongen.triton.repository import read_metadata
 
 BACKUP_SUFFIX = ".bak"
 
 
 def model_target(model_dir: Path) -> str | None:
     """The target a model was built for, from tritongen's metadata file (None if unknown)."""
-    try:
-        data = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    target = data.get("target") if isinstance(data, dict) else None
+    data = read_metadata(model_dir)
+    target = data.get("target") if data is not None else None
     return target if isinstance(target, str) else None
 
 
