@@ -54,23 +54,19 @@ def _compare(
     extra: dict[str, Any],
 ) -> dict[str, Any]:
     from tritongen.build.request import BuildRequest, VerifyOptions
-    from tritongen.cli.engine_options import precision_settings
+    from tritongen.cli.engine_options import PrecisionFlags
     from tritongen.compare.measure import MeasureSettings
     from tritongen.compare.runner import CompareRequest, run_compare
     from tritongen.triton.batching import BatchingOptions
 
-    variants, options = precision_settings(
-        precisions,
-        "static",
-        str(calibration) if "int8" in precisions.replace("int8-dynamic", "") else None,
-        "minmax",
-        None,
-        None,
-        extra.get("keep"),
-        bool(extra.get("auto")),
-        extra.get("max_error"),
-        extra.get("metric", "max-abs"),
-    )
+    variants, options = PrecisionFlags(
+        precision=precisions,
+        calibration_data=str(calibration) if "int8" in precisions.replace("int8-dynamic", "") else None,
+        keep_fp32=extra.get("keep"),
+        auto_mixed_precision=bool(extra.get("auto")),
+        max_error=extra.get("max_error"),
+        error_metric=extra.get("metric", "max-abs"),
+    ).settings()
     build = BuildRequest(
         source=SOURCE,
         name=name,

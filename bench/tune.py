@@ -39,7 +39,7 @@ from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
 from tritongen.tune.control import ModelControl
-from tritongen.tune.runner import TuneRequest, run_tune
+from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import candidate_config
 
@@ -199,9 +199,11 @@ def main() -> None:
                         control,
                         base,
                         "local",
-                        on_done=lambda r, _reused: console.log(
-                            f"{r.key}: {r.measurement.infer_per_s:,.0f}/s P99 "
-                            f"{(r.measurement.p99_us or 0) / 1000:.2f} ms"
+                        TuneHooks(
+                            on_done=lambda r, _reused: console.log(
+                                f"{r.key}: {r.measurement.infer_per_s:,.0f}/s P99 "
+                                f"{(r.measurement.p99_us or 0) / 1000:.2f} ms"
+                            )
                         ),
                     )
                     wall = time.perf_counter() - started

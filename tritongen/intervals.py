@@ -98,11 +98,16 @@ class Summary:
             values=tuple(float(v) for v in data.get("values") or ()),
             median=float(data["median"]),
             mean=float(data.get("mean", data["median"])),
-            low=None if data.get("ci_low") is None else float(data["ci_low"]),
-            high=None if data.get("ci_high") is None else float(data["ci_high"]),
-            cv=None if data.get("cv") is None else float(data["cv"]),
+            low=_optional_float(data.get("ci_low")),
+            high=_optional_float(data.get("ci_high")),
+            cv=_optional_float(data.get("cv")),
             confidence=float(data.get("confidence", DEFAULT_CONFIDENCE)),
         )
+
+
+def _optional_float(value: Any) -> float | None:
+    """``value`` as a float, ``None`` kept (a JSON figure that may be null)."""
+    return None if value is None else float(value)
 
 
 def summarise(values: Sequence[float | None], confidence: float = DEFAULT_CONFIDENCE) -> Summary | None:
@@ -118,7 +123,7 @@ def summarise(values: Sequence[float | None], confidence: float = DEFAULT_CONFID
     median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2.0
     mean, sd, half = _t_interval(finite, confidence)
     if half is None or sd is None:
-        return Summary(finite, median, mean, None, None, None, confidence)
+        return Summary(finite, median, mean, low=None, high=None, cv=None, confidence=confidence)
     cv = sd / abs(mean) if mean else None
     return Summary(finite, median, mean, mean - half, mean + half, cv, confidence)
 
@@ -188,6 +193,17 @@ class Ratio:
             "ratios": list(self.ratios),
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Ratio:
+        """Read what :meth:`to_json` wrote (``significant`` and ``rounds`` follow from the rest)."""
+        return cls(
+            ratios=tuple(float(r) for r in data.get("ratios") or ()),
+            estimate=float(data["estimate"]),
+            low=_optional_float(data.get("ci_low")),
+            high=_optional_float(data.get("ci_high")),
+            confidence=float(data.get("confidence") or DEFAULT_CONFIDENCE),
+        )
+
 
 def paired_ratio(
     a: Sequence[float | None], b: Sequence[float | None], confidence: float = DEFAULT_CONFIDENCE
@@ -207,7 +223,7 @@ def paired_ratio(
     ratios = tuple(x / y for x, y in pairs)
     mean, _, half = _t_interval([math.log(r) for r in ratios], confidence)
     if half is None:
-        return Ratio(ratios, math.exp(mean), None, None, confidence)
+        return Ratio(ratios, math.exp(mean), low=None, high=None, confidence=confidence)
     return Ratio(ratios, math.exp(mean), math.exp(mean - half), math.exp(mean + half), confidence)
 
 

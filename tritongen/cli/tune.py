@@ -32,7 +32,7 @@ from tritongen.triton.proto import read_config
 from tritongen.triton.rerender import model_target, rerender_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
 from tritongen.tune.control import ModelControl
-from tritongen.tune.runner import TuneReport, TuneRequest, check_claim, plan, run_tune
+from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, check_claim, plan, run_tune
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import TrialRecord
 
@@ -343,10 +343,10 @@ def _run(request: TuneRequest, control: ModelControl, base, target, stopping) ->
                 markup=False,
             )
 
-        return run_tune(
-            request, control, base, target, started, done, None, stopping,
-            on_round_start=round_started, on_round=round_done,
-        )  # fmt: skip
+        hooks = TuneHooks(
+            on_start=started, on_done=done, stop=stopping, on_round_start=round_started, on_round=round_done
+        )
+        return run_tune(request, control, base, target, hooks)
 
 
 def _outputs(report: TuneReport, output: OutputFlags) -> None:

@@ -106,6 +106,15 @@ class Verdict:
     timed: bool = True
     """A timed figure (memory is read once, judged with :data:`MEMORY_TOLERANCE`)."""
 
+    @classmethod
+    def unpaired(
+        cls, factor: float, significant: bool = False, rounds: int = 0, *, timed: bool = True
+    ) -> Verdict:
+        """A verdict without an interval: memory (one reading each), or no rounds to pair."""
+        return cls(
+            factor, low=None, high=None, significant=significant, noise=None, rounds=rounds, timed=timed
+        )
+
     def text(self) -> str:
         """``1.30× [1.21, 1.39]`` (paired over rounds), or ``1.30×`` (memory, or one round)."""
         if self.low is None or self.high is None:
@@ -141,14 +150,14 @@ def verdict(
     factor = criterion.ratio(a, b)
     if not criterion.timed:
         significant = factor >= 1 + MEMORY_TOLERANCE or factor <= 1 / (1 + MEMORY_TOLERANCE)
-        return Verdict(factor, None, None, significant, None, 1, timed=False)
+        return Verdict.unpaired(factor, significant, rounds=1, timed=False)
     ratio = paired_ratio(
         first.round_figures.get(criterion.metric, []),
         second.round_figures.get(criterion.metric, []),
         confidence,
     )
     if ratio is None:  # not measured in rounds (an older report, or stopped before a round): nothing claimed
-        return Verdict(factor, None, None, False, None, 0)
+        return Verdict.unpaired(factor)
     if criterion.lower_is_better:
         ratio = ratio.inverse()
     return Verdict(ratio.estimate, ratio.low, ratio.high, ratio.significant, ratio.noise, ratio.rounds)
@@ -231,19 +240,20 @@ def _recommend(
     measured = [(e, v) for e in engines if e.ok and (v := criterion.value(e)) is not None]
     if not measured:
         return Recommendation(
-            situation, title, None, criterion.metric, None, None, None, None,
-            f"no engine has a {criterion.metric} figure",
+            situation, title, format=None, metric=criterion.metric, value=None, runner_up=None,
+            runner_up_value=None, ratio=None, reason=f"no engine has a {criterion.metric} figure",
         )  # fmt: skip
     ordered = sorted(measured, key=lambda ev: ev[1] if criterion.lower_is_better else -ev[1])
     best, best_value = ordered[0]
     if len(ordered) == 1:
         return Recommendation(
-            situation, title, best.format, criterion.metric, best_value, None, None, None,
-            f"{best.label}: the only engine measured ({criterion.figure(best)})"
-            + _accuracy(best, engines, criterion, None, confidence), best.model, significant=True,
+            situation, title, best.format, criterion.metric, best_value, runner_up=None, runner_up_value=None,
+            ratio=None, reason=f"{best.label}: the only engine measured ({criterion.figure(best)})"
+            + _accuracy(best, engines, criterion, runner=None, confidence=confidence), model=best.model,
+            significant=True,
         )  # fmt: skip
     runner = ordered[1][0]
-    found = verdict(criterion, best, runner, confidence) or Verdict(1.0, None, None, False, None, 0)
+    found = verdict(criterion, best, runner, confidence) or Verdict.unpaired(1.0)
     if found.significant and found.factor < 1:
         # The paired ratio (geometric mean over rounds) disagrees with the medians: it decides.
         best, runner = runner, best

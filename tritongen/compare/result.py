@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,6 +12,7 @@ from tritongen.convert.accuracy import task_figure
 from tritongen.errors import ConfigError
 from tritongen.intervals import Summary, summarise
 from tritongen.io.files import write_output
+from tritongen.loadtest.result import known_fields
 
 SCHEMA = "tritongen.compare/1"
 
@@ -30,12 +31,6 @@ def engine_label(fmt: str, precision: str | None = None) -> str:
     """How tables name an engine, e.g. ``ONNX Runtime``, ``TensorRT fp16``, ``ONNX Runtime int8 dynamic``."""
     label = ENGINE_LABELS.get(fmt, fmt)
     return f"{label} {precision.replace('-', ' ')}" if precision and precision != "fp32" else label
-
-
-def _known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """The entries of ``data`` that are fields of the dataclass ``cls`` (newer writers add keys)."""
-    known = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in known}
 
 
 @dataclass
@@ -129,7 +124,7 @@ class EngineResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EngineResult:
         """Read one engine entry (unknown keys ignored)."""
-        return cls(**_known_fields(cls, data))
+        return cls(**known_fields(cls, data))
 
 
 @dataclass
@@ -158,7 +153,7 @@ class Recommendation:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Recommendation:
         """Read one recommendation (unknown keys ignored)."""
-        return cls(**_known_fields(cls, data))
+        return cls(**known_fields(cls, data))
 
 
 @dataclass

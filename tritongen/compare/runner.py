@@ -167,7 +167,7 @@ def measure_compare(
     if pending:
         with _serving(request, tell) as server:
             report.hardware["server"] = describe_server(server)
-            _measure_all(request, report, server, pending, tell, progress, update, stop)
+            _measure_all(request, report, server, pending, _Listeners(tell, progress, update, stop))
     finish(report, request.rank_by)
     update(report)
     return report
@@ -306,16 +306,27 @@ FIGURES_B1 = {"p99_ms_b1": "p99", "p50_ms_b1": "p50"}
 """Figures of the batch-1 runs, in ms, from the runs' latency percentiles."""
 
 
+Ramped = list[tuple[EngineResult, dict[str, tuple[int, ...]]]]
+"""Engines their ramp measured without failure, each with the input shapes it is sent."""
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    """Whom the measurement tells as it goes, and the event that stops it."""
+
+    say: Say
+    progress: Callable[[Progress], None] | None
+    update: Update
+    stop: threading.Event | None
+
+
 def _measure_rounds(
     request: CompareRequest,
     report: CompareReport,
     server: ServerHandle,
     control: RepositoryControl,
-    engines: list[tuple[EngineResult, dict[str, tuple[int, ...]]]],
-    say: Say,
-    progress: Callable[[Progress], None] | None,
-    update: Update,
-    stop: threading.Event | None,
+    engines: Ramped,
+    listeners: _Listeners,
 ) -> None:
     """The deciding figures, every engine loaded, measured round-robin (A B C, A B C, …).
 
@@ -324,39 +335,24 @@ def _measure_rounds(
     engines alike and their ratios can be taken per round.
     """
     settings = request.settings
-    loaded = []
-    for engine, shapes in engines:
-        try:
-            control.load(engine.model)
-        except TritongenError as e:  # measured alone, but it does not load beside the others
-            engine.status = "failed"
-            engine.reason = f"could not be loaded for the rounds: {first_line(e, 300)}"
-            continue
-        loaded.append((engine, shapes))
-    engines = loaded
-    contenders = [
-        Contender(f"{e.model}|b1", engine_spec(server, settings, e.model, 1, 1, shapes))
-        for e, shapes in engines
-    ] + [
-        Contender(
-            f"{e.model}|b32",
-            engine_spec(
-                server, settings, e.model, e.batch_size_throughput or 1, e.concurrency_b32 or 1, shapes
-            ),
-        )
-        for e, shapes in engines
-    ]
-    labels = {f"{e.model}|{kind}": f"{e.label}, {what}" for e, _ in engines
-              for kind, what in (("b1", "P99 at batch 1"), ("b32", "throughput"))}  # fmt: skip
+    engines = _load_all(control, engines)
+    labels = _round_labels(engines)
 
     def started(number: int, total: int, name: str) -> None:
-        say(f"round {number}/{total}: {labels[name]}")
+        listeners.say(f"round {number}/{total}: {labels[name]}")
 
     def done(rounds: Rounds) -> None:
         _apply_rounds(engines, rounds, settings.confidence)
-        update(report)
+        listeners.update(report)
 
-    rounds = measure_rounds(contenders, settings.rounds, progress, stop, on_start=started, on_round=done)
+    rounds = measure_rounds(
+        _round_contenders(server, settings, engines),
+        settings.rounds,
+        listeners.progress,
+        listeners.stop,
+        on_start=started,
+        on_round=done,
+    )
     _apply_rounds(engines, rounds, settings.confidence)
     if rounds.status == "interrupted":
         report.status = "interrupted"
@@ -369,9 +365,46 @@ def _measure_rounds(
             control.unload(engine.model)
 
 
-def _apply_rounds(
-    engines: list[tuple[EngineResult, dict[str, tuple[int, ...]]]], rounds: Rounds, confidence: float
-) -> None:
+def _load_all(control: RepositoryControl, engines: Ramped) -> Ramped:
+    """Load every engine for the rounds; those that do not load beside the others fail and are left out."""
+    loaded = []
+    for engine, shapes in engines:
+        try:
+            control.load(engine.model)
+        except TritongenError as e:  # measured alone, but it does not load beside the others
+            engine.status = "failed"
+            engine.reason = f"could not be loaded for the rounds: {first_line(e, 300)}"
+            continue
+        loaded.append((engine, shapes))
+    return loaded
+
+
+def _round_contenders(server: ServerHandle, settings: MeasureSettings, engines: Ramped) -> list[Contender]:
+    """Each engine's P99 at batch 1 (``model|b1``), then each one's throughput (``model|b32``)."""
+    return [
+        Contender(f"{e.model}|b1", engine_spec(server, settings, e.model, 1, 1, shapes))
+        for e, shapes in engines
+    ] + [
+        Contender(
+            f"{e.model}|b32",
+            engine_spec(
+                server, settings, e.model, e.batch_size_throughput or 1, e.concurrency_b32 or 1, shapes
+            ),
+        )
+        for e, shapes in engines
+    ]
+
+
+def _round_labels(engines: Ramped) -> dict[str, str]:
+    """How each contender of the rounds is named in messages, e.g. ``ONNX Runtime, throughput``."""
+    return {
+        f"{e.model}|{kind}": f"{e.label}, {what}"
+        for e, _ in engines
+        for kind, what in (("b1", "P99 at batch 1"), ("b32", "throughput"))
+    }
+
+
+def _apply_rounds(engines: Ramped, rounds: Rounds, confidence: float) -> None:
     """Each engine's figures from its runs so far: per round, and their medians and intervals."""
     for engine, _ in engines:
         b1 = rounds.runs.get(f"{engine.model}|b1", [])
@@ -406,16 +439,14 @@ def _measure_all(
     report: CompareReport,
     server: ServerHandle,
     pending: list[EngineResult],
-    say: Say,
-    progress: Callable[[Progress], None] | None,
-    update: Update,
-    stop: threading.Event | None,
+    listeners: _Listeners,
 ) -> None:
+    say, progress, stop = listeners.say, listeners.progress, listeners.stop
     control = RepositoryControl(server.http_url, admin_key=server.admin_key)
     compared = {e.model for e in report.engines}
     states = control.index()
     was_loaded = sorted(m for m in compared if states.get(m) == "READY")
-    ramped: list[tuple[EngineResult, dict[str, tuple[int, ...]]]] = []
+    ramped: Ramped = []
     say(f"measuring {len(pending)} engine(s): {cost_text(request.settings, len(pending))}")
     try:
         for engine in pending:
@@ -444,9 +475,9 @@ def _measure_all(
                 control.unload(engine.model)
             if engine.ok:
                 ramped.append((engine, measurement.shapes))
-            update(report)
+            listeners.update(report)
         if ramped:
-            _measure_rounds(request, report, server, control, ramped, say, progress, update, stop)
+            _measure_rounds(request, report, server, control, ramped, listeners)
     finally:
         if request.url is not None and report.status != "aborted":
             for model in was_loaded:  # leave the deployment as it was found

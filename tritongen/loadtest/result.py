@@ -60,6 +60,12 @@ class RunResult:
     """Which round of its level this run is (levels are measured round-robin)."""
 
 
+def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of the dataclass ``cls`` (newer writers add keys)."""
+    known = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in known}
+
+
 def run_level(run: RunResult) -> float:
     """The level a run was measured at: its concurrency or its target rate."""
     if run.mode == "concurrency":
@@ -162,12 +168,11 @@ class LoadTestReport:
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> LoadTestReport:
         """Read a ``tritongen.loadtest/1`` document (keys it does not know are ignored)."""
-        known = {f.name for f in fields(RunResult)}
         return cls(
             model=str(document.get("model", "")),
             protocol=str(document.get("protocol", "http")),
             url=str(document.get("url", "")),
-            runs=[RunResult(**{k: v for k, v in r.items() if k in known}) for r in document.get("runs", [])],
+            runs=[RunResult(**known_fields(RunResult, r)) for r in document.get("runs", [])],
             status=str(document.get("status", "ok")),
             rounds=int(document.get("rounds", 1)),
             confidence=float(document.get("confidence", DEFAULT_CONFIDENCE)),

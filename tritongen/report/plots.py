@@ -150,31 +150,7 @@ def tune_figure(
             ax.scatter([p[1] for p in chosen], [p[2] for p in chosen], marker=marker, label=name)
     if baseline is not None:
         ax.scatter([baseline[0]], [baseline[1]], marker="*", s=120, color="grey", label="current config")
-    labelled: set[str] = set()
-    for c in confirmed or []:
-        colour = "grey" if c.current else "green" if c.best else "tab:purple"
-        label = "current config, in rounds" if c.current else "confirmed in rounds"
-
-        def bar(median: float, low: float | None, high: float | None) -> list[list[float]] | None:
-            if low is None or high is None:
-                return None
-            return [[max(median - low, 0.0)], [max(high - median, 0.0)]]
-
-        ax.errorbar(
-            [c.infer_per_s],
-            [c.p99_ms],
-            xerr=bar(c.infer_per_s, c.infer_low, c.infer_high),
-            yerr=bar(c.p99_ms, c.p99_low, c.p99_high),
-            fmt="D",
-            color=colour,
-            markersize=5,
-            capsize=3,
-            label=None if label in labelled else f"{label} (interval)",
-        )
-        labelled.add(label)
-        ax.annotate(
-            c.label, (c.infer_per_s, c.p99_ms), textcoords="offset points", xytext=(4, -10), fontsize=7
-        )
+    _confirmed_bars(ax, confirmed or [])
     front = sorted((p for p in points if p[4]), key=lambda p: p[2])
     if front:
         ax.plot([p[1] for p in front], [p[2] for p in front], "-", color="black", linewidth=1, label="front")
@@ -187,6 +163,36 @@ def tune_figure(
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _confirmed_bars(ax: Any, confirmed: list[ConfirmedPoint]) -> None:
+    """Each confirmed config at its medians, error bars over its intervals, one legend entry per kind."""
+    labelled: set[str] = set()
+    for c in confirmed:
+        colour = "grey" if c.current else "green" if c.best else "tab:purple"
+        label = "current config, in rounds" if c.current else "confirmed in rounds"
+        ax.errorbar(
+            [c.infer_per_s],
+            [c.p99_ms],
+            xerr=_point_bar(c.infer_per_s, c.infer_low, c.infer_high),
+            yerr=_point_bar(c.p99_ms, c.p99_low, c.p99_high),
+            fmt="D",
+            color=colour,
+            markersize=5,
+            capsize=3,
+            label=None if label in labelled else f"{label} (interval)",
+        )
+        labelled.add(label)
+        ax.annotate(
+            c.label, (c.infer_per_s, c.p99_ms), textcoords="offset points", xytext=(4, -10), fontsize=7
+        )
+
+
+def _point_bar(median: float, low: float | None, high: float | None) -> list[list[float]] | None:
+    """One point's error bar, ``[[below], [above]]`` the median; ``None`` without an interval."""
+    if low is None or high is None:
+        return None
+    return [[max(median - low, 0.0)], [max(high - median, 0.0)]]
 
 
 def _level_intervals(ax: Any, report: LoadTestReport, slo_p99_ms: float | None) -> None:

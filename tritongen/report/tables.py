@@ -9,7 +9,7 @@ from tritongen.compare.recommend import rank_labels
 from tritongen.compare.result import CompareReport
 from tritongen.compare.result import EngineResult as CompareEngine
 from tritongen.convert.accuracy import task_figure
-from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, format_summary
+from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary
 
 
 @dataclass(frozen=True)
@@ -226,8 +226,6 @@ def tune_table(document: dict[str, Any]) -> TableData:
     (``tritongen.tune/2``), its contenders also show ``median ± half-interval`` over the
     rounds and their throughput over the current config's with its interval.
     """
-    from tritongen.intervals import Ratio
-
     front = set(document.get("front") or [])
     best = (document.get("best") or {}).get("key")
     confirmation = document.get("confirmation") or {}
@@ -240,40 +238,9 @@ def tune_table(document: dict[str, Any]) -> TableData:
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
     for trial in ([baseline] if baseline else []) + trials:
-        p99 = trial.get("p99_us")
-        row: tuple[str, ...] = (
-            str(trial["key"]),
-            f"{float(trial.get('infer_per_s') or 0.0):,.0f}",
-            "-" if p99 is None else f"{p99 / 1000:.2f}",
-            "yes" if trial.get("feasible") else "no",
-            "●" if trial["key"] in front else "",
-        )
+        row = _trial_cells(trial, front)
         if confirmed:
-            entry = confirmed.get(trial["key"])
-            if entry is None:
-                row += ("", "", "")
-            else:
-                infer = entry.get("infer_per_s")
-                ratio = entry.get("ratio")
-                if entry.get("current"):
-                    versus = "baseline"
-                elif ratio is None:
-                    versus = "–"
-                else:
-                    versus = Ratio(
-                        tuple(ratio.get("ratios") or ()),
-                        float(ratio["estimate"]),
-                        ratio.get("ci_low"),
-                        ratio.get("ci_high"),
-                        float(ratio.get("confidence") or DEFAULT_CONFIDENCE),
-                    ).text()
-                if not entry.get("eligible", True):
-                    versus += " (over the SLO)" if not entry.get("feasible") else " (incomplete)"
-                row += (
-                    format_summary(Summary.from_json(infer) if infer else None),
-                    _summary_ms(entry.get("p99_us")),
-                    versus,
-                )
+            row += _confirmed_cells(confirmed.get(trial["key"]))
         rows.append(row)
         styles.append("good" if trial["key"] == best else "bad" if trial.get("status") == "failed" else None)
     notes = [
@@ -296,6 +263,39 @@ def tune_table(document: dict[str, Any]) -> TableData:
         right=(False,) + (True,) * (len(headers) - 1),
         notes=notes,
         styles=styles,
+    )
+
+
+def _trial_cells(trial: dict[str, Any], front: set[str]) -> tuple[str, ...]:
+    """A search trial's one measurement: config, throughput, P99, whether feasible and on the front."""
+    p99 = trial.get("p99_us")
+    return (
+        str(trial["key"]),
+        f"{float(trial.get('infer_per_s') or 0.0):,.0f}",
+        "-" if p99 is None else f"{p99 / 1000:.2f}",
+        "yes" if trial.get("feasible") else "no",
+        "●" if trial["key"] in front else "",
+    )
+
+
+def _confirmed_cells(entry: dict[str, Any] | None) -> tuple[str, str, str]:
+    """A confirmed contender's figures over the rounds and its ratio to the current config (blank if none)."""
+    if entry is None:
+        return ("", "", "")
+    infer = entry.get("infer_per_s")
+    ratio = entry.get("ratio")
+    if entry.get("current"):
+        versus = "baseline"
+    elif ratio is None:
+        versus = "–"
+    else:
+        versus = Ratio.from_json(ratio).text()
+    if not entry.get("eligible", True):
+        versus += " (over the SLO)" if not entry.get("feasible") else " (incomplete)"
+    return (
+        format_summary(Summary.from_json(infer) if infer else None),
+        _summary_ms(entry.get("p99_us")),
+        versus,
     )
 
 

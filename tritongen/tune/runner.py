@@ -314,18 +314,82 @@ class TuneReport:
         write_output(path, json.dumps(self.to_json(), indent=2) + "\n")
 
 
+@dataclass(frozen=True)
+class TuneHooks:
+    """Whom a tune tells as it goes, and the event that stops it (every one optional)."""
+
+    on_start: TrialStarted | None = None
+    """Called before each search trial is measured (not for a reused one)."""
+    on_done: TrialDone | None = None
+    progress: ProgressCallback | None = None
+    """Called with the progress of each load run."""
+    stop: threading.Event | None = None
+    """Set to stop the tune (as Ctrl-C does): it ends with ``KeyboardInterrupt``."""
+    on_round_start: RoundStarted | None = None
+    on_round: RoundDone | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Whether ``stop`` is set."""
+        return self.stop is not None and self.stop.is_set()
+
+
+@dataclass(frozen=True)
+class _Tuning:
+    """A tune under way: its request, the model it reloads, the config it started from, whom it tells."""
+
+    request: TuneRequest
+    control: ModelControl
+    base: ModelConfig
+    target: str | None
+    hooks: TuneHooks
+    budget: int
+    """Search trials the strategy measures at most (what ``on_start`` is told)."""
+    base_text: str
+    """The config the model had, rendered (a search trial that renders the same is its twin)."""
+
+    def config(self, candidate: Candidate | Current) -> ModelConfig:
+        """The config ``candidate`` renders to."""
+        return candidate_config(self.base, candidate, self.target)
+
+    def save(self, report: TuneReport) -> None:
+        """Write the report so far into the tune directory."""
+        report.write_json(self.request.out_dir / "tune.json")
+
+    def measure(self, candidate: Candidate | Current, number: int) -> TrialRecord:
+        """One search trial, or the one a previous run of this tune finished."""
+        request, hooks = self.request, self.hooks
+        trials_dir = request.out_dir / "trials"
+        saved = read_finished(trials_dir / candidate.key)
+        if saved is not None:
+            record = record_from_saved(saved, candidate, request.slo_p99_ms)
+            if hooks.on_done:
+                hooks.on_done(record, True)
+            return record
+        if hooks.on_start:
+            hooks.on_start(number, self.budget, candidate)
+        record = run_trial(
+            self.control,
+            self.base,
+            self.target,
+            candidate,
+            request.load,
+            request.slo_p99_ms,
+            trials_dir,
+            hooks.progress,
+            hooks.stop,
+        )
+        if hooks.on_done:
+            hooks.on_done(record, False)
+        return record
+
+
 def run_tune(
     request: TuneRequest,
     control: ModelControl,
     base: ModelConfig,
     target: str | None,
-    on_start: TrialStarted | None = None,
-    on_done: TrialDone | None = None,
-    progress: ProgressCallback | None = None,
-    stop: threading.Event | None = None,
-    *,
-    on_round_start: RoundStarted | None = None,
-    on_round: RoundDone | None = None,
+    hooks: TuneHooks | None = None,
 ) -> TuneReport:
     """Measure the current config and the strategy's candidates, confirm the finalists; restore the config.
 
@@ -336,60 +400,17 @@ def run_tune(
             another tune, or the server went away during the confirmation.
     """
     request.check()
-    trials_dir = request.out_dir / "trials"
     _claim(request)
     report = TuneReport(request=request, skipped=request.space.skipped())
     strategy = request.make_strategy()
-    budget = strategy.max_trials
-    current = Current.of(base)
-    base_text = render_config(base)
-
-    def measure(candidate: Candidate | Current, number: int) -> TrialRecord:
-        saved = read_finished(trials_dir / candidate.key)
-        if saved is not None:
-            record = record_from_saved(saved, candidate, request.slo_p99_ms)
-            if on_done:
-                on_done(record, True)
-            return record
-        if on_start:
-            on_start(number, budget, candidate)
-        record = run_trial(
-            control, base, target, candidate, request.load, request.slo_p99_ms, trials_dir, progress, stop
-        )
-        if on_done:
-            on_done(record, False)
-        return record
-
+    tuning = _Tuning(
+        request, control, base, target, hooks or TuneHooks(), strategy.max_trials, render_config(base)
+    )
     try:
-        baseline = report.baseline = measure(current, 0)
-        if stop is not None and stop.is_set():
-            raise KeyboardInterrupt
-        history: list[tuple[Candidate, Measurement]] = []
-        while True:
-            candidate = strategy.next_candidate(history)
-            if candidate is None:
-                break
-            record = measure(candidate, len(history) + 1)
-            report.trials.append(record)
-            if render_config(candidate_config(base, candidate, target)) == base_text:
-                report.same_as_current.append(record.key)
-            history.append((candidate, record.measurement))
-            report.write_json(request.out_dir / "tune.json")
-            if stop is not None and stop.is_set():
-                raise KeyboardInterrupt
+        baseline = _search(tuning, report, strategy)
         report.finalists = _finalists(report)
         if report.finalists:
-            _confirm(
-                report,
-                baseline,
-                control,
-                base,
-                target,
-                progress=progress,
-                stop=stop,
-                on_round_start=on_round_start,
-                on_round=on_round,
-            )
+            _confirm(tuning, report, baseline)
     except KeyboardInterrupt:
         report.status = "interrupted"
         raise
@@ -403,8 +424,30 @@ def run_tune(
             # reloads from disk only when the files changed, and keeps serving the override.
             control.load(base)
         finally:
-            report.write_json(request.out_dir / "tune.json")
+            tuning.save(report)
     return report
+
+
+def _search(tuning: _Tuning, report: TuneReport, strategy: SearchStrategy) -> TrialRecord:
+    """Measure the current config, then each candidate of the strategy; the current config's trial.
+
+    Raises:
+        KeyboardInterrupt: ``stop`` was set (after the trial it ended).
+    """
+    baseline = report.baseline = tuning.measure(Current.of(tuning.base), 0)
+    if tuning.hooks.stopped:
+        raise KeyboardInterrupt
+    history: list[tuple[Candidate, Measurement]] = []
+    while (candidate := strategy.next_candidate(history)) is not None:
+        record = tuning.measure(candidate, len(history) + 1)
+        report.trials.append(record)
+        if render_config(tuning.config(candidate)) == tuning.base_text:
+            report.same_as_current.append(record.key)
+        history.append((candidate, record.measurement))
+        tuning.save(report)
+        if tuning.hooks.stopped:
+            raise KeyboardInterrupt
+    return baseline
 
 
 def _finalists(report: TuneReport) -> list[TrialRecord]:
@@ -417,39 +460,15 @@ def _finalists(report: TuneReport) -> list[TrialRecord]:
     return ranked[: request.finalists]
 
 
-def _confirm(
-    report: TuneReport,
-    baseline: TrialRecord,
-    control: ModelControl,
-    base: ModelConfig,
-    target: str | None,
-    *,
-    progress: ProgressCallback | None,
-    stop: threading.Event | None,
-    on_round_start: RoundStarted | None,
-    on_round: RoundDone | None,
-) -> None:
+def _confirm(tuning: _Tuning, report: TuneReport, baseline: TrialRecord) -> None:
     """Measure the finalists and the current config in interleaved rounds; the verdict goes into ``report``.
 
     Raises:
         KeyboardInterrupt: Ctrl-C (the rounds so far are in the report).
         ServerError: the server went away during a round.
     """
-    request = report.request
-    records = [baseline, *report.finalists]
-    entries: list[Entry] = []
-    contenders: list[Contender] = []
-    for record in records:
-        level = record.measurement.level or request.load.levels[0]
-        entries.append(Entry(record.key, record.candidate, level))
-        config = candidate_config(base, record.candidate, target)
-        contenders.append(
-            Contender(
-                name=record.key,
-                spec=replace(request.load, model=control.model, levels=(level,)),
-                prepare=_reloader(control, config),
-            )
-        )
+    request, hooks = report.request, tuning.hooks
+    entries, contenders = _contenders(tuning, [baseline, *report.finalists])
 
     def verdict(rounds: Rounds) -> Confirmation:
         return judge(
@@ -458,11 +477,13 @@ def _confirm(
 
     def round_done(rounds: Rounds) -> None:
         report.confirmation = verdict(rounds)
-        report.write_json(request.out_dir / "tune.json")
-        if on_round is not None:
-            on_round(report.confirmation)
+        tuning.save(report)
+        if hooks.on_round is not None:
+            hooks.on_round(report.confirmation)
 
-    rounds = measure_rounds(contenders, request.rounds, progress, stop, on_round_start, round_done)
+    rounds = measure_rounds(
+        contenders, request.rounds, hooks.progress, hooks.stop, hooks.on_round_start, round_done
+    )
     report.confirmation = verdict(rounds)
     if rounds.status == "interrupted":
         raise KeyboardInterrupt
@@ -471,6 +492,24 @@ def _confirm(
             f"the confirmation stopped in round {rounds.completed + 1}: {rounds.reason or rounds.status}",
             "check the server; --resume reuses the search trials",
         )
+
+
+def _contenders(tuning: _Tuning, records: list[TrialRecord]) -> tuple[list[Entry], list[Contender]]:
+    """What the confirmation judges and measures of each record: at its search level, its config reloaded."""
+    load = tuning.request.load
+    entries: list[Entry] = []
+    contenders: list[Contender] = []
+    for record in records:
+        level = record.measurement.level or load.levels[0]
+        entries.append(Entry(record.key, record.candidate, level))
+        contenders.append(
+            Contender(
+                name=record.key,
+                spec=replace(load, model=tuning.control.model, levels=(level,)),
+                prepare=_reloader(tuning.control, tuning.config(record.candidate)),
+            )
+        )
+    return entries, contenders
 
 
 def _reloader(control: ModelControl, config: ModelConfig) -> Callable[[], None]:

@@ -48,9 +48,9 @@ class Candidate:
     @property
     def key(self) -> str:
         """A short stable id, usable as a directory name, e.g. ``mb16-pb4.8-qd500-i2``."""
-        sizes = self.preferred_batch_sizes
-        preferred = "auto" if sizes is None else ".".join(str(s) for s in sizes)
-        return f"mb{self.max_batch_size}-pb{preferred}-qd{self.max_queue_delay_us}-i{self.instances}"
+        return _knobs_key(
+            self.max_batch_size, self.preferred_batch_sizes, self.max_queue_delay_us, self.instances
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The candidate as JSON data (preferred sizes a list, or null for auto)."""
@@ -125,9 +125,10 @@ class Current:
         """A short stable id: ``current-mb16-nodb-i1`` (dynamic batching off), ``current-mb16-pb8-qd0-i1``."""
         if not self.dynamic_batching:
             return f"current-mb{self.max_batch_size}-nodb-i{self.instances}"
-        sizes = self.preferred_batch_sizes
-        preferred = "auto" if sizes is None else ".".join(str(s) for s in sizes)
-        return f"current-mb{self.max_batch_size}-pb{preferred}-qd{self.max_queue_delay_us}-i{self.instances}"
+        knobs = _knobs_key(
+            self.max_batch_size, self.preferred_batch_sizes, self.max_queue_delay_us, self.instances
+        )
+        return f"current-{knobs}"
 
     def to_json(self) -> dict[str, Any]:
         """The current config's knobs as JSON data, marked ``"current": true``."""
@@ -274,6 +275,12 @@ class SearchSpace:
         if too_big:
             return f"preferred batch sizes {_csv(tuple(too_big))} exceed max_batch_size {mb}"
         return None
+
+
+def _knobs_key(max_batch_size: int, sizes: PreferredSizes, max_queue_delay_us: int, instances: int) -> str:
+    """The knobs as a short stable id, ``mb16-pb4.8-qd500-i2`` (``pbauto``: Triton picks the sizes)."""
+    preferred = "auto" if sizes is None else ".".join(str(s) for s in sizes)
+    return f"mb{max_batch_size}-pb{preferred}-qd{max_queue_delay_us}-i{instances}"
 
 
 def _int(value: Any) -> int:
