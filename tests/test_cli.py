@@ -177,8 +177,33 @@ def test_unwritable_repository(example_models: dict[str, Path], tmp_path: Path) 
     assert "cannot create repository" in _error_line(err)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_read_only_repository(example_models: dict[str, Path], tmp_path: Path) -> None:
+def test_read_only_repository(
+    example_models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An existing repository the OS says is not writable (a read-only mount, say): one line, nothing written.
+
+    Root passes every permission check but a read-only mount's, so ``os.access`` answers for the
+    repository as a read-only mount would; the test then runs the same for any user.
+    """
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    real_access = os.access
+
+    def access(path: str | os.PathLike[str], mode: int, **kwargs: object) -> bool:
+        if Path(path) == repo and mode & os.W_OK:
+            return False
+        return real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    code, _, err = _run("convert", example_models["mlp"], "--repo", repo)
+    monkeypatch.undo()
+    assert code == 1
+    assert f"repository {repo} is not writable" in _error_line(err)
+    assert list(repo.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permission bits")
+def test_read_only_repository_by_mode(example_models: dict[str, Path], tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     repo.chmod(0o500)
@@ -188,6 +213,7 @@ def test_read_only_repository(example_models: dict[str, Path], tmp_path: Path) -
         repo.chmod(0o700)
     assert code == 1
     assert "not writable" in _error_line(err)
+    assert list(repo.iterdir()) == []
 
 
 def test_template_error_leaves_nothing(example_models: dict[str, Path], tmp_path: Path) -> None:
