@@ -28,3 +28,14 @@ def test_wheel_ships_templates_and_wrappers(tmp_path: Path) -> None:
     assert "tritongen/templates/compose.yaml.j2" in names
     assert "tritongen/convert/wrappers/onnxruntime_model.py" in names
     assert "tritongen/py.typed" in names
+
+
+def test_every_package_is_listed_for_the_wheel() -> None:
+    """pyproject names the packages one by one: a new package left out would be missing from the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "tritongen").rglob("__init__.py")
+    }
+    assert found - listed == set()
