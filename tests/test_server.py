@@ -374,6 +374,15 @@ def test_settings_and_keyword_options_combine(tmp_path: Path) -> None:
     assert LocalTritonServer(tmp_path).settings == ServerSettings()
 
 
+def test_keyword_options_name_every_setting() -> None:
+    """The keyword options are typed by a TypedDict beside the settings: the two list the same fields."""
+    from dataclasses import fields
+
+    from tritongen.server.local import ServerOptions
+
+    assert list(ServerOptions.__annotations__) == [f.name for f in fields(ServerSettings)]
+
+
 def test_missing_stub_says_what_to_do() -> None:
     with pytest.raises(MissingDependencyError) as info:
         find_distribution((3, 99))

@@ -91,6 +91,7 @@ class BuiltModel:
     format: str
     path: Path
     files: tuple[str, ...]
+    """Paths written, relative to the model directory."""
     config: ModelConfig
     engine: dict[str, object] = field(default_factory=dict)
 

@@ -85,6 +85,7 @@ class ServerHandle:
     http_url: str
     grpc_url: str
     metrics_url: str
+    """Prometheus endpoint of the server."""
     pid: int | None = None
     """The ``tritonserver`` process when it runs on this machine (for /proc memory)."""
     admin_key: str | None = None

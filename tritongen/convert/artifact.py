@@ -48,6 +48,7 @@ class OnnxBuild:
     onnx_path: Path
     signature: Signature
     model_dir: Path
+    """The model directory being written (staged; the version directory goes inside)."""
     target: Target
     max_batch_size: int
     version: int = 1

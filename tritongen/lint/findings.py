@@ -14,13 +14,17 @@ class Finding:
 
     severity: Severity
     model: str
+    """The model the rule was checked on (its directory name)."""
     file: str
+    """The config file, as the user named it."""
     rule: str
     """Short stable id, e.g. ``dynamic-batching.preferred-le-max``."""
     field: str
     """Field path in the config, e.g. ``input[1].dims`` (empty for the whole file)."""
     message: str
+    """What is wrong, in one sentence."""
     fix: str
+    """What to do about it."""
     line: int | None = None
     column: int | None = None
 

@@ -24,7 +24,9 @@ class ModelSource:
 
     kind: SourceKind
     reference: str
+    """The path or ``package.module:function`` the source was loaded from."""
     sha256: str
+    """Digest of the source file, or of a PyTorch factory's reference and weights."""
     signature: Signature
     onnx: OnnxSource | None = None
     torch: TorchSource | None = None
