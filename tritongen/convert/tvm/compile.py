@@ -1,0 +1,160 @@
+"""Compiling a Relax module: legalize and fuse, schedule its kernels, lower, export the library."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tritongen.convert.tvm.options import CompileTarget, first_line
+from tritongen.errors import ConversionError
+
+
+def legalize_and_fuse(module: Any, target: Any) -> Any:
+    """Dispatch library ops, legalize the rest to TIR, fold constants and fuse ``module`` for ``target``."""
+    import tvm
+    from tvm import relax
+
+    with target:
+        passes = [
+            *relax.pipeline.library_dispatch_passes(target),
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+        return tvm.transform.Sequential(passes)(module)
+
+
+def compile_module(
+    module: Any,
+    target: CompileTarget,
+    database: Any,
+    *,
+    legalized: bool = False,
+    applied: dict[str, int] | None = None,
+) -> Any:
+    """Legalize, fuse, apply tuned schedules where the database has them, dlight for the rest.
+
+    ``legalized``: ``module`` was already legalized and fused (the module tuning ran on).
+    It must not be fused again: a second fusion changes the kernels, so the tuning
+    records would no longer match them. ``applied["kernels"]`` receives how many kernels
+    the tuning records scheduled.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.s_tir import dlight as dl
+
+    rules = (
+        [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
+        if target.on_cuda
+        else [dl.cpu.GEMV(), dl.cpu.Reduction(), _cpu_parallel_rule()]
+    )
+    tvm_target = target.tvm
+
+    @tvm.transform.module_pass(opt_level=0)  # type: ignore[untyped-decorator]
+    def pipeline(mod: Any, _ctx: Any) -> Any:
+        if not legalized:
+            mod = legalize_and_fuse(mod, tvm_target)
+        with tvm_target:
+            if database is not None:
+                mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+                if applied is not None:
+                    applied["kernels"] = _scheduled_kernels(mod)
+            mod = dl.ApplyDefaultSchedule(*rules)(mod)
+            return tvm.transform.Sequential(_lowering_passes(tvm_target))(mod)
+
+    try:
+        if database is not None:
+            with tvm_target, database, tvm.transform.PassContext(opt_level=3):
+                return tvm.compile(module, tvm_target, relax_pipeline=pipeline)
+        return tvm.compile(module, tvm_target, relax_pipeline=pipeline)
+    except Exception as e:
+        raise ConversionError(
+            f"TVM failed to compile the model: {first_line(str(e)) or type(e).__name__}",
+            "try another target, or skip the tvm format",
+        ) from e
+
+
+def _cpu_parallel_rule() -> Any:
+    """A last-resort CPU schedule: inline what can be inlined, run the spatial loops in parallel.
+
+    Without it every kernel that no tuning record and no dlight rule covers (element-wise
+    ops, layer norms, softmax, and the matmuls of a symbolic-shape library) runs on one
+    core. Each block's spatial loops move outside its reduction loops and are fused into
+    one parallel loop.
+    """
+    from tvm import s_tir
+    from tvm.s_tir import dlight as dl
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    class CpuParallel(dl.ScheduleRule):  # type: ignore[misc]
+        def apply(self, func: Any, target: Any, _tunable: bool) -> Any:
+            if type(func).__name__ != "PrimFunc" or "cpu" not in target.keys:
+                return None
+            sch = s_tir.Schedule(func)
+            infos = normalize_prim_func(sch)
+            if infos is None:
+                return None
+            for info in dl.try_inline(sch, infos):
+                spatial: list[Any] = []
+                other: list[Any] = []
+                for loop, kind in zip(sch.get_loops(info.block_rv), info.dom_kind(), strict=False):
+                    (spatial if kind == "S" else other).append(loop)
+                if not spatial:
+                    continue
+                sch.reorder(*spatial, *other)
+                sch.parallel(sch.fuse(*spatial))
+            return sch
+
+    return CpuParallel()
+
+
+def _scheduled_kernels(mod: Any) -> int:
+    """How many TIR functions of ``mod`` carry a schedule already."""
+    return sum(
+        1
+        for _, func in mod.functions.items()
+        if type(func).__name__ == "PrimFunc"
+        and func.attrs is not None
+        and func.attrs.get("tirx.is_scheduled", False)
+    )
+
+
+def _lowering_passes(target: Any) -> list[Any]:
+    """The target's dataflow-lowering and finalizing passes (a fixed list where TVM lacks them)."""
+    from tvm import relax
+
+    try:
+        return [*relax.pipeline.dataflow_lower_passes(target), *relax.pipeline.finalize_passes(target)]
+    except (AttributeError, ValueError):  # TVM 0.27's CPU backend does not export them
+        pass
+    t = relax.transform
+    return [
+        t.RewriteDataflowReshape(),
+        t.ToNonDataflow(),
+        t.RemovePurityChecking(),
+        t.CallTIRRewrite(),
+        t.StaticPlanBlockMemory(),
+        t.LowerAllocTensor(),
+        t.KillAfterLastUse(),
+        t.LowerRuntimeBuiltin(),
+        t.ComputePrimValue(),
+        t.VMShapeLower(),
+        t.AttachGlobalSymbol(),
+    ]
+
+
+def export_library(executable: Any, path: Path) -> None:
+    """Write the compiled ``executable`` to ``path`` as a shared library.
+
+    Raises:
+        ConversionError: TVM cannot write it (for a cuda target, usually no ``nvcc`` here).
+    """
+    try:
+        executable.export_library(str(path))
+    except Exception as e:
+        raise ConversionError(
+            f"TVM failed to write {path.name}: {first_line(str(e)) or type(e).__name__}",
+            "a cuda target needs the CUDA toolkit (nvcc) on this machine",
+        ) from e

@@ -1,0 +1,104 @@
+"""The ONNX side: which ops TVM's frontend takes, importing the graph, and its inputs' dims."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from tritongen.convert.onnx import graph_inputs
+from tritongen.convert.tvm.options import TvmOptions, first_line
+from tritongen.errors import ConversionError
+from tritongen.sources.signature import Signature
+
+if TYPE_CHECKING:
+    import onnx
+
+DEFAULT_DIM_VALUE = 128
+"""Value of a dynamic non-batch dim (e.g. sequence length) during tuning, unless given."""
+
+
+def check_supported_ops(model: onnx.ModelProto) -> None:
+    """Refuse a graph with ops TVM's ONNX frontend has no converter for, naming them all.
+
+    Raises:
+        ConversionError: one or more ops are unsupported.
+    """
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    convert_map = getattr(onnx_frontend, "_get_convert_map", None)
+    if convert_map is None:  # a later TVM may hide it; the frontend then reports ops itself
+        return
+    known = set(convert_map()) | {"Constant", "If"}
+    missing = sorted({node.op_type for node in _all_nodes(model.graph)} - known)
+    if missing:
+        quoted = ", ".join(f"'{op}'" for op in missing)
+        raise ConversionError(
+            f"TVM's ONNX frontend does not support op{'s' if len(missing) > 1 else ''} {quoted}",
+            "re-export the model without those ops (e.g. decompose them), or skip the tvm format",
+        )
+
+
+def import_onnx(model: onnx.ModelProto, name: str, shapes: dict[str, list[int]] | None = None) -> Any:
+    """Import ``model`` into a Relax IRModule, weights bound as constants.
+
+    Raises:
+        ConversionError: the frontend fails; its reason is given in one line.
+    """
+    from tvm.relax.frontend.onnx import from_onnx
+
+    try:
+        return from_onnx(model, shape_dict=shapes, keep_params_in_input=False)
+    except Exception as e:  # the frontend raises anything from ValueError to TVMError
+        raise ConversionError(
+            f"TVM's ONNX frontend cannot import {name}: {first_line(str(e)) or type(e).__name__}",
+            "re-export the model with static shapes or simpler ops, or skip the tvm format",
+        ) from e
+
+
+def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.g.node:
+                yield from _all_nodes(attribute.g)
+            for sub in attribute.graphs:
+                yield from _all_nodes(sub)
+
+
+def input_dims(model: onnx.ModelProto, signature: Signature) -> dict[str, tuple[int | str, ...]]:
+    """Each graph input's dims with dynamic ones named (``batch`` for the batch dim)."""
+    dims: dict[str, tuple[int | str, ...]] = {}
+    for value in graph_inputs(model):
+        shape: list[int | str] = []
+        for index, dim in enumerate(value.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                shape.append(int(dim.dim_value))
+            elif index == 0 and signature.batched:
+                shape.append(dim.dim_param or "batch")
+            else:
+                shape.append(dim.dim_param or f"{value.name}_dim{index}")
+        dims[value.name] = tuple(shape)
+    return dims
+
+
+def tuning_shapes(
+    inputs: dict[str, tuple[int | str, ...]], signature: Signature, options: TvmOptions, max_batch_size: int
+) -> dict[str, list[int]]:
+    """The static shape of each input during tuning.
+
+    The batch dim takes the tuning batch size; other dynamic dims take ``dim_values``,
+    else :data:`DEFAULT_DIM_VALUE`.
+    """
+    batch = options.tune_batch_size or (max_batch_size if signature.batched and max_batch_size > 0 else 1)
+    shapes: dict[str, list[int]] = {}
+    for name, dims in inputs.items():
+        shape = []
+        for index, dim in enumerate(dims):
+            if isinstance(dim, int):
+                shape.append(dim)
+            elif index == 0 and signature.batched:
+                shape.append(batch)
+            else:
+                shape.append(options.dim_values.get(dim, DEFAULT_DIM_VALUE))
+        shapes[name] = shape
+    return shapes
