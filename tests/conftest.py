@@ -12,9 +12,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tritongen.examples.models import EXAMPLES, write_example
 from tritongen.server.local import LocalTritonServer
+
+# Property tests draw the same examples on every run and machine: a failure is reproducible,
+# and a run cannot pass by the luck of its draw.
+settings.register_profile("repeatable", derandomize=True)
+settings.load_profile("repeatable")
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -78,6 +79,34 @@ def servers_started_by(pid: int) -> list[psutil.Process]:
     """Embedded servers started by process ``pid``, wherever they were reparented to."""
     marker = f"shm-region-prefix-name={SHM_PREFIX}{pid}_"
     return [p for p in named(list(psutil.process_iter()), marker) if p.pid != pid]
+
+
+def windows_with_requests(processes: list[psutil.Process]) -> int:
+    """How many load windows with finished requests the Locust run among ``processes`` has written.
+
+    Locust's master appends one JSON line per worker and window to its ``--triton-results``
+    file; a run is past warm-up and into its measured windows once enough have requests.
+    """
+    for process in named(processes, "--triton-results"):
+        try:
+            args = process.cmdline()
+        except psutil.NoSuchProcess:
+            continue
+        path = Path(args[args.index("--triton-results") + 1])
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return 0
+        indices = set()
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            if record.get("ok"):
+                indices.add(record["index"])
+        return len(indices)
+    return 0
 
 
 def shm_regions(pid: int) -> list[str]:

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from processes import descendants, gone, named, servers_started_by, shm_regions, start_cli, wait_until
+from processes import (
+    descendants,
+    gone,
+    named,
+    servers_started_by,
+    shm_regions,
+    start_cli,
+    wait_until,
+    windows_with_requests,
+)
 
 from tritongen.client.repository import RepositoryControl
 from tritongen.server.local import LocalTritonServer, reclaim_leftovers
@@ -41,8 +50,8 @@ def test_model_unloaded_during_loadtest_stops_with_the_errors_counted(
     )  # fmt: skip
     control = RepositoryControl(triton_server.http_url)
     try:
-        wait_until(lambda: bool(named(descendants(cli.pid), "locust")), cli, 60, "Locust started")
-        time.sleep(5)  # warm-up and a few measured windows
+        # Past the first partial window and the warm-up, and two measured windows in.
+        wait_until(lambda: windows_with_requests(descendants(cli.pid)) >= 4, cli, 120, "measured windows")
         locust = named(descendants(cli.pid), "locust")
         control.unload(MODEL)
         unloaded_at = time.monotonic()
@@ -74,8 +83,8 @@ def test_ctrl_c_keeps_results_and_leaves_nothing_running(
         args = ["loadtest", MODEL, "--serve", served_repository, "--concurrency", "2", "--duration", "60s",
                 *WINDOWS, "--json", result]  # fmt: skip
 
-        def busy() -> bool:
-            return bool(named(descendants(cli.pid), "locust"))
+        def busy() -> bool:  # warm-up over and a measured window done (partial + warm-up + 2 windows)
+            return windows_with_requests(descendants(cli.pid)) >= 4
     else:
         result = tmp_path / "tune" / "tune.json"
         args = ["tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
@@ -90,7 +99,7 @@ def test_ctrl_c_keeps_results_and_leaves_nothing_running(
     cli = start_cli(tmp_path / "cli", *args)
     try:
         wait_until(busy, cli, 180, "the work started")
-        time.sleep(4)
+        wait_until(lambda: bool(shm_regions(cli.pid)), cli, 60, "the Python backend held shared memory")
         family = descendants(cli.pid)
         assert named(family, "tritonserver"), "the command should run its own server"
         assert shm_regions(cli.pid), "the Python backend should hold shared memory"

@@ -261,10 +261,10 @@ def test_infer_cli_errors(triton_server: LocalTritonServer, args: list[str], mes
 
 
 def test_infer_cli_server_down() -> None:
-    with socket.socket() as sock:
+    with socket.socket() as sock:  # bound, never listening: refused, and no one else can take the port
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = runner.invoke(app, ["infer", "mlp_onnx", "--url", f"127.0.0.1:{port}"])
+        result = runner.invoke(app, ["infer", "mlp_onnx", "--url", f"127.0.0.1:{port}"])
     assert result.exit_code == 1
     assert "cannot reach Triton" in result.stderr
 
