@@ -448,10 +448,12 @@ def test_cli_helpers(tmp_path: Path, no_tensorrt: None) -> None:
     }
     with pytest.raises(ConfigError, match="KEY=MIN,OPT,MAX"):
         trt_mod.parse_dim_ranges("seq=1,2")
-    options = trt_mod.tensorrt_options("fp16", keep_fp32_layers=("a",), opt_batch_size=2, dry_run=True)
+    options = trt_mod.TensorRtOptions(
+        precision="fp16", keep_fp32_layers=("a",), opt_batch_size=2, dry_run=True
+    )
     assert options.precision == "fp16" and options.dry_run
     with pytest.raises(ConfigError, match="unknown TensorRT precision"):
-        trt_mod.tensorrt_options("bf16")
+        trt_mod.TensorRtOptions(precision="bf16")
     assert "not available" in str(trt_mod.tensorrt_unavailable_reason())
     assert issubclass(TensorRtUnavailableError, trt_mod.EngineUnavailableError)
     assert trt_mod.tensorrt_runner(tmp_path, MLP) is None

@@ -48,7 +48,6 @@ from tritongen.convert.tensorrt.options import (
     TensorRtOptions,
     needs_prepared_onnx,
     parse_dim_ranges,
-    tensorrt_options,
 )
 from tritongen.convert.tensorrt.profiles import ShapeProfile, onnx_dim_names, shape_profiles
 from tritongen.convert.tensorrt.runner import tensorrt_runner
@@ -66,7 +65,6 @@ __all__ = [
     "parse_dim_ranges",
     "shape_profiles",
     "tensorrt_commands",
-    "tensorrt_options",
     "tensorrt_runner",
     "tensorrt_unavailable_reason",
     "tensorrt_version_for_image",

@@ -102,36 +102,6 @@ def needs_prepared_onnx(options: TensorRtOptions) -> bool:
     )
 
 
-def tensorrt_options(
-    precision: str = "fp32",
-    *,
-    keep_fp32_layers: tuple[str, ...] = (),
-    opt_batch_size: int | None = None,
-    workspace_mb: int | None = None,
-    timing_cache: Path | None = None,
-    cuda_graphs: bool = False,
-    dry_run: bool = False,
-    dims: Mapping[str, tuple[int, int, int]] | None = None,
-    trt_version: str | None = None,
-) -> TensorRtOptions:
-    """Build :class:`TensorRtOptions` from CLI values (validated; one-line ConfigError when contradictory).
-
-    Calibration belongs to an INT8 variant, so it is set per variant (with
-    :func:`dataclasses.replace`) rather than here.
-    """
-    return TensorRtOptions(
-        precision=precision,  # type: ignore[arg-type]  # checked in __post_init__
-        keep_fp32_layers=keep_fp32_layers,
-        opt_batch_size=opt_batch_size,
-        dims=dict(dims or {}),
-        workspace_mb=workspace_mb,
-        timing_cache=timing_cache,
-        cuda_graphs=cuda_graphs,
-        dry_run=dry_run,
-        trt_version=trt_version,
-    )
-
-
 def parse_dim_ranges(text: str) -> dict[str, tuple[int, int, int]]:
     """Parse ``seq=1,128,512;input_ids:1=8,64,256`` into dim overrides.
 
