@@ -236,7 +236,7 @@ def _settings(compare: CompareFlags, load: LoadFlags, rounds: RoundsFlags) -> Me
         concurrency_levels=load.concurrency_levels(),
         protocol=load.protocol.value,
         seed=load.seed,
-        rounds=DEFAULT_ROUNDS if rounds.rounds is None else rounds.rounds,
+        rounds=rounds.count(default=DEFAULT_ROUNDS),
         confidence=rounds.confidence,
     )
     settings.check()

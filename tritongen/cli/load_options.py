@@ -13,7 +13,7 @@ from tritongen.cli.options import ProtocolChoice, Shapes
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.errors import ConfigError
-from tritongen.intervals import DEFAULT_CONFIDENCE, check_confidence
+from tritongen.intervals import DEFAULT_CONFIDENCE
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 
 Rounds = Annotated[
@@ -133,12 +133,7 @@ class RoundsFlags:
     confidence: Confidence = DEFAULT_CONFIDENCE
 
     def count(self, default: int) -> int:
-        """``--rounds``, or ``default`` when not given.
-
-        Raises:
-            ConfigError: the confidence is not between 0 and 1.
-        """
-        check_confidence(self.confidence)
+        """``--rounds``, or ``default`` when not given (checked where the rounds are used)."""
         return default if self.rounds is None else self.rounds
 
 

@@ -18,6 +18,7 @@ from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_sp
 from tritongen.cli.options import ModelName, Serve, Url, embedded_server
 from tritongen.cli.output_options import OutputFlags
 from tritongen.errors import ServerError
+from tritongen.intervals import check_confidence
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
@@ -56,6 +57,7 @@ def loadtest_command(
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
+        check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec.check()
         if spec.rounds > 1:
