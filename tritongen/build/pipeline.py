@@ -67,12 +67,20 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
     ensure_writable_repo(request.repo)
     check_free(request.repo, names, request.force)
     max_batch = resolve_max_batch_size(request.name, source.signature, request.options)
-    batches = (
-        [] if request.verify.skip else verification_batches(source.signature, max_batch, request.verify.data)
+    # Read once: the random batches and --verify-data verify every artifact (unless --no-verify)
+    # and are the rows reduced precision falls back on.
+    random_feeds = verification_batches(source.signature, max_batch)
+    verify_feeds = (
+        load_verify_data(request.verify.data, source.signature, max(1, max_batch))
+        if request.verify.data is not None
+        else []
     )
+    batches = [] if request.verify.skip else [*random_feeds, *verify_feeds]
     outcomes: list[FormatOutcome] = []
     with staging_dir(request.repo) as staged, tempfile.TemporaryDirectory(prefix="tritongen-") as work:
         session = _open_session(request, source, Path(work), max_batch, plan, say)
+        session.random_feeds, session.verify_feeds = random_feeds, verify_feeds
+        _check_precision_inputs(session, plan)
         shared = _Shared(request=request, session=session, staged=staged, batches=batches, say=say)
         for (fmt, variant), name in zip(plan, names, strict=True):
             outcomes.append(_ModelBuild(shared, fmt, variant, name).run())
@@ -117,11 +125,10 @@ def _open_session(
     plan: list[tuple[str, Variant]],
     say: Progress,
 ) -> ConvertSession:
-    """The conversion session of a build, with every option and input file checked up front.
+    """The conversion session of a build, with impossible TensorRT options refused up front.
 
     Raises:
-        TritongenError: impossible TensorRT options, or verification or calibration data
-            that does not fit the model.
+        TritongenError: impossible TensorRT options.
     """
     convert_options = ConvertOptions(
         target=request.target,
@@ -135,13 +142,6 @@ def _open_session(
     for fmt, variant in plan:
         if fmt == "tensorrt":  # impossible TensorRT options are refused before anything is built
             session.tensorrt_options(variant)
-    session.verify_feeds = (
-        load_verify_data(request.verify.data, source.signature, max(1, max_batch))
-        if request.verify.data is not None
-        else ()
-    )
-    session.random_feeds = verification_batches(source.signature, max_batch)
-    _check_precision_inputs(session, plan)
     return session
 
 
