@@ -355,6 +355,57 @@ def render_precision(doc: Document) -> list[str]:
     return lines
 
 
+SHM_PROTOCOLS = {"http": "HTTP", "grpc": "gRPC"}
+
+
+def render_shared_memory(doc: Document) -> list[str]:
+    """Large tensors in the requests or through system shared memory: throughput and CPU per request."""
+    settings = doc.get("settings") or {}
+    caption = (
+        f"Python-backend identity model, FP32 in and out, {doc['tensor_mib']:g} MiB each way per request; "
+        f"concurrency {settings.get('concurrency')}, one load process, "
+        f"{doc.get('rounds_completed', settings.get('rounds'))} interleaved rounds of "
+        f"{settings.get('duration_s', 0):g} s per contender; median [95% CI] over rounds. CPU: milliseconds "
+        "of CPU time per request of the load generator (the Locust process) and of the server "
+        "(`tritonserver` and its Python-backend stub)."
+    )
+
+    def cpu(value: float | None) -> str:
+        return _num(value, 3 if value is not None and value < 1 else 2)
+
+    rows = []
+    for name, data in doc["contenders"].items():
+        protocol, _, kind = name.partition("_")
+        summary = data.get("summary") or {}
+        rows.append(
+            [
+                SHM_PROTOCOLS.get(protocol, protocol),
+                "system shared memory" if kind == "system" else "in the request",
+                _interval(summary.get("infer_per_s"), _num),
+                _interval(summary.get("p99_us"), _ms),
+                _interval(summary.get("generator_cpu_ms_per_request"), cpu),
+                _interval(summary.get("server_cpu_ms_per_request"), cpu),
+            ]
+        )
+    header = ["protocol", "tensors", "infer/s", "P99 ms", "generator CPU ms/req", "server CPU ms/req"]
+    lines = [caption, "", *_table(header, rows)]
+    for protocol, ratios in (doc.get("paired") or {}).items():
+        parts = [
+            f"{label} {_paired(ratios.get(key))}"
+            for key, label in (
+                ("infer_per_s", "throughput"),
+                ("generator_cpu_ms_per_request", "generator CPU per request"),
+                ("server_cpu_ms_per_request", "server CPU per request"),
+            )
+        ]
+        label = SHM_PROTOCOLS.get(protocol, protocol)
+        lines += ["", f"{label}, shared memory / in the request, paired by round: " + "; ".join(parts) + "."]
+    if doc.get("status", "ok") != "ok":
+        reason = doc.get("reason") or "no reason given"
+        lines += ["", f"The rounds stopped early ({doc['status']}): {reason}."]
+    return lines
+
+
 @dataclass(frozen=True)
 class Block:
     """One README block: the result file ``bench/results/{name}.json`` and its renderer."""
@@ -377,6 +428,7 @@ BLOCKS = (
     Block("soak", "bench/soak.py", render_soak),
     Block("engines", "bench/engines.py", render_engines),
     Block("precision", "bench/precision.py", render_precision),
+    Block("shared_memory", "bench/shared_memory.py", render_shared_memory),
 )
 
 

@@ -25,20 +25,25 @@ oldest first, for a request to finish, goes out then, and still counts from its 
 time; the windows count such sends (``held_back``) and their longest wait (``max_hold_us``).
 
 Payloads are built once per process: HTTP bodies use Triton's binary tensor extension,
-gRPC requests carry raw tensor contents. The file imports nothing from tritongen so it
-also runs in a plain Locust container.
+gRPC requests carry raw tensor contents. ``--triton-inputs`` may hold several requests
+(steps, see :func:`read_steps`); each user (each connection of the HTTP engine) sends them
+in turn, starting at a step of its own. String arrays (``bytes``/``str`` objects, numpy
+``S``/``U``) go out as BYTES; random BYTES data are strings of ``--triton-string-length``.
+The file imports nothing from tritongen so it also runs in a plain Locust container.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import json
 import os
 import random
 import select
 import time
 import urllib.request
+import weakref
 import zipfile
 from collections import deque
 from collections.abc import Callable
@@ -46,6 +51,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, TypedDict, cast
 
 import gevent
+import gevent.lock
 import numpy as np
 import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
@@ -75,6 +81,8 @@ NUMPY_DTYPES: dict[str, type] = {
 """Triton wire type → numpy type (every other type is sent as BYTES)."""
 NPZ_READ_FAILURES: tuple[type[Exception], ...] = (OSError, ValueError, EOFError, zipfile.BadZipFile)
 """What ``numpy.load`` raises for a file that is not a readable array file."""
+STEPS_KEY = "__tritongen_steps__"
+"""Marks an ``.npz`` of request steps (holding their number); without it an ``.npz`` is one step."""
 
 Array = npt.NDArray[Any]
 
@@ -104,6 +112,10 @@ class WindowRecord(TypedDict):
     max_hold_us: float
     final: bool
     """Sent when the test stopped (the window may be partial)."""
+    extra: dict[str, str]
+    """Further latency histograms by name (e.g. ``first_response``), encoded like ``hist``."""
+    counts: dict[str, int]
+    """Further counters by name (e.g. ``responses``)."""
 
 
 class WindowMessage(TypedDict):
@@ -160,9 +172,10 @@ class _Option:
 OPTIONS = (
     _Option("model", "", "Model to load."),
     _Option("protocol", "http", choices=("http", "grpc")),
-    _Option("inputs", "", ".npz with one array per input (full shape)."),
+    _Option("inputs", "", ".npz with one array per input (full shape), or request steps sent round-robin."),
     _Option("batch-size", 1),
     _Option("dynamic-dim", 8, "Value of -1 dims."),
+    _Option("string-length", 16, "Bytes per element of random BYTES inputs."),
     _Option("user-rate", 0.0, "Open loop: requests/s each user schedules (0 = closed loop)."),
     _Option("arrival", "constant", choices=("constant", "poisson")),
     _Option(
@@ -174,7 +187,19 @@ OPTIONS = (
     _Option("t0", 0.0, "Epoch of window 0."),
     _Option("results", "", "JSON-lines output."),
     _Option("timeout", 60.0),
+    _Option("streaming", 0, "1: a decoupled model, over gRPC streams (in flight until its final response)."),
     _Option("seed", 0),
+    _Option(
+        "shared-memory",
+        "none",
+        "system: tensors pass through system shared memory (a server on this host).",
+        choices=("none", "system"),
+    ),
+    _Option("shm-prefix", "", "Name prefix of the shared-memory regions (default tritongen_<pid>_<hex>_)."),
+    _Option("output-shm-size", 0, "Shared-memory bytes of an output whose size the metadata leaves open."),
+    _Option("sequences", 0, "1: each user runs sequences (correlation ID, start/end flags), one at a time."),
+    _Option("sequence-length", 0, "Requests per sequence (0: one per data step)."),
+    _Option("sequence-ids", "", "Correlation IDs START:END (END excluded; default: from the process id)."),
 )
 
 
@@ -187,6 +212,7 @@ class TritonOptions:
     inputs: str
     batch_size: int
     dynamic_dim: int
+    string_length: int
     user_rate: float
     arrival: str
     max_inflight: int
@@ -194,7 +220,14 @@ class TritonOptions:
     t0: float
     results: str
     timeout: float
+    streaming: int
     seed: int
+    shared_memory: str
+    shm_prefix: str
+    output_shm_size: int
+    sequences: int
+    sequence_length: int
+    sequence_ids: str
 
     @classmethod
     def from_parsed(cls, parsed: Any) -> TritonOptions:
@@ -280,11 +313,14 @@ def interface_grpc(stub: Any, model: str) -> tuple[ModelMeta, int]:
     return cast(ModelMeta, meta), int(config.max_batch_size)
 
 
-def build_arrays(meta: ModelMeta, max_batch: int, options: TritonOptions) -> dict[str, Array]:
-    """The request arrays: those of ``--triton-inputs``, else random ones shaped from the metadata."""
-    if options.inputs:
-        return read_npz(options.inputs, f"--triton-inputs {options.inputs}")
+STRING_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+"""What random BYTES elements are made of."""
+
+
+def random_arrays(meta: ModelMeta, max_batch: int, options: TritonOptions) -> dict[str, Array]:
+    """One request of random data shaped from the metadata; BYTES elements have ``--triton-string-length``."""
     rng = np.random.default_rng(options.seed)
+    alphabet = np.frombuffer(STRING_ALPHABET, dtype=np.uint8)
     arrays = {}
     for tensor in meta["inputs"]:
         dims = [options.dynamic_dim if int(d) == -1 else int(d) for d in tensor["shape"]]
@@ -292,7 +328,11 @@ def build_arrays(meta: ModelMeta, max_batch: int, options: TritonOptions) -> dic
             dims[0] = options.batch_size
         dtype = NUMPY_DTYPES.get(tensor["datatype"])
         if dtype is None:
-            arrays[tensor["name"]] = np.full(dims, b"tritongen", dtype=np.object_)
+            count = int(np.prod(dims))
+            codes = alphabet[rng.integers(0, len(alphabet), size=(count, options.string_length))]
+            strings = np.empty(count, dtype=np.object_)
+            strings[:] = [row.tobytes() for row in codes]
+            arrays[tensor["name"]] = strings.reshape(dims)
         elif np.issubdtype(dtype, np.floating):
             arrays[tensor["name"]] = rng.standard_normal(dims).astype(dtype)
         else:
@@ -300,19 +340,78 @@ def build_arrays(meta: ModelMeta, max_batch: int, options: TritonOptions) -> dic
     return arrays
 
 
+def read_steps(path: str, label: str) -> list[dict[str, Array]]:
+    """The request steps of an ``.npz``: those tritongen wrote (``STEPS_KEY``), or its arrays as one step.
+
+    In a steps file a numeric array of step ``i`` is ``i/NAME``; a string array is
+    ``n<i>/NAME`` (each element's byte length, in the tensor's shape) and ``b<i>/NAME``
+    (the elements' bytes, concatenated), read back as an object array of ``bytes``.
+
+    Raises:
+        NpzReadError: The file does not exist, or is not a readable archive of arrays or of steps.
+    """
+    arrays = read_npz(path, label)
+    if STEPS_KEY not in arrays:
+        return [arrays]
+    try:
+        steps: list[dict[str, Array]] = [{} for _ in range(int(arrays[STEPS_KEY].reshape(-1)[0]))]
+        for key, array in arrays.items():
+            head, _, name = key.partition("/")
+            if key == STEPS_KEY or head.startswith("b"):
+                continue
+            if head.startswith("n"):
+                steps[int(head[1:])][name] = split_strings(arrays[f"b{head[1:]}/{name}"], array)
+            else:
+                steps[int(head)][name] = array
+    except (ValueError, KeyError, IndexError) as e:
+        raise NpzReadError("unreadable", f"cannot read {label} as request steps: {e}") from e
+    return steps
+
+
+def split_strings(data: Array, lengths: Array) -> Array:
+    """An object array of ``bytes`` shaped like ``lengths``, cut from the concatenated ``data``.
+
+    Raises:
+        ValueError: The lengths do not add up to the bytes.
+    """
+    sizes = lengths.reshape(-1).astype(np.int64).tolist()
+    raw = data.tobytes()
+    if sum(sizes) != len(raw) or min(sizes, default=0) < 0:
+        raise ValueError("string lengths do not add up to their bytes")
+    items, at = [], 0
+    for size in sizes:
+        items.append(raw[at : at + size])
+        at += size
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out.reshape(lengths.shape)
+
+
+def build_steps(meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
+    """The requests to send round-robin: the steps of ``--triton-inputs``, else one of random data."""
+    if options.inputs:
+        return read_steps(options.inputs, f"--triton-inputs {options.inputs}")
+    return [random_arrays(meta, max_batch, options)]
+
+
+def build_arrays(meta: ModelMeta, max_batch: int, options: TritonOptions) -> dict[str, Array]:
+    """One request's arrays: the first of :func:`build_steps`."""
+    return build_steps(meta, max_batch, options)[0]
+
+
 def wire_datatype(array: Array) -> str:
-    """The Triton wire type of ``array``."""
-    if array.dtype == np.object_:
+    """The Triton wire type of ``array``; strings (``bytes``/``str`` objects, numpy ``S``/``U``) are BYTES."""
+    if array.dtype.kind in "OSU":
         return "BYTES"
     return next(name for name, dtype in NUMPY_DTYPES.items() if np.dtype(dtype) == array.dtype)
 
 
 def raw_bytes(array: Array) -> bytes:
-    """The tensor contents as Triton takes them (BYTES: each item length-prefixed)."""
-    if array.dtype != np.object_:
+    """The tensor contents as Triton takes them (BYTES: each item length-prefixed, ``str`` as UTF-8)."""
+    if array.dtype.kind not in "OSU":
         return np.ascontiguousarray(array).tobytes()
     chunks = []
-    for item in array.reshape(-1):
+    for item in array.reshape(-1).tolist():
         data = item if isinstance(item, bytes) else str(item).encode()
         chunks.append(len(data).to_bytes(4, "little") + data)
     return b"".join(chunks)
@@ -400,6 +499,8 @@ class OpenWindow:
     max_lag_us: float = 0.0
     held_back: int = 0
     max_hold_us: float = 0.0
+    extra: dict[str, HdrHistogram] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def record(self, final: bool) -> WindowRecord:
         """The window as sent to the master."""
@@ -415,6 +516,12 @@ class OpenWindow:
             held_back=self.held_back,
             max_hold_us=self.max_hold_us,
             final=final,
+            extra={
+                name: base64.b64encode(hist.encode()).decode()
+                for name, hist in self.extra.items()
+                if hist.get_total_count()
+            },
+            counts=dict(self.counts),
         )
 
 
@@ -445,6 +552,21 @@ class Recorder:
                 window.hist.record_value(min(max(int((end - start) * 1e6), LOWEST_US), HIGHEST_US))
             else:
                 window.errors[error] = window.errors.get(error, 0) + 1
+
+    def record_extra(self, name: str, end: float, value_s: float) -> None:
+        """Count one value of a further latency (e.g. time to first response), in the window of ``end``."""
+        with self.lock:
+            window = self._window(end)
+            hist = window.extra.get(name)
+            if hist is None:
+                hist = window.extra[name] = new_histogram()
+            hist.record_value(min(max(int(value_s * 1e6), LOWEST_US), HIGHEST_US))
+
+    def count(self, name: str, when: float, amount: int = 1) -> None:
+        """Add to a further counter (e.g. responses received) in the window of ``when``."""
+        with self.lock:
+            window = self._window(when)
+            window.counts[name] = window.counts.get(name, 0) + amount
 
     def sent(self, when: float, lag_s: float, held: bool = False) -> None:
         """Count one request leaving; ``lag_s`` is how late it left against its schedule.
@@ -602,26 +724,46 @@ class Transport(Protocol):
         """Send the request once and wait for its response."""
 
 
+def first_step(count: int) -> int:
+    """Where a new user or connection starts in the steps (so that they do not cycle in lock-step)."""
+    return (os.getpid() + next(STEP_STARTS)) % count
+
+
+STEP_STARTS = itertools.count()
+
+
 class HttpTransport:
-    """The request as raw HTTP/1.1 bytes in Triton's binary tensor extension."""
+    """The requests (one per step, sent in turn) as raw HTTP/1.1 bytes in Triton's binary tensor extension."""
 
     def __init__(self, host: str, options: TritonOptions) -> None:
         self.timeout = options.timeout
         self.host, self.port = host_port(host, 8000)
         meta, max_batch = interface_http(self.host, self.port, options.model)
-        arrays = build_arrays(meta, max_batch, options)
+        steps = build_steps(meta, max_batch, options)
         outputs = [t["name"] for t in meta["outputs"]]
-        self.request_bytes = http_request(options.model, self.host, self.port, arrays, outputs)
-        self.rows = batch_rows(arrays, max_batch)
+        self.requests = [
+            http_request(options.model, self.host, self.port, arrays, outputs) for arrays in steps
+        ]
+        self.step = first_step(len(self.requests))
+        self.rows = batch_rows(steps[0], max_batch)
 
     def new_connection(self) -> RawHttpConnection:
         """A fresh keep-alive connection."""
         return RawHttpConnection(self.host, self.port, self.timeout)
 
     def send(self, connection: RawHttpConnection) -> str | None:
-        """One round trip; an HTTP status other than 200 is the error kind ``http_<status>``."""
-        status = connection.roundtrip(self.request_bytes)
+        """One round trip of the next step; a status other than 200 is the error kind ``http_<status>``."""
+        step = self.step
+        self.step = step + 1 if step + 1 < len(self.requests) else 0
+        status = connection.roundtrip(self.requests[step])
         return None if status == 200 else f"http_{status}"
+
+    def checkout(self) -> tuple[list[bytes], Any]:
+        """What a new engine connection sends (the steps, in turn) and hands back when it closes (nothing)."""
+        return self.requests, None
+
+    def checkin(self, slot: Any) -> None:
+        """Take back what ``checkout`` handed out (the request here is shared: nothing to do)."""
 
 
 class GrpcTransport:
@@ -636,9 +778,11 @@ class GrpcTransport:
         self.timeout = options.timeout
         self.target = "{}:{}".format(*host_port(host, 8001))
         meta, max_batch = interface_grpc(self.new_connection(), options.model)
-        arrays = build_arrays(meta, max_batch, options)
-        self.request = grpc_request(options.model, arrays, [t["name"] for t in meta["outputs"]])
-        self.rows = batch_rows(arrays, max_batch)
+        steps = build_steps(meta, max_batch, options)
+        outputs = [t["name"] for t in meta["outputs"]]
+        self.requests = [grpc_request(options.model, arrays, outputs) for arrays in steps]
+        self.step = first_step(len(self.requests))
+        self.rows = batch_rows(steps[0], max_batch)
 
     def new_connection(self) -> Any:
         """A stub on a fresh channel."""
@@ -650,16 +794,24 @@ class GrpcTransport:
         return service_pb2_grpc.GRPCInferenceServiceStub(channel)
 
     def send(self, stub: Any) -> str | None:
-        """One ``ModelInfer`` call; a failed call is the error kind ``grpc_<code>``."""
+        """One ``ModelInfer`` call of the next step; a failed call is the error kind ``grpc_<code>``."""
+        step = self.step
+        self.step = step + 1 if step + 1 < len(self.requests) else 0
         try:
-            stub.ModelInfer(self.request, timeout=self.timeout)
+            stub.ModelInfer(self.requests[step], timeout=self.timeout)
         except self.grpc.RpcError as e:
             return f"grpc_{e.code().name.lower()}"
         return None
 
 
-def make_transport(host: str, options: TritonOptions) -> HttpTransport | GrpcTransport:
-    """The transport of ``--triton-protocol``."""
+def make_transport(host: str, options: TritonOptions) -> HttpTransport | GrpcTransport | GrpcStreamTransport:
+    """The transport of ``--triton-protocol`` (``--triton-streaming``: gRPC streams)."""
+    if options.streaming:
+        if options.protocol != "grpc":
+            raise ValueError("--triton-streaming needs --triton-protocol grpc (HTTP cannot stream)")
+        return GrpcStreamTransport(host, options)
+    if options.shared_memory == "system":
+        return make_shm_transport(host, options)
     if options.protocol == "grpc":
         return GrpcTransport(host, options)
     return HttpTransport(host, options)
@@ -676,6 +828,13 @@ class EngineConnection:
     """Response bytes received and not yet framed."""
     out: bytes = b""
     """Request bytes still to send when the socket is writable."""
+    requests: list[bytes] = field(default_factory=list)
+    """What it sends, one step after the other: the transport's requests (with shared memory, that of
+    its output region)."""
+    step: int = 0
+    """The step it sends next."""
+    slot: Any = None
+    """What it hands back to the transport when it closes."""
 
 
 class HttpEngine:
@@ -695,7 +854,7 @@ class HttpEngine:
         self.real_sleep = get_original("time", "sleep")
         self.epoll = get_original("select", "epoll")()
         self.address = (transport.host, transport.port)
-        self.request = transport.request_bytes
+        self.transport = transport
         self.timeout = transport.timeout
         self.recorder = recorder
         self.lock = real_lock()
@@ -753,7 +912,10 @@ class HttpEngine:
             return
         sock.setsockopt(sock_mod.IPPROTO_TCP, sock_mod.TCP_NODELAY, 1)
         sock.setblocking(False)
-        conn = EngineConnection(sock=sock, start=time.perf_counter())
+        requests, slot = self.transport.checkout()
+        conn = EngineConnection(
+            sock=sock, start=time.perf_counter(), requests=requests, step=first_step(len(requests)), slot=slot
+        )
         fd = sock.fileno()
         self.connections[fd] = conn
         try:
@@ -764,7 +926,9 @@ class HttpEngine:
 
     def _send(self, conn: EngineConnection) -> None:
         conn.start = time.perf_counter()
-        data = self.request
+        step = conn.step
+        conn.step = step + 1 if step + 1 < len(conn.requests) else 0
+        data = conn.requests[step]
         sent = conn.sock.send(data)
         if sent < len(data):  # a large payload: finish when the socket is writable
             conn.out = data[sent:]
@@ -772,6 +936,7 @@ class HttpEngine:
 
     def _close(self, fd: int, error: str | None) -> None:
         conn = self.connections.pop(fd)
+        self.transport.checkin(conn.slot)
         if error is not None:
             self.recorder.record(conn.start, time.perf_counter(), error)
         with contextlib.suppress(OSError):
@@ -844,6 +1009,946 @@ class HttpEngine:
                 return
 
 
+# -- streaming (decoupled) models: gRPC ModelStreamInfer ------------------------------------
+#
+# A decoupled model answers one request with any number of responses, then a final flag.
+# Each user keeps one bidirectional stream; its requests go out with an id, and the
+# responses, which carry that id, are matched back to them by a reader greenlet. So the
+# closed loop (one request in flight per user) and the open loop (several in flight on the
+# user's stream) both work. A request counts as in flight until its final response: Triton
+# sends the flag in the ``triton_final_response`` response parameter, and the request asks
+# for an empty response carrying it when the model sends the flag on its own. A stream that
+# ends cleanly also ends its requests.
+#
+# Recorded per finished request: ``first_response`` (send to first response with outputs),
+# ``between_responses`` (each gap between two such responses), the counters ``responses``
+# (responses with outputs, in the window each arrived) and ``request_responses`` (those of
+# the successful requests, in the window each finished); the main histogram is the
+# request's total time (send to final response; in the open loop, from its scheduled send,
+# like every open-loop latency). A request without its final response after
+# ``--triton-timeout`` is a ``timeout`` error; its stream is retired (new requests go to a
+# new one, and the old one is cancelled once nothing waits on it any more).
+
+STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+FINAL_RESPONSE = "triton_final_response"
+EMPTY_FINAL_RESPONSE = "triton_enable_empty_final_response"
+REQUEST_ID_TAG = b"\x1a"
+"""``ModelInferRequest.id`` (field 3, length-delimited): appended to the serialised request."""
+
+
+def varint(value: int) -> bytes:
+    """Protobuf's base-128 varint encoding of a non-negative integer."""
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def with_request_id(serialised: bytes, request_id: str) -> bytes:
+    """A serialised ``ModelInferRequest`` with its ``id`` set (protobuf fields may come in any order)."""
+    raw = request_id.encode()
+    return serialised + REQUEST_ID_TAG + varint(len(raw)) + raw
+
+
+@dataclass
+class PendingRequest:
+    """One request in flight on a stream."""
+
+    start: float
+    done: Any
+    """A gevent event, set at the request's final response (or its stream's end)."""
+    times: list[float] = field(default_factory=list)
+    """When each response with outputs arrived (perf_counter)."""
+    end: float = 0.0
+    error: str | None = None
+
+
+class StreamCall:
+    """One ``ModelStreamInfer`` call: requests go in through a queue, a greenlet reads the responses."""
+
+    def __init__(self, channel: Any) -> None:
+        from gevent.queue import Queue
+        from tritonclient.grpc import service_pb2
+
+        self.queue: Any = Queue()
+        self.pending: dict[str, PendingRequest] = {}
+        self.retired = False
+        self.closed = False
+        method = channel.stream_stream(
+            STREAM_METHOD,
+            request_serializer=None,  # the requests are serialised once, ahead
+            response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+        )
+        self.call = method(self._requests())
+        self.reader = gevent.spawn(self._read)
+
+    def _requests(self) -> Any:
+        while True:
+            request = self.queue.get()
+            if request is None:
+                return
+            yield request
+
+    def send(self, request_id: str, request: bytes, pending: PendingRequest) -> None:
+        """Put one request on the stream; ``pending`` hears of its responses."""
+        self.pending[request_id] = pending
+        self.queue.put(request)
+
+    def forget(self, request_id: str) -> None:
+        """Stop waiting for a request; a retired stream closes once nothing waits on it."""
+        self.pending.pop(request_id, None)
+        if self.retired and not self.pending:
+            self.close()
+
+    def retire(self) -> None:
+        """Take no new requests; close once the requests in flight are over."""
+        self.retired = True
+        if not self.pending:
+            self.close()
+
+    def close(self) -> None:
+        """End the call (the server cancels what is still running for it)."""
+        if not self.closed:
+            self.closed = True
+            self.queue.put(None)
+            self.call.cancel()
+
+    def _read(self) -> None:
+        import grpc
+
+        error: str | None = None
+        try:
+            for response in self.call:
+                self._on_response(response, time.perf_counter())
+        except grpc.RpcError as e:
+            error = f"grpc_{e.code().name.lower()}"
+        finally:
+            self.closed = True
+            now = time.perf_counter()
+            for pending in self.pending.values():  # the stream's end ends its requests
+                pending.error, pending.end = error, now
+                pending.done.set()
+            self.pending.clear()
+
+    def _on_response(self, response: Any, now: float) -> None:
+        infer = response.infer_response
+        pending = self.pending.get(infer.id)
+        if pending is None:
+            return  # a request given up (timed out)
+        if response.error_message:
+            pending.error = "inference_error"
+        elif infer.outputs or infer.raw_output_contents:
+            pending.times.append(now)
+            if STATE.recorder is not None:
+                STATE.recorder.count("responses", now)
+        final = FINAL_RESPONSE in infer.parameters and infer.parameters[FINAL_RESPONSE].bool_param
+        if final or pending.error:
+            pending.end = now
+            del self.pending[infer.id]
+            pending.done.set()
+
+
+class StreamSession:
+    """The stream one user's requests share; a new one replaces it once it is retired or broken."""
+
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+        self.call: StreamCall | None = None
+
+    def current(self) -> StreamCall:
+        """The stream new requests go to."""
+        if self.call is None or self.call.closed or self.call.retired:
+            self.call = StreamCall(self.channel)
+        return self.call
+
+
+class GrpcStreamTransport:
+    """A decoupled model's request over gRPC streams: one stream per user, requests matched by id."""
+
+    def __init__(self, host: str, options: TritonOptions) -> None:
+        import grpc
+        from gevent.event import Event
+        from grpc.experimental import gevent as grpc_gevent
+        from tritonclient.grpc import service_pb2_grpc
+
+        grpc_gevent.init_gevent()
+        self.timeout = options.timeout
+        target = "{}:{}".format(*host_port(host, 8001))
+        self.channel = grpc.insecure_channel(
+            target, options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE)]
+        )
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
+        meta, max_batch = interface_grpc(stub, options.model)
+        steps = build_steps(meta, max_batch, options)
+        outputs = [t["name"] for t in meta["outputs"]]
+        self.requests = []  # serialised once; each send appends its request id
+        for arrays in steps:
+            request = grpc_request(options.model, arrays, outputs)
+            request.parameters[EMPTY_FINAL_RESPONSE].bool_param = True
+            self.requests.append(request.SerializeToString())
+        self.step = first_step(len(self.requests))
+        self.rows = batch_rows(steps[0], max_batch)
+        self.session = StreamSession(self.channel)
+        self.next_id = 0
+        self.event = Event
+
+    def new_connection(self) -> StreamSession:
+        """This user's stream session (every request of the user shares it)."""
+        return self.session
+
+    def send(self, session: StreamSession) -> str | None:
+        """Send the next step's request and wait for its final response; record its further figures."""
+        step = self.step
+        self.step = step + 1 if step + 1 < len(self.requests) else 0
+        self.next_id += 1
+        request_id = str(self.next_id)
+        call = session.current()
+        pending = PendingRequest(start=time.perf_counter(), done=self.event())
+        call.send(request_id, with_request_id(self.requests[step], request_id), pending)
+        if not pending.done.wait(self.timeout):
+            call.forget(request_id)
+            call.retire()  # new requests go to a new stream
+            return "timeout"
+        if pending.error is None:
+            record_stream(pending)
+        elif call.closed:
+            gevent.sleep(0.01)  # the stream broke: do not spin on a dead server
+        return pending.error
+
+
+def record_stream(pending: PendingRequest) -> None:
+    """A finished request's further figures, each in the window of its final response."""
+    recorder = STATE.recorder
+    if recorder is None:
+        return
+    times, end = pending.times, pending.end
+    if times:
+        recorder.record_extra("first_response", end, times[0] - pending.start)
+    for before, after in itertools.pairwise(times):
+        recorder.record_extra("between_responses", end, after - before)
+    recorder.count("request_responses", end, len(times))
+
+
+# -- sequences (stateful models) ------------------------------------------------------------
+
+SEQUENCE_ID_MAX = 2**63 - 1
+"""Largest correlation ID sent (gRPC carries it as an int64 parameter)."""
+
+
+def parse_id_range(text: str) -> tuple[int, int]:
+    """``START:END`` (END excluded) or ``START`` (up to SEQUENCE_ID_MAX) as (first, end); IDs are never 0.
+
+    Raises:
+        ValueError: not one or two whole numbers, a first ID below 1, or an empty range.
+    """
+    first_text, _, end_text = text.partition(":")
+    first = int(first_text)
+    end = int(end_text) if end_text.strip() else SEQUENCE_ID_MAX + 1
+    if first < 1 or end <= first or end > SEQUENCE_ID_MAX + 1:
+        raise ValueError(f"sequence ID range {text!r} is not START:END with 1 <= START < END <= 2**63")
+    return first, end
+
+
+class SequenceIds:
+    """This process's correlation IDs: a fresh one per sequence, cycling through its share of the range.
+
+    Without a range, IDs are ``pid << 32`` plus a counter: unique across the processes of a
+    machine and across the users of a process, never 0. With a range, each of ``blocks``
+    worker processes cycles through its own slice of it, skipping the IDs of sequences still
+    in flight: a slice as large as the process's users never gives one ID to two of them.
+    """
+
+    def __init__(self, id_range: str, block: int = 0, blocks: int = 1) -> None:
+        if id_range:
+            first, end = parse_id_range(id_range)
+            size = (end - first) // max(1, blocks)
+            if size < 1:
+                raise ValueError(f"sequence ID range {id_range!r} has fewer IDs than worker processes")
+            self.first, self.size = first + block * size, size
+        else:
+            self.first, self.size = (os.getpid() << 32) + 1, 2**32 - 1
+        self.taken = 0
+        self.active: set[int] = set()
+
+    def take(self) -> int:
+        """The next correlation ID not in flight (the slice's next one if all are: too small a slice)."""
+        for _ in range(min(self.size, len(self.active) + 1)):
+            value = self.first + self.taken % self.size
+            self.taken += 1
+            if value not in self.active:
+                break
+        self.active.add(value)
+        return value
+
+    def release(self, value: int) -> None:
+        """The sequence of ``value`` is over (finished or failed)."""
+        self.active.discard(value)
+
+
+SEQUENCE_IDS: dict[str, SequenceIds] = {}
+"""The one allocator of this process (users of a process are greenlets of one thread)."""
+
+
+def process_sequence_ids(environment: Any, options: TritonOptions) -> SequenceIds:
+    """This process's allocator, its range slice chosen by its worker index among ``--processes``."""
+    if "ids" not in SEQUENCE_IDS:
+        runner = environment.runner
+        blocks = int(getattr(environment.parsed_options, "processes", 1) or 1)
+        if not isinstance(runner, WorkerRunner) or blocks < 1:
+            blocks = 1
+        block = max(0, int(getattr(runner, "worker_index", 0) or 0)) % blocks
+        SEQUENCE_IDS["ids"] = SequenceIds(options.sequence_ids, block, blocks)
+    return SEQUENCE_IDS["ids"]
+
+
+def sequence_steps(meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
+    """The arrays of each step of a sequence, sent in order (the steps repeat in longer sequences)."""
+    return build_steps(meta, max_batch, options)
+
+
+class SequenceTransport(Protocol):
+    """Requests of a sequence model: one per data step, each sent with a correlation ID and flags."""
+
+    rows: int
+    steps: int
+
+    def new_connection(self) -> Any:
+        """A fresh connection to the server."""
+
+    def send_step(self, connection: Any, step: int, flags: tuple[int, bool, bool]) -> str | None:
+        """Send step ``step`` as (correlation ID, start, end) and wait for its response."""
+
+
+class HttpSequenceTransport:
+    """Sequence requests over HTTP: ``sequence_id``, ``sequence_start``, ``sequence_end`` in the JSON header.
+
+    The tensors and the header's fixed part are encoded once per step; each send only formats
+    the parameters and the lengths.
+    """
+
+    def __init__(self, host: str, options: TritonOptions) -> None:
+        self.timeout = options.timeout
+        self.host, self.port = host_port(host, 8000)
+        meta, max_batch = interface_http(self.host, self.port, options.model)
+        steps = sequence_steps(meta, max_batch, options)
+        outputs = [t["name"] for t in meta["outputs"]]
+        self.parts = [self._parts(arrays, outputs) for arrays in steps]
+        self.request_line = (
+            f"POST /v2/models/{options.model}/infer HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            "Content-Type: application/octet-stream\r\nConnection: keep-alive\r\n"
+        )
+        self.rows = batch_rows(steps[0], max_batch)
+        self.steps = len(steps)
+
+    @staticmethod
+    def _parts(arrays: dict[str, Array], outputs: list[str]) -> tuple[str, bytes]:
+        """The JSON header without its closing brace, and the raw tensor bytes."""
+        body, headers = http_body(arrays, outputs)
+        head_length = int(headers["Inference-Header-Content-Length"])
+        head = body[:head_length].decode()
+        return head[:-1], body[head_length:]
+
+    def new_connection(self) -> RawHttpConnection:
+        """A fresh keep-alive connection."""
+        return RawHttpConnection(self.host, self.port, self.timeout)
+
+    def request(self, step: int, flags: tuple[int, bool, bool]) -> bytes:
+        """The whole HTTP request of ``step`` in the sequence ``flags`` (ID, start, end)."""
+        head, raw = self.parts[step]
+        corrid, start, end = flags
+        head += (
+            f',"parameters":{{"sequence_id":{corrid},"sequence_start":{"true" if start else "false"},'
+            f'"sequence_end":{"true" if end else "false"}}}}}'
+        )
+        encoded = head.encode()
+        lines = (
+            f"{self.request_line}Inference-Header-Content-Length: {len(encoded)}\r\n"
+            f"Content-Length: {len(encoded) + len(raw)}\r\n\r\n"
+        )
+        return b"".join((lines.encode(), encoded, raw))
+
+    def send_step(
+        self, connection: RawHttpConnection, step: int, flags: tuple[int, bool, bool]
+    ) -> str | None:
+        """One round trip; an HTTP status other than 200 is the error kind ``http_<status>``."""
+        status = connection.roundtrip(self.request(step, flags))
+        return None if status == 200 else f"http_{status}"
+
+
+class GrpcSequenceTransport:
+    """Sequence requests over gRPC: int64 ``sequence_id``, bool ``sequence_start`` and ``sequence_end``."""
+
+    def __init__(self, host: str, options: TritonOptions) -> None:
+        import grpc
+        from grpc.experimental import gevent as grpc_gevent
+
+        grpc_gevent.init_gevent()
+        self.grpc = grpc
+        self.timeout = options.timeout
+        self.target = "{}:{}".format(*host_port(host, 8001))
+        meta, max_batch = interface_grpc(self.new_connection(), options.model)
+        steps = sequence_steps(meta, max_batch, options)
+        outputs = [t["name"] for t in meta["outputs"]]
+        # This user's own messages: only their parameters change from send to send.
+        self.requests = [grpc_request(options.model, arrays, outputs) for arrays in steps]
+        self.rows = batch_rows(steps[0], max_batch)
+        self.steps = len(steps)
+
+    def new_connection(self) -> Any:
+        """A stub on a fresh channel."""
+        from tritonclient.grpc import service_pb2_grpc
+
+        channel = self.grpc.insecure_channel(
+            self.target, options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE)]
+        )
+        return service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+    def send_step(self, stub: Any, step: int, flags: tuple[int, bool, bool]) -> str | None:
+        """One ``ModelInfer`` call; a failed call is the error kind ``grpc_<code>``."""
+        request = self.requests[step]
+        corrid, start, end = flags
+        request.parameters["sequence_id"].int64_param = corrid
+        request.parameters["sequence_start"].bool_param = start
+        request.parameters["sequence_end"].bool_param = end
+        try:
+            stub.ModelInfer(request, timeout=self.timeout)
+        except self.grpc.RpcError as e:
+            return f"grpc_{e.code().name.lower()}"
+        return None
+
+
+def make_sequence_transport(
+    host: str, options: TritonOptions
+) -> HttpSequenceTransport | GrpcSequenceTransport:
+    """The sequence transport of ``--triton-protocol``."""
+    if options.protocol == "grpc":
+        return GrpcSequenceTransport(host, options)
+    return HttpSequenceTransport(host, options)
+
+
+class SequenceLoop:
+    """One user's closed loop of sequences: one sequence in flight, its requests one after the other.
+
+    Each sequence takes a fresh correlation ID, sends ``length`` requests (the data steps in
+    order, repeated when the sequence is longer), the first with the start flag and the last
+    with the end flag. Every request's latency goes to the main histogram; a finished
+    sequence adds its time from first send to last response (``sequence``) and counts
+    ``sequences`` and ``sequence_requests``. A failed request ends its sequence early
+    (``sequence_errors``); the next sequence starts on a new ID.
+    """
+
+    def __init__(
+        self, recorder: Recorder, transport: SequenceTransport, ids: SequenceIds, length: int
+    ) -> None:
+        self.recorder = recorder
+        self.transport = transport
+        self.ids = ids
+        self.length = length or transport.steps
+        self.clock = time.perf_counter
+
+    def run(self) -> None:
+        """Send sequences until Locust stops the user."""
+        connection = self.transport.new_connection()
+        while True:
+            if not self._sequence(connection):
+                gevent.sleep(0.01)  # do not spin on a dead server
+                connection = self.transport.new_connection()
+
+    def _sequence(self, connection: Any) -> bool:
+        """Run one sequence; False when a request failed (the sequence is dropped)."""
+        corrid = self.ids.take()
+        try:
+            return self._send_all(connection, corrid)
+        finally:
+            self.ids.release(corrid)
+
+    def _send_all(self, connection: Any, corrid: int) -> bool:
+        recorder, clock, transport, last = self.recorder, self.clock, self.transport, self.length - 1
+        first_sent = end = clock()
+        for index in range(self.length):
+            start = clock()
+            try:
+                flags = (corrid, index == 0, index == last)
+                error = transport.send_step(connection, index % transport.steps, flags)
+            except Exception as e:  # every failure is counted by kind, never raised
+                error = error_kind(e)
+            end = clock()
+            recorder.record(start, end, error)
+            if error is not None:
+                recorder.count("sequence_errors", end)
+                return False
+        recorder.record_extra("sequence", end, end - first_sent)
+        recorder.count("sequences", end)
+        recorder.count("sequence_requests", end, self.length)
+        return True
+
+
+# -- system shared memory (--triton-shared-memory system) -------------------------------------
+#
+# Like perf_analyzer's ``--shared-memory system``: the request names regions of POSIX shared
+# memory registered with the server instead of carrying tensor data, and the server writes
+# the outputs into them. Each process writes every input (of every step) once into one
+# region and gives each connection an output region of its own, so a connection's requests
+# never change (the HTTP engine keeps sending prepared bytes). Regions are named
+# ``<prefix><pid>_in`` and ``<prefix><pid>_out<k>``: whoever set the prefix
+# (``--triton-shm-prefix``; tritongen puts its own pid and a random token in it) finds and
+# removes what a killed process left behind. Only for a server on this host.
+
+SHM_DIR = "/dev/shm"
+SHM_ALIGN = 64
+"""Every tensor starts on a 64-byte boundary of its region."""
+
+
+def shm_aligned(size: int) -> int:
+    """``size`` rounded up to the tensor alignment of a region."""
+    return -(-size // SHM_ALIGN) * SHM_ALIGN
+
+
+class ShmRegion:
+    """A region of POSIX shared memory (a file of ``/dev/shm``), created and mapped by this process."""
+
+    def __init__(self, name: str, size: int) -> None:
+        import mmap
+
+        self.name = name
+        self.key = "/" + name
+        self.size = size
+        path = os.path.join(SHM_DIR, name)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        except FileExistsError:  # named after this live process: a leftover of a dead one
+            os.unlink(path)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            # Claim the pages now: a full /dev/shm fails here (ENOSPC), not later with SIGBUS.
+            os.posix_fallocate(fd, 0, size)
+            self.map = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+
+    def unlink(self) -> None:
+        """Remove the region's file and unmap it."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(SHM_DIR, self.name))
+        with contextlib.suppress(BufferError):
+            self.map.close()
+
+
+@dataclass(frozen=True)
+class ShmTensor:
+    """Where one tensor of a request lies in shared memory."""
+
+    name: str
+    region: str
+    offset: int
+    size: int
+    datatype: str = ""
+    shape: tuple[int, ...] = ()
+
+    def parameters(self) -> dict[str, str | int]:
+        """The request parameters that point Triton at the tensor."""
+        return {
+            "shared_memory_region": self.region,
+            "shared_memory_byte_size": self.size,
+            "shared_memory_offset": self.offset,
+        }
+
+
+class ShmControl(Protocol):
+    """The server's system shared-memory API."""
+
+    def register(self, region: ShmRegion) -> None:
+        """Register ``region`` under its name."""
+
+    def unregister(self, name: str) -> None:
+        """Unregister the region called ``name``."""
+
+
+class HttpShmControl:
+    """The shared-memory API over HTTP."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.base = f"http://{host}:{port}/v2/systemsharedmemory/region/"
+        self.timeout = timeout
+
+    def _post(self, url: str, body: bytes) -> None:
+        request = urllib.request.Request(url, data=body, method="POST")
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            response.read()
+
+    def register(self, region: ShmRegion) -> None:
+        """Register ``region`` under its name."""
+        body = {"key": region.key, "offset": 0, "byte_size": region.size}
+        self._post(f"{self.base}{region.name}/register", json.dumps(body).encode())
+
+    def unregister(self, name: str) -> None:
+        """Unregister the region called ``name``."""
+        self._post(f"{self.base}{name}/unregister", b"")
+
+
+class GrpcShmControl:
+    """The shared-memory API over gRPC."""
+
+    def __init__(self, stub: Any, timeout: float) -> None:
+        self.stub = stub
+        self.timeout = timeout
+
+    def register(self, region: ShmRegion) -> None:
+        """Register ``region`` under its name."""
+        from tritonclient.grpc import service_pb2
+
+        request = service_pb2.SystemSharedMemoryRegisterRequest(
+            name=region.name, key=region.key, offset=0, byte_size=region.size
+        )
+        self.stub.SystemSharedMemoryRegister(request, timeout=self.timeout)
+
+    def unregister(self, name: str) -> None:
+        """Unregister the region called ``name``."""
+        from tritonclient.grpc import service_pb2
+
+        request = service_pb2.SystemSharedMemoryUnregisterRequest(name=name)
+        self.stub.SystemSharedMemoryUnregister(request, timeout=self.timeout)
+
+
+def output_byte_sizes(meta: ModelMeta, max_batch: int, rows: int, fallback: int) -> dict[str, int]:
+    """Each output's byte size from its metadata shape (batch dim = ``rows``), else ``fallback``.
+
+    Raises:
+        ValueError: an output of unknown size (a dynamic dim, or BYTES) and no ``fallback``.
+    """
+    sizes = {}
+    for tensor in meta["outputs"]:
+        dims = [int(d) for d in tensor["shape"]]
+        if max_batch > 0 and dims:
+            dims[0] = rows
+        dtype = NUMPY_DTYPES.get(tensor["datatype"])
+        if dtype is not None and all(d >= 0 for d in dims):
+            sizes[tensor["name"]] = max(1, int(np.prod(dims)) * np.dtype(dtype).itemsize)
+        elif fallback > 0:
+            sizes[tensor["name"]] = fallback
+        else:
+            raise ValueError(
+                f"output {tensor['name']!r} ({tensor['datatype']} {dims}) has no fixed size: "
+                "pass --triton-output-shm-size BYTES"
+            )
+    return sizes
+
+
+@dataclass
+class ShmSlot:
+    """One output region and the requests that name it, one per step (HTTP bytes or gRPC requests)."""
+
+    region: ShmRegion
+    requests: list[Any]
+
+
+RequestBuilder = Callable[[list[ShmTensor], list[ShmTensor]], Any]
+"""Builds a request from where its inputs and outputs lie."""
+
+
+class ShmSession:
+    """This process's regions: every step's inputs, written once, and an output region per connection.
+
+    Slots are taken by connections and given back when they close; ``take(create=False)``
+    never talks to the server (the HTTP engine's thread calls it), so each user reserves
+    a slot when it starts.
+    """
+
+    def __init__(
+        self,
+        control: ShmControl,
+        prefix: str,
+        steps: list[dict[str, Array]],
+        outputs: dict[str, int],
+        build: RequestBuilder,
+    ) -> None:
+        self.control = control
+        self.base = f"{prefix}{os.getpid()}_"
+        self.build = build
+        self.regions: list[ShmRegion] = []
+        self.lock = real_lock()
+        self.slots: list[ShmSlot] = []
+        self.free: list[ShmSlot] = []
+        self.numbered = 0
+        """Output regions numbered so far."""
+        raws = {
+            (i, name): raw_bytes(array) for i, arrays in enumerate(steps) for name, array in arrays.items()
+        }
+        offsets = self._offsets({key: len(raw) for key, raw in raws.items()})
+        region = self._region("in", max(1, sum(shm_aligned(len(raw)) for raw in raws.values())))
+        self.inputs: list[list[ShmTensor]] = [[] for _ in steps]
+        """Where each step's inputs lie."""
+        for (i, name), raw in raws.items():
+            at = offsets[(i, name)]
+            region.map[at : at + len(raw)] = raw
+            array = steps[i][name]
+            self.inputs[i].append(
+                ShmTensor(name, region.name, at, len(raw), wire_datatype(array), array.shape)
+            )
+        self.rows = 1
+        """Rows per request (the batch dim of the inputs when the model batches)."""
+        self.output_sizes = outputs
+        self.output_offsets = self._offsets(outputs)
+        self.output_total = max(1, sum(shm_aligned(size) for size in outputs.values()))
+
+    @staticmethod
+    def _offsets(sizes: dict[Any, int]) -> dict[Any, int]:
+        offsets, at = {}, 0
+        for name, size in sizes.items():
+            offsets[name] = at
+            at += shm_aligned(size)
+        return offsets
+
+    def _region(self, suffix: str, size: int) -> ShmRegion:
+        """A new region, registered with the server (removed again if that fails)."""
+        region = ShmRegion(self.base + suffix, size)
+        try:
+            self.control.register(region)
+        except BaseException:
+            region.unlink()
+            raise
+        self.regions.append(region)
+        return region
+
+    def reserve(self) -> None:
+        """Add one free output slot (a new region, registered)."""
+        with self.lock:  # numbered before registering: users start side by side
+            number, self.numbered = self.numbered, self.numbered + 1
+        region = self._region(f"out{number}", self.output_total)
+        outputs = [
+            ShmTensor(name, region.name, self.output_offsets[name], size)
+            for name, size in self.output_sizes.items()
+        ]
+        slot = ShmSlot(region, [self.build(inputs, outputs) for inputs in self.inputs])
+        with self.lock:
+            self.slots.append(slot)
+            self.free.append(slot)
+
+    def take(self, create: bool = True) -> ShmSlot | None:
+        """A free slot (a new one when none is free and ``create``); None: none free."""
+        with self.lock:
+            if self.free:
+                return self.free.pop()
+        if not create:
+            return None
+        self.reserve()
+        return self.take(create=False)
+
+    def give(self, slot: ShmSlot | None) -> None:
+        """Take back a slot a connection no longer uses."""
+        if slot is not None:
+            with self.lock:
+                self.free.append(slot)
+
+    def close(self) -> None:
+        """Unregister every region from the server and remove it (a failure is no reason to keep one)."""
+        for region in self.regions:
+            with contextlib.suppress(Exception):
+                self.control.unregister(region.name)
+            region.unlink()
+        self.regions.clear()
+
+
+SHM_SESSIONS: dict[int, ShmSession] = {}
+"""The session of this process (by pid: a forked worker starts its own)."""
+SHM_CREATING = gevent.lock.Semaphore()
+"""Held while a user creates this process's session (registering yields to the other users)."""
+
+
+def shm_session(
+    control: ShmControl, options: TritonOptions, meta: ModelMeta, max_batch: int, build: RequestBuilder
+) -> tuple[ShmSession, int]:
+    """This process's session (created on first use) with one more slot reserved; and the batch rows.
+
+    Raises:
+        ValueError: an output of unknown size and no ``--triton-output-shm-size``.
+    """
+    with SHM_CREATING:  # the users of a process start side by side: one creates the session
+        session = SHM_SESSIONS.get(os.getpid())
+        if session is None:
+            steps = build_steps(meta, max_batch, options)
+            most_rows = max(batch_rows(arrays, max_batch) for arrays in steps)
+            outputs = output_byte_sizes(meta, max_batch, most_rows, options.output_shm_size)
+            prefix = options.shm_prefix or f"tritongen_{os.getpid()}_{os.urandom(4).hex()}_"
+            session = ShmSession(control, prefix, steps, outputs, build)
+            session.rows = batch_rows(steps[0], max_batch)
+            SHM_SESSIONS[os.getpid()] = session
+    session.reserve()
+    return session, session.rows
+
+
+def close_shm_sessions() -> None:
+    """Unregister and remove this process's regions (the test stopped)."""
+    session = SHM_SESSIONS.pop(os.getpid(), None)
+    if session is not None:
+        session.close()
+
+
+def shm_http_request(
+    model: str, host: str, port: int, inputs: list[ShmTensor], outputs: list[ShmTensor]
+) -> bytes:
+    """An HTTP inference request whose tensors lie in shared memory (a JSON body, no tensor data)."""
+    body = json.dumps(
+        {
+            "inputs": [
+                {"name": t.name, "shape": list(t.shape), "datatype": t.datatype, "parameters": t.parameters()}
+                for t in inputs
+            ],
+            "outputs": [{"name": t.name, "parameters": t.parameters()} for t in outputs],
+        },
+        separators=(",", ":"),
+    ).encode()
+    head = (
+        f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        "Content-Type: application/json\r\nConnection: keep-alive\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def shm_grpc_request(model: str, inputs: list[ShmTensor], outputs: list[ShmTensor]) -> Any:
+    """A ``ModelInferRequest`` whose tensors lie in shared memory (``parameters``, no contents)."""
+    from tritonclient.grpc import service_pb2
+
+    def point(parameters: Any, tensor: ShmTensor) -> None:
+        parameters["shared_memory_region"].string_param = tensor.region
+        parameters["shared_memory_byte_size"].int64_param = tensor.size
+        parameters["shared_memory_offset"].int64_param = tensor.offset
+
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for tensor in inputs:
+        sent = request.inputs.add()
+        sent.name = tensor.name
+        sent.datatype = tensor.datatype
+        sent.shape.extend(tensor.shape)
+        point(sent.parameters, tensor)
+    for tensor in outputs:
+        wanted = request.outputs.add()
+        wanted.name = tensor.name
+        point(wanted.parameters, tensor)
+    return request
+
+
+class ShmHttpConnection(RawHttpConnection):
+    """A keep-alive connection with an output region of its own, given back when the connection is dropped."""
+
+    def __init__(self, host: str, port: int, timeout: float, session: ShmSession) -> None:
+        super().__init__(host, port, timeout)
+        slot = session.take()
+        assert slot is not None
+        self.requests: list[bytes] = slot.requests
+        self.step = first_step(len(self.requests))
+        weakref.finalize(self, session.give, slot)
+
+    def next_request(self) -> bytes:
+        """The request of the next step."""
+        step = self.step
+        self.step = step + 1 if step + 1 < len(self.requests) else 0
+        return self.requests[step]
+
+
+class ShmHttpTransport(HttpTransport):
+    """HTTP requests whose tensors lie in shared memory: a prepared request per output region."""
+
+    def __init__(self, host: str, options: TritonOptions) -> None:
+        self.timeout = options.timeout
+        self.host, self.port = host_port(host, 8000)
+        meta, max_batch = interface_http(self.host, self.port, options.model)
+
+        def build(inputs: list[ShmTensor], outputs: list[ShmTensor]) -> bytes:
+            return shm_http_request(options.model, self.host, self.port, inputs, outputs)
+
+        control = HttpShmControl(self.host, self.port, options.timeout)
+        self.session, self.rows = shm_session(control, options, meta, max_batch, build)
+        self.requests = []
+
+    def checkout(self) -> tuple[list[bytes], Any]:
+        """A free output region's requests for a new engine connection (a busy one's if none is free)."""
+        slot = self.session.take(create=False)
+        return (slot or self.session.slots[0]).requests, slot
+
+    def checkin(self, slot: Any) -> None:
+        """Take back the output region of a closed engine connection."""
+        self.session.give(slot)
+
+    def new_connection(self) -> ShmHttpConnection:
+        """A fresh keep-alive connection with an output region of its own."""
+        return ShmHttpConnection(self.host, self.port, self.timeout, self.session)
+
+    def send(self, connection: RawHttpConnection) -> str | None:
+        """One round trip of the next step; a status other than 200 is the error kind ``http_<status>``."""
+        status = connection.roundtrip(cast(ShmHttpConnection, connection).next_request())
+        return None if status == 200 else f"http_{status}"
+
+
+@dataclass
+class ShmGrpcConnection:
+    """A stub with an output region of its own, given back when the connection is dropped."""
+
+    stub: Any
+    requests: list[Any]
+    step: int = 0
+
+    def next_request(self) -> Any:
+        """The request of the next step."""
+        step = self.step
+        self.step = step + 1 if step + 1 < len(self.requests) else 0
+        return self.requests[step]
+
+
+class ShmGrpcTransport(GrpcTransport):
+    """GRPC requests whose tensors lie in shared memory: a prepared request per output region."""
+
+    def __init__(self, host: str, options: TritonOptions) -> None:
+        import grpc
+        from grpc.experimental import gevent as grpc_gevent
+
+        grpc_gevent.init_gevent()
+        self.grpc = grpc
+        self.timeout = options.timeout
+        self.target = "{}:{}".format(*host_port(host, 8001))
+        stub = super().new_connection()
+        meta, max_batch = interface_grpc(stub, options.model)
+
+        def build(inputs: list[ShmTensor], outputs: list[ShmTensor]) -> Any:
+            return shm_grpc_request(options.model, inputs, outputs)
+
+        control = GrpcShmControl(stub, options.timeout)
+        self.session, self.rows = shm_session(control, options, meta, max_batch, build)
+
+    def new_connection(self) -> ShmGrpcConnection:
+        """A stub on a fresh channel, with an output region of its own."""
+        slot = self.session.take()
+        assert slot is not None
+        steps = len(slot.requests)
+        connection = ShmGrpcConnection(super().new_connection(), slot.requests, first_step(steps))
+        weakref.finalize(connection, self.session.give, slot)
+        return connection
+
+    def send(self, connection: ShmGrpcConnection) -> str | None:
+        """One ``ModelInfer`` call; a failed call is the error kind ``grpc_<code>``."""
+        try:
+            connection.stub.ModelInfer(connection.next_request(), timeout=self.timeout)
+        except self.grpc.RpcError as e:
+            return f"grpc_{e.code().name.lower()}"
+        return None
+
+
+def make_shm_transport(host: str, options: TritonOptions) -> ShmHttpTransport | ShmGrpcTransport:
+    """The shared-memory transport of ``--triton-protocol``."""
+    if options.protocol == "grpc":
+        return ShmGrpcTransport(host, options)
+    return ShmHttpTransport(host, options)
+
+
 # -- this process's state and Locust's events ------------------------------------------------
 
 
@@ -906,6 +2011,7 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
         STATE.reporter = None
     if STATE.engine is not None:
         STATE.engine.stop()
+    close_shm_sessions()
     send_windows(environment, everything=True)
 
 
@@ -1009,6 +2115,10 @@ class TritonUser(User):
         options = TritonOptions.from_parsed(self.environment.parsed_options)
         if not options.model:
             raise ValueError("--triton-model (or TRITONGEN_MODEL) is required")
+        if options.sequences:  # a sequence model: requests carry a correlation ID and flags
+            self.sequences = make_sequence_transport(self.host or "127.0.0.1:8000", options)
+            self.options = options
+            return
         self.transport = make_transport(self.host or "127.0.0.1:8000", options)
         self.options = options
 
@@ -1017,7 +2127,10 @@ class TritonUser(User):
         """Run until Locust stops this user."""
         recorder = STATE.recorder
         assert recorder is not None
-        if self.options.user_rate > 0:
+        if self.options.sequences:  # a closed loop of sequences, whatever the rate
+            ids = process_sequence_ids(self.environment, self.options)
+            SequenceLoop(recorder, self.sequences, ids, self.options.sequence_length).run()
+        elif self.options.user_rate > 0:
             OpenLoop(recorder, self.transport, self.options).run()
         elif isinstance(self.transport, HttpTransport):
             self._closed_loop_engine(self.transport, recorder)

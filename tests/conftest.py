@@ -93,6 +93,27 @@ def served_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, durations in SLEEP_MODELS.items():
         write_sleep_model(repo / name, durations)
     write_pause_model(repo / PAUSE_MODEL)
+    from autocomplete_models import AUTO_MODEL, write_auto_model
+
+    write_auto_model(repo / AUTO_MODEL)  # no config.pbtxt: Triton completes it
+    from string_model import STRING_MODEL, write_string_model
+
+    write_string_model(repo / STRING_MODEL)
+    from mix_models import write_hold_models
+
+    write_hold_models(repo)  # mix_hold_a, mix_hold_b
+    from composing_models import write_composing_models
+
+    write_composing_models(repo)  # pre_scale, ens_pre, bls_call
+    from streaming_model import STREAMING_MODEL, write_streaming_model
+
+    write_streaming_model(repo / STREAMING_MODEL)
+    from sequence_model import SEQUENCE_MODEL, write_sequence_model
+
+    write_sequence_model(repo / SEQUENCE_MODEL)
+    from shm_model import SHM_MODEL, write_shm_model
+
+    write_shm_model(repo / SHM_MODEL)
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -287,7 +287,7 @@ def test_readme_is_rewritten_in_place_and_check_names_the_stale_block(
     assert tables.main(args) == 0
     text = readme.read_text(encoding="utf-8")
     assert text.startswith("# Project\n\n## Benchmarks\n\n<!-- bench:noise -->\nNo committed result")
-    assert text.endswith("<!-- /bench:precision -->\n\n## Tests\n")
+    assert text.endswith(f"<!-- /bench:{tables.BLOCKS[-1].name} -->\n\n## Tests\n")
     assert "| wrk (1 thread) | 4,208 |" in text and "old text" not in text
     assert tables.main([*args, "--check"]) == 0
     assert tables.render_readme(text, results) == text  # idempotent

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tritongen.io.arrays import ArrayFileMissingError, ArrayFileUnreadableError, read_npz
+from tritongen.client.inputs import STRING_ALPHABET
+from tritongen.io.arrays import STEPS_KEY, ArrayFileMissingError, ArrayFileUnreadableError, read_npz
 from tritongen.loadtest import windows
 from tritongen.loadtest.windows import WindowLog, WindowReport
 from tritongen.sources.signature import TRITON_TO_NUMPY
@@ -61,6 +62,7 @@ collector.receive(None, types.SimpleNamespace(
 print(json.dumps({
     "message": lf.MESSAGE,
     "bounds": [lf.LOWEST_US, lf.HIGHEST_US, lf.DIGITS],
+    "steps": [lf.STEPS_KEY, lf.STRING_ALPHABET.decode()],
     "dtypes": {name: np.dtype(t).str for name, t in lf.NUMPY_DTYPES.items()},
     "record": sorted(lf.WindowLine.__annotations__),
     "read": {path: outcome(path) for path in sys.argv[3:]},
@@ -122,6 +124,10 @@ def _package_outcome(path: Path) -> list[Any]:
 
 def test_histogram_bounds_and_precision(probe: Probe) -> None:
     assert probe[0]["bounds"] == [windows.LOWEST_US, windows.HIGHEST_US, windows.DIGITS]
+
+
+def test_request_steps_marker_and_string_alphabet(probe: Probe) -> None:
+    assert probe[0]["steps"] == [STEPS_KEY, STRING_ALPHABET.decode()]
 
 
 def test_dtype_table(probe: Probe) -> None:

@@ -9,26 +9,42 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.common import console, user_errors
-from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Shapes, Url, embedded_server
+from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.load_options import LoadFlags
+from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Url, embedded_server
 from tritongen.client.endpoint import DEFAULT_PORTS, InferResult, TritonEndpoint
-from tritongen.client.inputs import build_inputs, parse_input_files, parse_shape_overrides
+from tritongen.client.input_data import input_steps
+from tritongen.client.inputs import parse_input_files, parse_shape_overrides
+from tritongen.errors import ConfigError
 
 
+@option_groups(
+    load=Pick(
+        only=("batch_size", "shapes", "seed", "input_data", "string_length", "input_values"),
+        helps={
+            "batch_size": "Batch size of the request.",
+            "input_data": "random, zeros, a .json in perf_analyzer's input-data format (--step picks "
+            "its entry), or an .npz with one array per input (strings for BYTES inputs).",
+        },
+    )
+)
 def infer_command(
     model: ModelName,
+    load: LoadFlags,
     url: Url = None,
     protocol: Protocol = ProtocolChoice.http,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of the request.")] = 1,
     inputs: Annotated[
         list[str] | None,
         typer.Option("--input", help="NAME=FILE.npy for an input (repeatable).", show_default=False),
     ] = None,
-    shapes: Shapes = None,
+    step: Annotated[
+        int, typer.Option("--step", help="Which step (entry) of an --input-data file to send, from 0.")
+    ] = 0,
     serve: Serve = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
     warmup: Annotated[
         int,
         typer.Option(
@@ -37,18 +53,24 @@ def infer_command(
     ] = 1,
 ) -> None:
     """Send one inference request to MODEL and print its outputs and latency."""
-    with user_errors(), _endpoint(url, protocol.value, serve, model) as endpoint:
-        interface = endpoint.interface(model)
-        arrays = build_inputs(
-            interface,
-            batch_size=batch_size,
-            shapes=parse_shape_overrides(shapes or []),
-            files=parse_input_files(inputs or []),
-            seed=seed,
-        )
-        for _ in range(warmup):
-            endpoint.infer(model, arrays, interface.outputs)
-        result = endpoint.infer(model, arrays, interface.outputs)
+    with user_errors():
+        plan = load.input_plan()
+        files = parse_input_files(inputs or [])
+        shapes = parse_shape_overrides(load.shapes or [])
+        with _endpoint(url, protocol.value, serve, model) as endpoint:
+            interface = endpoint.interface(model)
+            steps = input_steps(
+                interface, plan, batch_size=load.batch_size, shapes=shapes, seed=load.seed, files=files
+            )
+            if not 0 <= step < len(steps):
+                raise ConfigError(
+                    f"--step {step} is out of range: the input data has {len(steps)} step(s)",
+                    f"give 0 to {len(steps) - 1}",
+                )
+            arrays = steps[step]
+            for _ in range(warmup):
+                endpoint.infer(model, arrays, interface.outputs)
+            result = endpoint.infer(model, arrays, interface.outputs)
     _print_result(model, arrays, result, warmup)
 
 
@@ -66,7 +88,7 @@ def _endpoint(url: str | None, protocol: str, serve: Path | None, model: str) ->
 def _preview(array: np.ndarray, count: int = 6) -> str:  # type: ignore[type-arg]
     flat = array.reshape(-1)
     shown = np.array2string(flat[:count], precision=5, separator=", ", threshold=count)
-    return shown[:-1] + ", …]" if flat.size > count else shown
+    return escape(shown[:-1] + ", …]" if flat.size > count else shown)  # strings print as [b'…']: not markup
 
 
 def _print_result(model: str, arrays: dict[str, np.ndarray], result: InferResult, warmup: int) -> None:  # type: ignore[type-arg]

@@ -16,6 +16,7 @@ from tritongen.lint.repository import LintUsageError, lint_paths
 
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+SEVERITY_STYLES = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
 class FormatChoice(str, Enum):
@@ -61,11 +62,13 @@ def lint_command(
 def print_findings(report: LintReport) -> None:
     """One line per finding, then a summary line."""
     for finding in report.findings:
-        colour = "red" if finding.severity == "error" else "yellow"
+        colour = SEVERITY_STYLES.get(finding.severity, "yellow")
         console.print(finding.text(), style=colour, soft_wrap=True, highlight=False, markup=False)
     verdict = (
         "clean"
-        if not report.findings
+        if not report.errors and not report.warnings
         else f"{len(report.errors)} error(s), {len(report.warnings)} warning(s)"
     )
+    if report.notes:
+        verdict += f" ({len(report.notes)} note(s))"
     console.print(f"{len(report.models)} model(s) checked: {verdict}", highlight=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -11,9 +11,11 @@ import typer
 from tritongen.cli.common import parse_int_list
 from tritongen.cli.options import ProtocolChoice, Shapes
 from tritongen.client.endpoint import DEFAULT_PORTS
-from tritongen.client.inputs import parse_shape_overrides
+from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
+from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE
+from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 
 Rounds = Annotated[
@@ -30,6 +32,13 @@ Confidence = Annotated[
     float,
     typer.Option("--confidence", help="Confidence level of the intervals, between 0 and 1."),
 ]
+
+
+class SharedMemoryChoice(str, Enum):
+    """How the tensors of a load test travel."""
+
+    none = "none"
+    system = "system"
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,84 @@ class LoadFlags:
         ProtocolChoice, typer.Option("--protocol", help="Load-test protocol: http or grpc.")
     ] = ProtocolChoice.http
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0
+    input_data: Annotated[
+        str,
+        typer.Option(
+            "--input-data",
+            help="random, zeros, a .json in perf_analyzer's input-data format (its entries sent "
+            "round-robin), or an .npz with one array per input (strings for BYTES inputs).",
+        ),
+    ] = "random"
+    string_length: Annotated[
+        int, typer.Option("--string-length", help="Bytes per element of random BYTES (string) inputs.")
+    ] = DEFAULT_STRING_LENGTH
+    input_values: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input-value",
+            help="NAME=VALUE: one input fixed in every request, a string for BYTES inputs (e.g. the "
+            "model a BLS model calls: MODEL_NAME=mlp_onnx), else a number (repeatable).",
+            show_default=False,
+        ),
+    ] = None
+    shared_memory: Annotated[
+        SharedMemoryChoice,
+        typer.Option(
+            "--shared-memory",
+            help="system: inputs and outputs pass through system shared memory registered with the "
+            "server (a server on this host), like perf_analyzer's option; none: inside the requests.",
+        ),
+    ] = SharedMemoryChoice.none
+    output_shared_memory_size: Annotated[
+        int | None,
+        typer.Option(
+            "--output-shared-memory-size",
+            help="Shared-memory bytes of each output whose size the model leaves open (dynamic dims, "
+            "strings); the others are sized from the model.",
+            min=1,
+            show_default=False,
+        ),
+    ] = None
+    sequences: Annotated[
+        str | None,
+        typer.Option(
+            "--sequences",
+            help="Sequence model: sequences in flight per run, e.g. 1,4,16 (its closed loop, "
+            "instead of --concurrency).",
+            show_default=False,
+        ),
+    ] = None
+    sequence_length: Annotated[
+        int | None,
+        typer.Option(
+            "--sequence-length",
+            help="Requests per sequence (default: one per step of the input data).",
+            show_default=False,
+        ),
+    ] = None
+    sequence_id_range: Annotated[
+        str | None,
+        typer.Option(
+            "--sequence-id-range",
+            help="Correlation IDs START:END, END excluded (default: from each load process's id).",
+            show_default=False,
+        ),
+    ] = None
+
+    def input_plan(self) -> InputPlan:
+        """The data options (``--input-data``, ``--string-length``, ``--input-value``), parsed.
+
+        Raises:
+            ConfigError: an unknown ``--input-data`` kind, a negative ``--string-length``, or a
+                malformed ``--input-value``.
+        """
+        if self.string_length < 0:
+            raise ConfigError(f"--string-length {self.string_length} is negative", "give 0 or more bytes")
+        return InputPlan(
+            source=parse_input_data(self.input_data),
+            string_length=self.string_length,
+            values=parse_input_values(self.input_values or []),
+        )
 
     def duration_s(self) -> float:
         """``--duration`` in seconds."""
@@ -77,6 +164,8 @@ class LoadFlags:
         Raises:
             ConfigError: both loops, or a malformed ``--rate``.
         """
+        if self.sequences:
+            return "concurrency", sequence_levels(self.sequences, self.concurrency, self.rate)
         if self.concurrency and self.rate:
             raise ConfigError("--concurrency and --rate exclude each other", "use one: closed or open loop")
         if not self.rate:
@@ -94,9 +183,6 @@ class RunFlags:
     arrival: Annotated[str, typer.Option("--arrival", help="Open-loop arrivals: constant or poisson.")] = (
         "constant"
     )
-    input_data: Annotated[
-        str, typer.Option("--input-data", help="random, zeros, or an .npz with one array per input.")
-    ] = "random"
     max_duration: Annotated[
         str | None,
         typer.Option(
@@ -109,6 +195,14 @@ class RunFlags:
         str | None,
         typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
     ] = None
+    request_timeout: Annotated[
+        str,
+        typer.Option(
+            "--request-timeout",
+            help="A request without its response (streaming: its final response) after this long "
+            "counts as a timeout error, e.g. 30s.",
+        ),
+    ] = "60s"
     processes: Annotated[
         str,
         typer.Option(
@@ -120,6 +214,15 @@ class RunFlags:
         typer.Option(
             "--metrics-url",
             help="Prometheus endpoint (default: the server host, port 8002).",
+            show_default=False,
+        ),
+    ] = None
+    mix: Annotated[
+        str | None,
+        typer.Option(
+            "--mix",
+            help="Several models at once (MODEL a,b): each one's share of the load, e.g. 3:1 "
+            "(default: equal shares).",
             show_default=False,
         ),
     ] = None
@@ -143,12 +246,12 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
     Raises:
         ConfigError: contradictory or malformed values.
     """
+    plan = load.input_plan()
     mode, levels = load.levels()
     if run.arrival not in ("constant", "poisson"):
         raise ConfigError(f"--arrival {run.arrival!r} is unknown", "use constant or poisson")
     if run.processes != "auto" and not run.processes.isdigit():
         raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")
-    data = run.input_data if run.input_data in ("random", "zeros") else Path(run.input_data)
     protocol = load.protocol.value
     return LoadSpec(
         model=model,
@@ -159,13 +262,37 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         arrival=run.arrival,  # type: ignore[arg-type]
         batch_size=load.batch_size,
         shapes=parse_shape_overrides(load.shapes or []),
-        input_data=data,  # type: ignore[arg-type]
+        input_data=plan.source,
+        string_length=plan.string_length,
+        input_values=dict(plan.values),
         duration_s=load.duration_s(),
         warmup_s=load.warmup_s(),
         max_duration_s=parse_duration(run.max_duration, "--max-duration") if run.max_duration else None,
         window_s=parse_duration(run.window, "--window") if run.window else None,
         processes=None if run.processes == "auto" else int(run.processes),
         metrics_url=run.metrics_url,
+        request_timeout_s=parse_duration(run.request_timeout, "--request-timeout"),
         seed=load.seed,
         rounds=rounds,
+        shared_memory=load.shared_memory.value,
+        output_shared_memory_size=load.output_shared_memory_size,
+        sequences=bool(load.sequences),
+        sequence_length=load.sequence_length,
+        sequence_id_range=parse_id_range(load.sequence_id_range) if load.sequence_id_range else None,
     )
+
+
+def sequence_levels(sequences: str, concurrency: str | None, rate: str | None) -> tuple[float, ...]:
+    """``--sequences`` as levels: sequences in flight, the closed loop of a sequence model.
+
+    Raises:
+        ConfigError: ``--concurrency`` or ``--rate`` given as well, or a malformed list.
+    """
+    for given, option in ((concurrency, "--concurrency"), (rate, "--rate")):
+        if given:
+            raise ConfigError(
+                f"--sequences and {option} exclude each other: --sequences N is the load of a sequence "
+                "model (N sequences in flight, each request waiting for the previous one)",
+                f"drop {option}",
+            )
+    return tuple(float(v) for v in parse_int_list(sequences, "--sequences") or ())

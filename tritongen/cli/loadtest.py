@@ -19,6 +19,7 @@ from tritongen.cli.options import ModelName, Serve, Url, embedded_server
 from tritongen.cli.output_options import OutputFlags
 from tritongen.errors import ServerError
 from tritongen.intervals import check_confidence
+from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
@@ -60,10 +61,12 @@ def loadtest_command(
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec.check()
+        mix = Mix.parse(model, run.mix)
+        mix.check(spec.mode, spec.levels)
         if spec.rounds > 1:
             err_console.print(f"{rounds_cost(spec)}", highlight=False, markup=False)
-        with _server(spec, serve) as spec:
-            report = _run(spec)
+        with _server(spec, serve, mix.models) as spec:
+            report = _run(spec, mix)
         report.confidence = rounds.confidence
         _write_outputs(report, output, slo_p99_ms)
         _print_report(report)
@@ -81,11 +84,11 @@ def rounds_cost(spec: LoadSpec) -> str:
 
 
 @contextlib.contextmanager
-def _server(spec: LoadSpec, serve: Path | None) -> Iterator[LoadSpec]:
+def _server(spec: LoadSpec, serve: Path | None, models: tuple[str, ...]) -> Iterator[LoadSpec]:
     if serve is None:
         yield spec
         return
-    with embedded_server(serve, spec.model) as server:
+    with embedded_server(serve, *models) as server:
         yield replace(
             spec,
             url=server.http_url if spec.protocol == "http" else server.grpc_url,
@@ -93,7 +96,7 @@ def _server(spec: LoadSpec, serve: Path | None) -> Iterator[LoadSpec]:
         )
 
 
-def _run(spec: LoadSpec) -> LoadTestReport:
+def _run(spec: LoadSpec, mix: Mix) -> LoadTestReport:
     line = Text("starting")
 
     def show(progress: Progress) -> None:
@@ -106,6 +109,8 @@ def _run(spec: LoadSpec) -> LoadTestReport:
         )
 
     with stop_on_signals() as stopping, Live(line, console=err_console, refresh_per_second=4, transient=True):
+        if mix.mixed:
+            return run_mix_test(spec, mix, progress=show, stop=stopping)
         return run_load_test(spec, progress=show, stop=stopping)
 
 
@@ -125,13 +130,33 @@ def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | Non
 
 
 def _print_report(report: LoadTestReport) -> None:
-    from tritongen.report.tables import loadtest_rounds_table, loadtest_table, to_rich
+    from tritongen.report.tables import (
+        loadtest_models_table,
+        loadtest_rounds_table,
+        loadtest_table,
+        sequence_table,
+        server_models_table,
+        streaming_table,
+        to_rich,
+    )
 
     document = report.to_json()
     console.print(to_rich(loadtest_table(document)))
     over_rounds = loadtest_rounds_table(document)
     if over_rounds is not None:
         console.print(to_rich(over_rounds))
+    streams = streaming_table(document)
+    if streams is not None:
+        console.print(to_rich(streams))
+    sequences = sequence_table(document)
+    if sequences is not None:
+        console.print(to_rich(sequences))
+    mixed = loadtest_models_table(document)
+    if mixed is not None:
+        console.print(to_rich(mixed))
+    per_model = server_models_table(document)
+    if per_model is not None:
+        console.print(to_rich(per_model))
     for run in report.runs:
         if run.errors_by_kind:
             console.print(
@@ -151,6 +176,8 @@ def _print_report(report: LoadTestReport) -> None:
 
 
 def _level(run: RunResult) -> str:
+    if run.sequences_per_s is not None:  # a sequence model: sequences in flight
+        return f"seq={run.concurrency}"
     return f"c={run.concurrency}" if run.mode == "concurrency" else f"{run.target_rate:g}/s"
 
 

@@ -61,15 +61,16 @@ AdminKey = Annotated[
 
 
 @contextlib.contextmanager
-def embedded_server(repo: Path, model: str) -> Iterator[LocalTritonServer]:
-    """The embedded server with just ``model``, on free ports, for the length of one command.
+def embedded_server(repo: Path, model: str, *others: str) -> Iterator[LocalTritonServer]:
+    """The embedded server with just ``model`` (and ``others``), on free ports, for the length of one command.
 
     The model's config is linted first: a config Triton would refuse (or, like a Python
     model without ``model.py``, never finish loading) stops the command with one line.
     """
-    lint_before_serving(repo, [model])
+    models = [model, *others]
+    lint_before_serving(repo, models)
     with err_console.status("starting the embedded Triton server"):
-        server = LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model])
+        server = LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=models)
         server.start()
     try:
         yield server
@@ -91,7 +92,7 @@ def lint_before_serving(repo: Path, models: list[str], hint: str = "fix them (se
     except LintUsageError:
         return  # nothing lint can read: the server reports what is wrong
     for finding in report.findings:
-        style = "red" if finding.severity == "error" else "yellow"
+        style = {"error": "red", "warning": "yellow"}.get(finding.severity, "cyan")
         err_console.print(finding.text(), style=style, soft_wrap=True, highlight=False, markup=False)
     if report.errors:
         raise ConfigError(

@@ -20,16 +20,19 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
+from tritongen.cli.completed import base_config
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.options import AdminKey, embedded_server
 from tritongen.cli.output_options import OutputFlags
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_ROUNDS, format_summary
+from tritongen.loadtest.background import BackgroundSpec
+from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.model_config import ModelConfig
-from tritongen.triton.proto import read_config
 from tritongen.triton.rerender import model_target, rerender_model
+from tritongen.tune.composing import tuned_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
 from tritongen.tune.control import ModelControl
 from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, check_claim, plan, run_tune
@@ -76,6 +79,15 @@ class SearchFlags:
             show_default=False,
         ),
     ] = None
+    composing: Annotated[
+        str | None,
+        typer.Option(
+            "--composing",
+            help="Tune this composing model (an ensemble step, or a model MODEL calls through BLS) "
+            "while the load goes to MODEL.",
+            show_default=False,
+        ),
+    ] = None
 
     def space(self, base: ModelConfig) -> SearchSpace:
         """The search space around the model's config.
@@ -95,7 +107,7 @@ class SearchFlags:
 
 @dataclass(frozen=True)
 class ServerFlags:
-    """Which server the trials run on."""
+    """Which server the trials run on, and what other traffic it carries meanwhile."""
 
     url: Annotated[
         str | None,
@@ -110,6 +122,55 @@ class ServerFlags:
         bool, typer.Option("--serve", help="Tune on the embedded server started on --repo (the default).")
     ] = False
     admin_key: AdminKey = None
+    background: Annotated[
+        str | None,
+        typer.Option(
+            "--background",
+            help="Keep these models (OTHER[,OTHER2]) under load for the whole tune: tune under interference.",
+            show_default=False,
+        ),
+    ] = None
+    background_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--background-concurrency",
+            help="In-flight requests of the background load in all, split over its models (default 1 each).",
+            show_default=False,
+        ),
+    ] = None
+    background_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--background-rate",
+            help="Requests/s of the background load in all (open loop), split over its models.",
+            show_default=False,
+        ),
+    ] = None
+
+    def background_spec(self) -> BackgroundSpec | None:
+        """The background load asked for, or ``None``.
+
+        Raises:
+            ConfigError: a background level without --background, both levels, or a
+                malformed model list.
+        """
+        level_given = self.background_concurrency is not None or self.background_rate is not None
+        if self.background is None:
+            if level_given:
+                raise ConfigError(
+                    "--background-concurrency and --background-rate need --background",
+                    "name the models to keep under load, e.g. --background other_model",
+                )
+            return None
+        if self.background_concurrency is not None and self.background_rate is not None:
+            raise ConfigError(
+                "--background-concurrency and --background-rate exclude each other",
+                "use one: closed or open loop",
+            )
+        models = Mix.parse(self.background, mix=None).models
+        if self.background_rate is not None:
+            return BackgroundSpec(models, mode="rate", level=self.background_rate)
+        return BackgroundSpec(models, level=self.background_concurrency)
 
 
 @dataclass(frozen=True)
@@ -183,26 +244,22 @@ def tune_command(
             raise ConfigError(
                 "--serve and --url exclude each other", "tune the embedded server or a running one"
             )
-        model_dir = repo / model
-        base = read_config(model_dir / "config.pbtxt")
+        tuned = tuned_model(repo, model, search.composing)
+        model_dir = repo / tuned
+        base = base_config(repo, tuned, server.url, server.admin_key)
         space = search.space(base)
         if base.max_batch_size == 0:
             raise ConfigError(
-                f"'{model}' has max_batch_size 0: there is no batching to tune",
+                f"'{tuned}' has max_batch_size 0: there is no batching to tune",
                 "convert the model with a dynamic batch dim",
             )
-        request = _request(model, space, search, load, rounds, trials, slo_p99_ms)
+        request = _request(model, space, search, load, rounds, trials, slo_p99_ms, server=server)
         if trials.resume is not None and not trials.resume.is_dir():
             raise ConfigError(
                 f"--resume {trials.resume} does not exist", "pass the directory of an earlier tune"
             )
         check_claim(request)
-        console.print(
-            f"tuning [bold]{escape(model)}[/]: {space.size} legal configs, "
-            f"{len(space.skipped())} skipped as illegal, strategy {search.strategy}, "
-            f"SLO P99 {slo_p99_ms if slo_p99_ms is not None else '∞'} ms; {plan(request).text()}",
-            highlight=False,
-        )
+        _announce(request)
         report = _tune(request, repo, server, base, apply)
         _outputs(report, output)
         _print(report)
@@ -210,6 +267,18 @@ def tune_command(
             raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
         if apply:
             _print_applied(report, model_dir)
+
+
+def _announce(request: TuneRequest) -> None:
+    """What will be tuned, under which load, in how many configs, and roughly how long it takes."""
+    space, slo, loaded = request.space, request.slo_p99_ms, request.load.model
+    under = f" under the load of [bold]{escape(loaded)}[/]" if loaded != request.model else ""
+    console.print(
+        f"tuning [bold]{escape(request.model)}[/]{under}: {space.size} legal configs, "
+        f"{len(space.skipped())} skipped as illegal, strategy {request.strategy}, "
+        f"SLO P99 {slo if slo is not None else '∞'} ms; {plan(request).text()}",
+        highlight=False,
+    )
 
 
 def _request(
@@ -220,23 +289,27 @@ def _request(
     rounds: RoundsFlags,
     trials: TrialFlags,
     slo_p99_ms: float | None,
+    server: ServerFlags | None = None,
 ) -> TuneRequest:
     """What to tune and how, from the command's option groups (checked)."""
-    if not load.concurrency and not load.rate:
+    if not load.concurrency and not load.rate and not load.sequences:
         load = replace(load, concurrency="8")
+    tuned = search.composing or model
+    default_out = Path(f"tune-{model}" if tuned == model else f"tune-{model}-{tuned}")
     request = TuneRequest(
-        model=model,
+        model=tuned,
         space=space,
         load=load_spec(model, url=None, load=load, run=RunFlags()),
         slo_p99_ms=slo_p99_ms,
         strategy=search.strategy,
         max_trials=search.max_trials,
         max_memory_mb=search.max_memory_mb,
-        out_dir=trials.resume or trials.out or Path(f"tune-{model}"),
+        out_dir=trials.resume or trials.out or default_out,
         seed=load.seed,
         rounds=rounds.count(default=DEFAULT_ROUNDS),
         finalists=trials.finalists,
         confidence=rounds.confidence,
+        background=server.background_spec() if server is not None else None,
     )
     request.check()
     return request
@@ -249,7 +322,7 @@ def _tune(
     model_dir = repo / request.model
     admin_key = server.admin_key if server.url is not None else None
     with (
-        _server(repo, request.model, server.url, request.load) as (control_url, spec),
+        _server(repo, request.model, server.url, request.load, request.background) as (control_url, spec),
         stop_on_signals() as stopping,
     ):
         control = ModelControl(control_url, request.model, admin_key=admin_key)
@@ -257,7 +330,7 @@ def _tune(
             report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
             winner = report.winner
             if apply and winner is not None and isinstance(winner.candidate, Candidate):
-                control.load(rerender_model(model_dir, winner.candidate.to_options()))
+                control.load(rerender_model(model_dir, winner.candidate.to_options(), base=base))
             return report
         except KeyboardInterrupt as e:
             err_console.print(
@@ -272,14 +345,16 @@ def _print_applied(report: TuneReport, model_dir: Path) -> None:
     winner = report.winner
     if winner is not None:
         console.print(
-            f"applied {winner.key} to {model_dir / 'config.pbtxt'} (previous kept as .bak)",
+            f"applied {winner.key} to {model_dir / 'config.pbtxt'}"
+            + (" (previous kept as .bak)" if (model_dir / "config.pbtxt.bak").exists() else ""),
             markup=False,
             soft_wrap=True,
         )
     else:
+        config = model_dir / "config.pbtxt"
         console.print(
-            f"not applied: no config beat the current one significantly; {model_dir / 'config.pbtxt'} "
-            "is unchanged",
+            f"not applied: no config beat the current one significantly; {config} "
+            + ("is unchanged" if config.exists() else "was not written (the server completes the config)"),
             markup=False,
             highlight=False,
             soft_wrap=True,
@@ -287,11 +362,16 @@ def _print_applied(report: TuneReport, model_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _server(repo: Path, model: str, url: str | None, spec: LoadSpec) -> Iterator[tuple[str, LoadSpec]]:
+def _server(
+    repo: Path, model: str, url: str | None, spec: LoadSpec, background: BackgroundSpec | None
+) -> Iterator[tuple[str, LoadSpec]]:
     if url is not None:
         yield url, replace(spec, url=url if spec.protocol == "http" else spec.url)
         return
-    with embedded_server(repo, model) as server:
+    # The model under load, and the composing model tuned (a model called through BLS is not
+    # loaded with its caller, as an ensemble's steps are).
+    others = ([model] if model != spec.model else []) + list(background.models if background else ())
+    with embedded_server(repo, spec.model, *others) as server:
         target = server.http_url if spec.protocol == "http" else server.grpc_url
         yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
 
@@ -374,6 +454,12 @@ def _print(report: TuneReport) -> None:
 
     console.print(to_rich(tune_table(report.to_json())))
     console.print(report.verdict(), highlight=False, markup=False, soft_wrap=True)
+    if report.background is not None:
+        from tritongen.report.tables import background_text
+
+        console.print(background_text(report.background), highlight=False, markup=False, soft_wrap=True)
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     confirmation = report.confirmation
     if confirmation is not None and not confirmation.current.feasible:
         p99 = confirmation.current.p99_us

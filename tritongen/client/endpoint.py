@@ -128,6 +128,71 @@ class TritonEndpoint:
             raise ServerError(f"the server has no statistics for '{model}'", "is the model loaded?")
         return dict(entries[0])
 
+    def all_statistics(self) -> list[dict[str, Any]]:
+        """Every ``model_stats`` entry the server has (one per loaded model version), in one call."""
+        client = self._connect()
+        if self.protocol == "http":
+            stats = self._call("statistics", client.get_inference_statistics)
+        else:
+            stats = self._call("statistics", client.get_inference_statistics, as_json=True)
+        return [dict(entry) for entry in stats.get("model_stats", [])]
+
+    def model_config(self, model: str) -> dict[str, Any]:
+        """The config the server runs for ``model`` (model-config API, protobuf field names)."""
+        client = self._connect()
+        if self.protocol == "http":
+            config: dict[str, Any] = self._call(f"model '{model}'", client.get_model_config, model)
+            return config
+        found: dict[str, Any] = self._call(f"model '{model}'", client.get_model_config, model, as_json=True)
+        return dict(found.get("config", {}))
+
+    def ready_models(self) -> list[str]:
+        """Names of the models the server has READY (repository index), sorted.
+
+        Raises:
+            ServerError: the server does not answer or refuses its repository index.
+        """
+        client = self._connect()
+        if self.protocol == "http":
+            entries = self._call("repository index", client.get_model_repository_index)
+        else:
+            entries = self._call("repository index", client.get_model_repository_index, as_json=True)
+            entries = entries.get("models", [])
+        return sorted({str(e.get("name", "")) for e in entries if e.get("state") == "READY"})
+
+    def output_tensors(self, model: str) -> list[dict[str, Any]]:
+        """The outputs of ``model``'s metadata: ``name``, ``datatype`` and ``shape`` (-1: a dynamic dim)."""
+        client = self._connect()
+        if self.protocol == "http":
+            metadata = self._call(f"model '{model}'", client.get_model_metadata, model)
+        else:
+            metadata = self._call(f"model '{model}'", client.get_model_metadata, model, as_json=True)
+        return [
+            {"name": t["name"], "datatype": t["datatype"], "shape": [int(d) for d in t.get("shape", [])]}
+            for t in metadata.get("outputs", [])
+        ]
+
+    def shared_memory_regions(self) -> list[str]:
+        """Names of the system shared-memory regions registered with the server.
+
+        Raises:
+            ServerError: the server does not answer or refuses its shared-memory API.
+        """
+        client = self._connect()
+        if self.protocol == "http":
+            regions = self._call("system shared memory", client.get_system_shared_memory_status)
+            return sorted(str(r.get("name", "")) for r in regions)
+        found = self._call("system shared memory", client.get_system_shared_memory_status, as_json=True)
+        return sorted(found.get("regions", {}))
+
+    def unregister_shared_memory(self, name: str) -> None:
+        """Unregister the system shared-memory region ``name`` from the server.
+
+        Raises:
+            ServerError: the server does not answer or refuses.
+        """
+        self._call("system shared memory", self._connect().unregister_system_shared_memory, name)
+
     def infer(self, model: str, inputs: dict[str, npt.NDArray[Any]], outputs: tuple[str, ...]) -> InferResult:
         """Send one request; return the outputs and the client-side latency."""
         from tritonclient.utils import np_to_triton_dtype

@@ -14,11 +14,11 @@ from tritongen.io.arrays import (
     ExpectedArray,
     check_request_array,
     read_npy,
-    read_npz,
-    request_arrays,
 )
 
 DEFAULT_DYNAMIC_DIM = 8
+DEFAULT_STRING_LENGTH = 16
+"""Bytes per element of random BYTES (string) inputs."""
 
 
 @dataclass(frozen=True)
@@ -133,11 +133,27 @@ def request_shape(
     return ([batch_size] if batched else []) + dims
 
 
-def random_array(datatype: str, shape: list[int], rng: np.random.Generator) -> npt.NDArray[Any]:
-    """Random data of a Triton type: normal floats, small non-negative ints, bools, short bytes."""
+STRING_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+"""What random BYTES elements are made of."""
+
+
+def random_strings(shape: list[int], length: int, rng: np.random.Generator) -> npt.NDArray[Any]:
+    """An object array of random ASCII letters and digits, ``length`` bytes per element."""
+    count = int(np.prod(shape))
+    alphabet = np.frombuffer(STRING_ALPHABET, dtype=np.uint8)
+    codes = alphabet[rng.integers(0, len(alphabet), size=(count, length))]
+    out = np.empty(count, dtype=np.object_)
+    out[:] = [row.tobytes() for row in codes]
+    return out.reshape(shape)
+
+
+def random_array(
+    datatype: str, shape: list[int], rng: np.random.Generator, string_length: int = DEFAULT_STRING_LENGTH
+) -> npt.NDArray[Any]:
+    """Random data of a Triton type: normal floats, small non-negative ints, bools, random strings."""
     dtype = numpy_dtype(datatype)
     if datatype == "BYTES":
-        return np.array([b"tritongen"] * int(np.prod(shape)), dtype=np.object_).reshape(shape)
+        return random_strings(shape, string_length, rng)
     if datatype == "BOOL":
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     if np.issubdtype(dtype, np.floating):
@@ -160,6 +176,7 @@ def build_inputs(
     files: dict[str, Path] | None = None,
     seed: int = 0,
     fill: Literal["random", "zeros"] = "random",
+    string_length: int = DEFAULT_STRING_LENGTH,
 ) -> dict[str, npt.NDArray[Any]]:
     """One array per model input: loaded from ``files`` where given, else random (or zeros).
 
@@ -170,12 +187,43 @@ def build_inputs(
     """
     shapes = shapes or {}
     files = files or {}
+    check_input_names(interface, [*shapes, *files])
+    check_batch_size(interface, batch_size)
+    rng = np.random.default_rng(seed)
+    arrays: dict[str, npt.NDArray[Any]] = {}
+    for spec in interface.inputs:
+        if spec.name in files:
+            arrays[spec.name] = _load_input_file(spec, files[spec.name], interface)
+        else:
+            shape = request_shape(spec, batch_size, interface.batched, shapes.get(spec.name))
+            if fill == "zeros":
+                arrays[spec.name] = zeros_array(spec.datatype, shape)
+            else:
+                arrays[spec.name] = random_array(spec.datatype, shape, rng, string_length)
+    return arrays
+
+
+def check_input_names(interface: ModelInterface, names: list[str], option: str | None = None) -> None:
+    """Check that every name is an input of the model.
+
+    Raises:
+        ConfigError: the first name the model has no input of.
+    """
     known = {spec.name for spec in interface.inputs}
-    for name in [*shapes, *files]:
+    for name in names:
         if name not in known:
+            where = f"{option} {name}=…: model" if option else "model"
             raise ConfigError(
-                f"model '{interface.name}' has no input '{name}'", f"inputs are: {', '.join(sorted(known))}"
+                f"{where} '{interface.name}' has no input '{name}'", f"inputs are: {', '.join(sorted(known))}"
             )
+
+
+def check_batch_size(interface: ModelInterface, batch_size: int) -> None:
+    """Check that the model takes requests of ``batch_size`` rows.
+
+    Raises:
+        ConfigError: a batch size below 1, above the model's max, or above 1 for a model that does not batch.
+    """
     if batch_size < 1:
         raise ConfigError(f"--batch-size {batch_size} must be at least 1", "use 1 or more")
     if interface.batched and batch_size > interface.max_batch_size:
@@ -189,36 +237,12 @@ def build_inputs(
             "is impossible",
             "drop --batch-size",
         )
-    rng = np.random.default_rng(seed)
-    arrays: dict[str, npt.NDArray[Any]] = {}
-    for spec in interface.inputs:
-        if spec.name in files:
-            arrays[spec.name] = _load_input_file(spec, files[spec.name], interface)
-        else:
-            shape = request_shape(spec, batch_size, interface.batched, shapes.get(spec.name))
-            if fill == "zeros":
-                arrays[spec.name] = zeros_array(spec.datatype, shape)
-            else:
-                arrays[spec.name] = random_array(spec.datatype, shape, rng)
-    return arrays
 
 
 def expected_array(spec: InputSpec) -> ExpectedArray:
     """What an array sent for ``spec`` must be: its exact dtype (any for ``BYTES``) and dims."""
     dtype = None if spec.datatype == "BYTES" else np.dtype(numpy_dtype(spec.datatype))
     return ExpectedArray(name=spec.name, dtype=dtype, dims=spec.dims)
-
-
-def read_input_data(path: Path, interface: ModelInterface) -> dict[str, npt.NDArray[Any]]:
-    """The request arrays of ``--input-data FILE.npz``: one per input, named like it, checked.
-
-    Raises:
-        SourceError: the file is missing or unreadable, lacks an input, or has a wrong dtype/shape.
-    """
-    label = f"input data {path}"
-    arrays = read_npz(path, label, "--input-data")
-    expected = [expected_array(spec) for spec in interface.inputs]
-    return request_arrays(arrays, expected, label, interface.max_batch_size)
 
 
 def _load_input_file(spec: InputSpec, path: Path, interface: ModelInterface) -> npt.NDArray[Any]:

@@ -212,3 +212,83 @@ def _feed_array(array: Array, expected: ExpectedArray, label: str, batched: bool
             "save arrays with the batch dim first and the model's fixed dims",
         )
     return np.ascontiguousarray(array, dtype=want)
+
+
+# -- request steps: several requests in one .npz --------------------------------------------
+
+STEPS_KEY = "__tritongen_steps__"
+"""Marks an ``.npz`` of request steps; holds ``[number of steps]``. Without it an ``.npz`` is one step."""
+
+
+def is_string_array(array: Array) -> bool:
+    """Whether ``array`` holds strings (``bytes``/``str`` objects, numpy ``S`` or ``U``): a BYTES tensor."""
+    return array.dtype.kind in "OSU"
+
+
+def write_steps(path: Path, steps: Sequence[Mapping[str, Array]]) -> None:
+    """Write request steps to one ``.npz`` (read back by :func:`read_steps` and the locustfile).
+
+    A numeric array of step ``i`` is stored as ``i/NAME``. A string array is stored
+    without pickling and without losing trailing NUL bytes: ``n<i>/NAME`` holds the byte
+    length of each element (in the tensor's shape), ``b<i>/NAME`` their bytes, concatenated.
+    """
+    stored: dict[str, Array] = {STEPS_KEY: np.array([len(steps)], dtype=np.int64)}
+    for index, step in enumerate(steps):
+        for name, array in step.items():
+            if not is_string_array(array):
+                stored[f"{index}/{name}"] = np.ascontiguousarray(array)
+                continue
+            items = [_item_bytes(item) for item in array.reshape(-1).tolist()]
+            lengths = np.array([len(item) for item in items], np.int64)
+            stored[f"n{index}/{name}"] = lengths.reshape(array.shape)
+            stored[f"b{index}/{name}"] = np.frombuffer(b"".join(items), dtype=np.uint8)
+    np.savez(path, **stored)
+
+
+def _object_array(items: list[bytes]) -> Array:
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out
+
+
+def _item_bytes(item: Any) -> bytes:
+    return item if isinstance(item, bytes) else str(item).encode()
+
+
+def read_steps(path: Path, label: str, option: str | None = None) -> list[dict[str, Array]]:
+    """The request steps of an ``.npz``: those :func:`write_steps` wrote, or its arrays as one step.
+
+    String tensors of a steps file come back as object arrays of ``bytes``; in a plain
+    ``.npz`` they stay as numpy stored them (``S`` or ``U``).
+
+    Raises:
+        ArrayFileMissingError: The file does not exist.
+        ArrayFileUnreadableError: It is not an ``.npz`` archive of plain arrays, or a malformed steps file.
+    """
+    arrays = read_npz(path, label, option)
+    if STEPS_KEY not in arrays:
+        return [arrays]
+    try:
+        return _decode_steps(arrays)
+    except (ValueError, KeyError, IndexError) as e:
+        raise _unreadable(label, "an .npz archive", f"malformed request steps ({e})") from e
+
+
+def _decode_steps(arrays: Mapping[str, Array]) -> list[dict[str, Array]]:
+    count = int(arrays[STEPS_KEY].reshape(-1)[0])
+    steps: list[dict[str, Array]] = [{} for _ in range(count)]
+    for key, array in arrays.items():
+        head, _, name = key.partition("/")
+        if key == STEPS_KEY or head.startswith("b"):
+            continue
+        if head.startswith("n"):
+            lengths = array.reshape(-1).astype(np.int64)
+            data = arrays[f"b{head[1:]}/{name}"].tobytes()
+            if int(lengths.sum()) != len(data) or (lengths < 0).any():
+                raise ValueError(f"the lengths of {name!r} do not add up to its bytes")
+            ends = np.cumsum(lengths).tolist()
+            items = [data[end - size : end] for end, size in zip(ends, lengths.tolist(), strict=True)]
+            steps[int(head[1:])][name] = _object_array(items).reshape(array.shape)
+        else:
+            steps[int(head)][name] = array
+    return steps

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ class LintReport:
         """Legal but suspicious settings."""
         return [f for f in self.findings if f.severity == "warning"]
 
+    @property
+    def notes(self) -> list[Finding]:
+        """What Triton does on its own that the user should know (e.g. it fills the config in)."""
+        return [f for f in self.findings if f.severity == "info"]
+
     def to_json(self) -> dict[str, Any]:
         """The ``tritongen.lint/1`` document."""
         return {
@@ -71,5 +76,6 @@ class LintReport:
             "files": self.files,
             "errors": len(self.errors),
             "warnings": len(self.warnings),
+            "notes": len(self.notes),
             "findings": [f.to_json() for f in self.findings],
         }

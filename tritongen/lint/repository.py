@@ -1,6 +1,7 @@
 """Lint what the user points at: repositories, model directories or config files.
 
-A repository is a directory of model directories; a model directory holds ``config.pbtxt``.
+A repository is a directory of model directories; a model directory holds ``config.pbtxt``,
+or only the model files Triton completes a config from (it says so in a note).
 Every config is parsed with Triton's protobuf schema (a syntax error carries file, line
 and column), checked with the model-level rules, and then ensembles are checked against
 the models of their repository: steps that exist, no cycles, maps that match the step
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.lint.findings import Finding, LintReport
+from tritongen.lint.rules.autocomplete import autofilled_config, is_model_directory, looks_like_model
 from tritongen.lint.rules.context import ModelContext, enum_name
 from tritongen.lint.rules.ensembles import iter_steps
 from tritongen.lint.rules.layout import numeric_versions
@@ -50,15 +52,17 @@ def resolve_targets(paths: list[Path]) -> list[Target]:
         if path.is_file():
             directory = path.parent if path.name == CONFIG_FILE else None
             targets.append(Target(path, directory, directory.parent if directory else None))
-        elif (path / CONFIG_FILE).is_file():
+        elif is_model_directory(path):
             targets.append(Target(path / CONFIG_FILE, path, path.parent))
         else:
-            found = sorted(p for p in path.iterdir() if p.is_dir() and (p / CONFIG_FILE).is_file())
-            if not found:
+            children = sorted(p for p in path.iterdir() if p.is_dir())
+            if not any(looks_like_model(p) for p in children):
                 raise LintUsageError(
-                    f"{path} holds no {CONFIG_FILE} (neither a model directory nor a repository)"
+                    f"{path} holds no {CONFIG_FILE} and no model file "
+                    "(neither a model directory nor a repository)"
                 )
-            targets += [Target(p / CONFIG_FILE, p, path) for p in found]
+            # Triton takes every subdirectory of a repository for a model, whether it has a config or not.
+            targets += [Target(p / CONFIG_FILE, p, path) for p in children]
     return targets
 
 
@@ -137,8 +141,15 @@ def lint_paths(paths: list[Path], slo_p99_ms: float | None = None) -> LintReport
         seen.add(target.config.resolve())
         file = str(target.config)
         model = target.directory.name if target.directory else target.config.stem
-        report.files.append(file)
         report.models.append(model)
+        if target.directory is not None and not target.config.exists():
+            ctx = _auto_completed(target.directory, slo_p99_ms)
+            report.files.append(ctx.file)
+            report.findings += lint_model(ctx)
+            if target.repository is not None:
+                contexts.setdefault(target.repository, []).append(ctx)
+            continue
+        report.files.append(file)
         try:
             text = target.config.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
@@ -170,6 +181,18 @@ def lint_paths(paths: list[Path], slo_p99_ms: float | None = None) -> LintReport
     return report
 
 
+def _auto_completed(directory: Path, slo_p99_ms: float | None = None) -> ModelContext:
+    """A model directory without config.pbtxt, as the config Triton starts from (backend and file only)."""
+    return ModelContext(
+        directory.name,
+        autofilled_config(directory),
+        str(directory),
+        directory,
+        slo_p99_ms,
+        auto_completed=True,
+    )
+
+
 def _load_repository_models(repository: Path, known: list[ModelContext]) -> dict[str, ModelContext]:
     """Every parsable model of ``repository`` (those linted already, plus the others, silently)."""
     models = {ctx.name: ctx for ctx in known}
@@ -178,7 +201,11 @@ def _load_repository_models(repository: Path, known: list[ModelContext]) -> dict
     except OSError:
         return models
     for child in children:
-        if child.name in models or not (child / CONFIG_FILE).is_file():
+        if child.name in models:
+            continue
+        if not (child / CONFIG_FILE).exists():
+            if looks_like_model(child):
+                models[child.name] = _auto_completed(child)
             continue
         try:
             message, _ = parse_config((child / CONFIG_FILE).read_text(encoding="utf-8"), "", child.name)
@@ -226,6 +253,8 @@ def _check_steps(ctx: ModelContext, models: dict[str, ModelContext]) -> None:
                 f"{step.model_version} of '{step.model_name}' (0 when omitted), which it does not have",
                 "set model_version: -1 (the latest version)",
             )
+        if model.auto_completed or not (model.config.input or model.config.output):
+            continue  # its tensors and batching are known only once Triton has filled its config in
         mb, step_mb = ctx.config.max_batch_size, model.config.max_batch_size
         if step_mb and step_mb < mb:
             ctx.error(

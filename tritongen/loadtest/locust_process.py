@@ -52,6 +52,20 @@ class LocustArgs:
     arrival: str = "constant"
     max_inflight: int = 1024
     seed: int = 0
+    shared_memory: str = "none"
+    shm_prefix: str = ""
+    """Name prefix of the shared-memory regions (``shared_memory`` ``system``)."""
+    output_shm_size: int | None = None
+    timeout_s: float = 60.0
+    """A request without its (final) response after this long is a ``timeout`` error."""
+    streaming: bool = False
+    """A decoupled model: requests go over gRPC streams."""
+    sequences: bool = False
+    """A sequence model: each user runs sequences (correlation ID, start/end flags), one at a time."""
+    sequence_length: int = 0
+    """Requests per sequence (0: one per data step)."""
+    sequence_ids: str = ""
+    """Correlation IDs ``START:END`` (empty: from each process's id)."""
 
     def argv(self) -> list[str]:
         """The command line."""
@@ -75,10 +89,20 @@ class LocustArgs:
             "--triton-max-inflight", str(self.max_inflight),
             "--triton-seed", str(self.seed),
         ]  # fmt: skip
+        argv += ["--triton-timeout", repr(self.timeout_s)]
+        if self.streaming:
+            argv += ["--triton-streaming", "1"]
+        if self.sequences:
+            argv += ["--triton-sequences", "1", "--triton-sequence-length", str(self.sequence_length)]
+            argv += ["--triton-sequence-ids", self.sequence_ids] if self.sequence_ids else []
         if self.user_rate > 0:
             argv += ["--triton-user-rate", repr(self.user_rate), "--triton-arrival", self.arrival]
         if self.processes > 1:
             argv += ["--processes", str(self.processes)]
+        if self.shared_memory != "none":
+            argv += ["--triton-shared-memory", self.shared_memory, "--triton-shm-prefix", self.shm_prefix]
+            if self.output_shm_size is not None:
+                argv += ["--triton-output-shm-size", str(self.output_shm_size)]
         return argv
 
 

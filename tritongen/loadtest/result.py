@@ -13,6 +13,7 @@ from typing import Any
 from tritongen import __version__
 from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.io.files import write_output
+from tritongen.loadtest.sequences import SEQUENCE_COLUMNS, sequence_figures
 
 SCHEMA = "tritongen.loadtest/1"
 LATENCY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")
@@ -58,6 +59,54 @@ class RunResult:
     windows: list[dict[str, float | None]] = field(default_factory=list)
     round: int = 1
     """Which round of its level this run is (levels are measured round-robin)."""
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Several models at once (``--mix``): each model's own figures by name: ``share`` (its
+    fraction of the load), ``concurrency`` or ``target_rate`` (its part of the level),
+    ``requests``, ``errors``, ``qps``, ``infer_per_s``, ``latency_us``, ``server_us``,
+    ``avg_batch``, ``stable``; the run's own figures are the union's. Empty for one model."""
+    server_models: dict[str, dict[str, float | int | str | None]] = field(default_factory=dict)
+    """The server's figures of every model the measured requests touched, by model name:
+    ``queue_us``, ``compute_input_us``, ``compute_infer_us``, ``compute_output_us`` (µs per
+    request), ``executions``, ``inferences``, ``requests``, ``avg_batch``, and ``parent``, the
+    model it sits under in the tree (``None`` for the top model)."""
+    latencies_us: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Further latencies by name, each P50…P99.9, mean and max in µs (streaming:
+    ``first_response``, ``between_responses``; sequences: ``sequence``)."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Further counters over the measured time by name (streaming: ``responses``)."""
+    streaming: bool = False
+    """A decoupled model over gRPC streams: ``latency_us`` is each request's total time (send to
+    final response); ``latencies_us`` has ``first_response`` and ``between_responses``."""
+    responses_per_s: float | None = None
+    """Streaming: responses with outputs received per second (the final flag alone not counted)."""
+    responses_per_request: float | None = None
+    """Streaming: mean responses with outputs per request that finished without error."""
+    sequences_per_s: float | None = None
+    """Sequence model: sequences finished per second (``counts``: ``sequences`` finished,
+    ``sequence_requests`` their requests, ``sequence_errors`` sequences a failed request ended;
+    ``latencies_us``: ``sequence``, from a sequence's first send to its last response)."""
+    requests_per_sequence: float | None = None
+    """Sequence model: mean requests per finished sequence."""
+
+
+STREAMING_LATENCIES = ("first_response", "between_responses")
+STREAMING_COLUMNS = ["streaming", "responses_per_s", "responses_per_request"] + [
+    f"{name}_{key}_us" for name in STREAMING_LATENCIES for key in LATENCY_KEYS
+]
+"""CSV columns of a streaming run (empty for other runs)."""
+
+
+def streaming_cells(run: RunResult) -> dict[str, Any]:
+    """A run's ``STREAMING_COLUMNS`` cells."""
+    cells: dict[str, Any] = {
+        "streaming": run.streaming,
+        "responses_per_s": None if run.responses_per_s is None else round(run.responses_per_s, 3),
+        "responses_per_request": run.responses_per_request,
+    }
+    for name in STREAMING_LATENCIES:
+        figures = run.latencies_us.get(name) or {}
+        cells.update({f"{name}_{key}_us": figures.get(key) for key in LATENCY_KEYS})
+    return cells
 
 
 def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +193,8 @@ class LoadTestReport:
     status: str = "ok"
     rounds: int = 1
     confidence: float = DEFAULT_CONFIDENCE
+    shared_memory: str = "none"
+    """How tensors passed: ``none`` (in the requests) or ``system`` (system shared memory)."""
 
     def levels(self) -> list[LevelSummary]:
         """One summary per load level over its rounds, in the order the levels were asked."""
@@ -160,6 +211,7 @@ class LoadTestReport:
             "status": self.status,
             "rounds": self.rounds,
             "confidence": self.confidence,
+            "shared_memory": self.shared_memory,
             "host": {"machine": platform.machine(), "python": platform.python_version()},
             "runs": [asdict(run) for run in self.runs],
             "levels": [level.to_json() for level in self.levels()],
@@ -176,6 +228,7 @@ class LoadTestReport:
             status=str(document.get("status", "ok")),
             rounds=int(document.get("rounds", 1)),
             confidence=float(document.get("confidence", DEFAULT_CONFIDENCE)),
+            shared_memory=str(document.get("shared_memory", "none")),
         )
 
     def write_json(self, path: Path) -> None:
@@ -192,6 +245,8 @@ class LoadTestReport:
             "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util_mean", "cpu_util_max",
             "cpu_mem_max_bytes", "held_back_sends", "status",
         ]  # fmt: skip
+        columns += STREAMING_COLUMNS
+        columns += SEQUENCE_COLUMNS
         writer = csv.DictWriter(buffer, fieldnames=columns)
         writer.writeheader()
         for run in self.runs:
@@ -213,6 +268,8 @@ class LoadTestReport:
                     "gpu_mem_max_bytes": gpu.get("mem_max_bytes"), "cpu_util_mean": cpu.get("util_mean"),
                     "cpu_util_max": cpu.get("util_max"), "cpu_mem_max_bytes": cpu.get("mem_max_bytes"),
                     "held_back_sends": run.held_back_sends, "status": run.status,
+                    **streaming_cells(run),
+                    **(sequence_figures(run.latencies_us, run.counts, run.duration_s) or {}),
                 }
             )  # fmt: skip
         write_output(path, buffer.getvalue())

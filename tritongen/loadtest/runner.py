@@ -12,17 +12,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tritongen.client.endpoint import TritonEndpoint, normalise_url
-from tritongen.client.inputs import ModelInterface, build_inputs, read_input_data
+from tritongen.client.input_data import InputPlan, Step, input_steps
+from tritongen.client.inputs import ModelInterface
 from tritongen.errors import ConfigError, ServerError
+from tritongen.io.arrays import write_steps
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
+from tritongen.loadtest.sequences import (
+    add_sequence_figures,
+    check_id_range,
+    check_sequence_model,
+    id_range_text,
+)
+from tritongen.loadtest.shared_memory import prepare_shared_memory, release_regions
 from tritongen.loadtest.spec import LoadSpec, auto_processes
-from tritongen.loadtest.windows import Window, WindowLog, is_stable, latency_summary, merge
+from tritongen.loadtest.streaming import add_streaming_figures, check_streaming
+from tritongen.loadtest.windows import (
+    Window,
+    WindowLog,
+    extra_summaries,
+    is_stable,
+    latency_summary,
+    merge,
+)
+from tritongen.metrics.composing import AllStats, ServerModels, all_snapshots, cached_lookup, server_models
 from tritongen.metrics.prometheus import MetricsSampler
-from tritongen.metrics.statistics import ServerBreakdown, StatsSnapshot, breakdown
+from tritongen.metrics.statistics import ServerBreakdown, breakdown
 
 POLL_S = 0.1
 REPORT_GRACE_S = 0.3
@@ -57,17 +73,15 @@ def metrics_url_for(url: str) -> str:
     return f"http://{host}:8002/metrics"
 
 
-def prepare_inputs(spec: LoadSpec, interface: ModelInterface) -> dict[str, np.ndarray]:  # type: ignore[type-arg]
-    """The request arrays, built once: random, zeros, or one array per input from an .npz file.
+def prepare_steps(spec: LoadSpec, interface: ModelInterface) -> list[Step]:
+    """The requests, built once and sent round-robin: one of random or zero data, or a data file's steps.
 
     Raises:
-        SourceError: the .npz file is unreadable, lacks an input, or has a wrong dtype/shape.
+        ConfigError: an unknown input, a batch size the model cannot take, or a bad ``--input-value``.
+        SourceError: the data file is unreadable, or its data does not fit the model.
     """
-    if isinstance(spec.input_data, Path):
-        return read_input_data(spec.input_data, interface)
-    return build_inputs(
-        interface, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed, fill=spec.input_data
-    )
+    plan = InputPlan(source=spec.input_data, string_length=spec.string_length, values=spec.input_values)
+    return input_steps(interface, plan, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed)
 
 
 def run_load_test(
@@ -92,16 +106,20 @@ def run_load_test(
             f"of '{spec.model}'",
             f"use at most {interface.max_batch_size}",
         )
-    arrays = prepare_inputs(spec, interface)
-    rows = int(next(iter(arrays.values())).shape[0]) if interface.batched else 1
+    streaming = check_streaming(spec.model, spec.protocol, endpoint.model_config(spec.model))
+    _check_sequences(spec, endpoint)
+    steps = prepare_steps(spec, interface)
+    rows = next((int(a.shape[0]) for a in steps[0].values()), spec.batch_size) if interface.batched else 1
+    shm = prepare_shared_memory(endpoint, interface, rows, spec.shared_memory, spec.output_shared_memory_size)
     report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url, rounds=spec.rounds)
+    report.shared_memory = spec.shared_memory
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
     sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url))
     try:
         inputs_path = workdir / "inputs.npz"
-        np.savez(inputs_path, **arrays)
+        write_steps(inputs_path, steps)
         sampler.start()
-        test = _LoadTest(spec, rows, endpoint, sampler, inputs_path, workdir, progress, stop)
+        test = _LoadTest(spec, rows, endpoint, sampler, inputs_path, workdir, progress, stop, streaming, shm)
         for number in range(1, spec.rounds + 1):
             for level in spec.levels:
                 result = _LevelRun(test, level, number).execute()
@@ -128,6 +146,10 @@ class _LoadTest:
     workdir: Path
     progress: ProgressCallback | None
     stop: threading.Event | None
+    streaming: bool = False
+    """A decoupled model, loaded over gRPC streams."""
+    shm_prefix: str = ""
+    """Name prefix of the shared-memory regions of the Locust runs (``--shared-memory system``)."""
 
 
 @dataclass
@@ -162,6 +184,8 @@ class _LevelRun:
         if spec.mode == "concurrency":
             self.processes = min(self.processes, int(level))
         self.label = f"concurrency {int(level)}" if spec.mode == "concurrency" else f"rate {level:g}/s"
+        if spec.sequences:
+            self.label = f"sequences {int(level)}"
         self.round = round_number
         if spec.rounds > 1:
             self.label += f" (round {round_number}/{spec.rounds})"
@@ -170,8 +194,12 @@ class _LevelRun:
         self.inputs = test.inputs
         self.progress = test.progress
         self.stop_event = test.stop
+        self.shm_prefix = test.shm_prefix
+        self.streaming = test.streaming
         self.health = TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
-        self.snapshots: dict[int, tuple[float, StatsSnapshot]] = {}
+        self.snapshots: dict[int, tuple[float, AllStats]] = {}
+        """Every model's counters at the first poll of each window (one statistics call)."""
+        self.configs = cached_lookup(self.endpoint.model_config)
 
     def execute(self) -> RunResult:
         """Run Locust until the measurement is done, the run fails or the user stops it."""
@@ -188,10 +216,15 @@ class _LevelRun:
             stopped_at = time.time()
             # A finished measurement has all it needs: no point waiting for Locust's own shutdown.
             locust.stop(timeout_s=0.0 if status == "ok" else 10.0)
+            if self.shm_prefix:  # what Locust, killed, could not unregister and remove itself
+                release_regions(self.endpoint, self.shm_prefix)
             self.health.close()
         if watch.measure_start is not None and status != "ok":
             watch.measured = self._measured_before(watch, watch.measure_start, stopped_at)
-        return self._result(watch.measured, watch.measure_start, t0, status, reason)
+        result = self._result(watch.measured, watch.measure_start, t0, status, reason)
+        if self.streaming:
+            add_streaming_figures(result)
+        return result
 
     def _locust_args(self, t0: float) -> LocustArgs:
         """The Locust run of this level, long enough for warm-up, the longest measurement and slack."""
@@ -213,6 +246,14 @@ class _LevelRun:
             arrival=spec.arrival,
             max_inflight=spec.max_inflight,
             seed=spec.seed,
+            shared_memory=spec.shared_memory,
+            shm_prefix=self.shm_prefix,
+            output_shm_size=spec.output_shared_memory_size,
+            timeout_s=spec.request_timeout_s,
+            streaming=self.streaming,
+            sequences=spec.sequences,
+            sequence_length=spec.sequence_length or 0,
+            sequence_ids=id_range_text(spec.sequence_id_range),
         )
 
     def _follow(self, locust: LocustProcess, watch: _Watch) -> tuple[str, str | None]:
@@ -310,7 +351,7 @@ class _LevelRun:
         if window_index in self.snapshots:
             return
         try:
-            stats = StatsSnapshot.from_json(self.endpoint.statistics(self.spec.model))
+            stats = all_snapshots(self.endpoint.all_statistics())
         except ServerError:
             return
         self.snapshots[window_index] = (time.time(), stats)
@@ -335,9 +376,18 @@ class _LevelRun:
     def _server(self, start: int, end: int) -> ServerBreakdown | None:
         before = self.snapshots.get(start)
         after = self.snapshots.get(end)
-        if before is None or after is None:
+        model = self.spec.model
+        if before is None or after is None or model not in before[1] or model not in after[1]:
             return None
-        return breakdown(before[1], after[1])
+        return breakdown(before[1][model], after[1][model])
+
+    def _server_models(self, start: int, end: int) -> ServerModels:
+        """Each model the measured span touched, as a tree under the model under load."""
+        before = self.snapshots.get(start)
+        after = self.snapshots.get(end)
+        if before is None or after is None:
+            return {}
+        return server_models(before[1], after[1], self.spec.model, self.configs)
 
     def _result(
         self,
@@ -368,8 +418,11 @@ class _LevelRun:
             qps=qps,
             infer_per_s=qps * self.rows,
             latency_us=latency_summary(total.histogram) if total.ok else None,
+            latencies_us=extra_summaries(total),
+            counts=dict(sorted(total.counts.items())),
             server_us=server.server_us() if server else None,
             avg_batch=server.avg_batch if server else None,
+            server_models=self._server_models(start_index, end_index) if measured else {},
             stable=is_stable(measured, self.window_s),
             gpu=_as_dict(self.sampler.summary("gpu", window_start, window_end)),
             cpu=_as_dict(self.sampler.summary("cpu", window_start, window_end)),
@@ -389,6 +442,7 @@ class _LevelRun:
             result.held_back_sends = total.held_back
             result.max_hold_us = total.max_hold_us
             result.warnings += _schedule_warnings(result, self.level)
+        add_sequence_figures(result, spec.sequences)
         if status == "ok" and not result.stable:
             result.warnings.append(
                 f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "
@@ -424,3 +478,15 @@ def _schedule_warnings(result: RunResult, target: float) -> list[str]:
             "the scheduled times"
         )
     return warnings
+
+
+def _check_sequences(spec: LoadSpec, endpoint: TritonEndpoint) -> None:
+    """A sequence model gets ``--sequences`` and the others do not; the ID range fits every level.
+
+    Raises:
+        ConfigError: the load does not fit the model's scheduler, or the range is too small.
+    """
+    check_sequence_model(spec.model, endpoint.model_config(spec.model), spec.sequences)
+    for level in spec.levels if spec.sequences else ():
+        processes = min(spec.processes or auto_processes(spec.mode, level), int(level))
+        check_id_range(spec.sequence_id_range, int(level), processes)

@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from tritongen.client.inputs import DEFAULT_STRING_LENGTH
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
+from tritongen.loadtest.sequences import check_sequence_settings
+from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 
 Mode = Literal["concurrency", "rate"]
 Arrival = Literal["constant", "poisson"]
@@ -45,6 +48,11 @@ class LoadSpec:
     batch_size: int = 1
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_data: InputData | Path = "random"
+    """``random``, ``zeros``, or a ``.json`` (perf_analyzer's input-data format) or ``.npz`` file."""
+    string_length: int = DEFAULT_STRING_LENGTH
+    """Bytes per element of random BYTES inputs."""
+    input_values: dict[str, str] = field(default_factory=dict)
+    """Inputs fixed to one value in every request (``--input-value NAME=VALUE``)."""
     duration_s: float = 30.0
     warmup_s: float = 5.0
     max_duration_s: float | None = None
@@ -58,6 +66,18 @@ class LoadSpec:
     seed: int = 0
     rounds: int = 1
     """Each level is measured this many times, levels interleaved (1 2 3, 1 2 3, …)."""
+    shared_memory: SharedMemory = "none"
+    """``system``: inputs and outputs pass through system shared memory (a server on this host)."""
+    output_shared_memory_size: int | None = None
+    """Shared-memory bytes of an output whose size the metadata leaves open (dynamic dims, BYTES)."""
+    request_timeout_s: float = 60.0
+    """A request without its (final) response after this long counts as a ``timeout`` error."""
+    sequences: bool = False
+    """A sequence model: each level is a number of sequences in flight (closed loop)."""
+    sequence_length: int | None = None
+    """Requests per sequence (None: one per step of the input data)."""
+    sequence_id_range: tuple[int, int] | None = None
+    """Correlation IDs from start to end (excluded); None: derived from each Locust process's id."""
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -80,7 +100,11 @@ class LoadSpec:
             raise ConfigError("--processes must be at least 1 (or auto)", "e.g. --processes auto")
         if self.window_s is not None and self.window_s <= 0:
             raise ConfigError("--window must be positive", "e.g. --window 2s")
+        if self.request_timeout_s <= 0:
+            raise ConfigError("--request-timeout must be positive", "e.g. --request-timeout 30s")
         check_rounds(self.rounds)
+        check_shared_memory(self.shared_memory, self.url, self.output_shared_memory_size)
+        check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
 
     @property
     def effective_window_s(self) -> float:

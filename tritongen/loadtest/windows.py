@@ -35,6 +35,10 @@ class WindowReport(TypedDict, total=False):
     max_hold_us: float
     final: bool
     """Written when the test stopped (the window may be partial)."""
+    extra: dict[str, str]
+    """Further latency histograms by name (e.g. ``first_response``), encoded like ``hist``."""
+    counts: dict[str, int]
+    """Further counters by name (e.g. ``responses``)."""
 
 
 def new_histogram() -> HdrHistogram:
@@ -59,6 +63,10 @@ class Window:
     """Open loop: sends scheduled in this window that waited for the in-flight cap (sent later)."""
     max_hold_us: float = 0.0
     """Open loop: the longest such wait, among held-back sends that left in this window."""
+    extra: dict[str, HdrHistogram] = field(default_factory=dict)
+    """Further latencies by name (streaming: ``first_response``, ``between_responses``; ...)."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Further counters by name (streaming: ``responses``; ...)."""
 
     def add(self, report: WindowReport) -> None:
         """Merge one worker's report for this window."""
@@ -72,7 +80,18 @@ class Window:
             self.errors[kind] = self.errors.get(kind, 0) + int(count)
         if report.get("hist"):
             self.histogram.add(HdrHistogram.decode(base64.b64decode(report["hist"])))
+        for name, encoded in report.get("extra", {}).items():
+            self.extra_histogram(name).add(HdrHistogram.decode(base64.b64decode(encoded)))
+        for name, count in report.get("counts", {}).items():
+            self.counts[name] = self.counts.get(name, 0) + int(count)
         self.workers.add(str(report.get("worker", "")))
+
+    def extra_histogram(self, name: str) -> HdrHistogram:
+        """The further latency histogram ``name`` (created empty)."""
+        hist = self.extra.get(name)
+        if hist is None:
+            hist = self.extra[name] = new_histogram()
+        return hist
 
     @property
     def error_count(self) -> int:
@@ -132,6 +151,10 @@ def merge(windows: list[Window]) -> Window:
         for kind, count in window.errors.items():
             total.errors[kind] = total.errors.get(kind, 0) + count
         total.histogram.add(window.histogram)
+        for name, hist in window.extra.items():
+            total.extra_histogram(name).add(hist)
+        for name, count in window.counts.items():
+            total.counts[name] = total.counts.get(name, 0) + count
         total.workers |= window.workers
     return total
 
@@ -160,3 +183,9 @@ def latency_summary(histogram: HdrHistogram) -> dict[str, float]:
     summary["mean"] = float(histogram.get_mean_value())
     summary["max"] = float(histogram.get_max_value())
     return summary
+
+
+def extra_summaries(window: Window) -> dict[str, dict[str, float]]:
+    """The summary of each further latency of ``window`` that holds a value, by name."""
+    filled = sorted((name, hist) for name, hist in window.extra.items() if hist.get_total_count())
+    return {name: latency_summary(hist) for name, hist in filled}

@@ -24,10 +24,15 @@ from tritongen.loadtest.result import LoadTestReport
 from tritongen.report.tables import (
     TableData,
     accuracy_table,
+    background_facts,
     compare_table,
+    loadtest_models_table,
     loadtest_rounds_table,
     loadtest_table,
     mixed_precision_table,
+    sequence_table,
+    server_models_table,
+    streaming_table,
     tune_table,
     verification_table,
 )
@@ -109,6 +114,18 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
     over_rounds = loadtest_rounds_table(document)
     if over_rounds is not None:
         section.tables.append(over_rounds)
+    streams = streaming_table(document)
+    if streams is not None:
+        section.tables.append(streams)
+    sequences = sequence_table(document)
+    if sequences is not None:
+        section.tables.append(sequences)
+    mixed = loadtest_models_table(document)
+    if mixed is not None:
+        section.tables.append(mixed)
+    per_model = server_models_table(document)
+    if per_model is not None:
+        section.tables.append(per_model)
     if any(r.latency_us for r in report.runs):
         caption = "Latency against throughput, one point per run"
         if report.rounds > 1:
@@ -134,6 +151,8 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
         ),
         ("status", str(document.get("status"))),
     ]
+    if document.get("load_model") not in (None, document.get("model")):
+        facts.insert(1, ("load on", f"{document['load_model']} (the model tuned is one it calls)"))
     if confirmation:
         finalists = len(confirmation.get("contenders") or {}) - 1
         facts.append(
@@ -159,7 +178,7 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
         kind="tune",
         title=f"Tuning of {document.get('model')}",
         source=source,
-        facts=facts,
+        facts=facts + background_facts(document),
         tables=[tune_table(document)],
     )
     points, baseline = tune_points(document)

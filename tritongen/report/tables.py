@@ -213,10 +213,160 @@ def loadtest_table(document: dict[str, Any]) -> TableData:
 
 
 def run_level(run: dict[str, Any]) -> str:
-    """A run's level: ``c=8`` or ``500/s``."""
+    """A run's level: ``c=8``, ``seq=4`` (sequences in flight) or ``500/s``."""
     if run.get("mode") == "rate":
         return f"{run.get('target_rate'):g}/s"
+    if run.get("sequences_per_s") is not None:  # a sequence model: N sequences in flight
+        return f"seq={run.get('concurrency')}"
     return f"c={run.get('concurrency')}"
+
+
+def streaming_table(document: dict[str, Any]) -> TableData | None:
+    """Per streaming run: responses, time to first response, time between responses, total (else ``None``)."""
+    headers = ("level", "req/s", "resp/s", "resp/req", "first P50", "first P99", "first P99.9", "gap P50",
+               "gap P99", "gap P99.9", "total P50", "total P99", "err")  # fmt: skip
+    rows: list[tuple[str, ...]] = []
+    styles: list[str | None] = []
+    rounds = int(document.get("rounds") or 1)
+    for run in document.get("runs", []):
+        if not run.get("streaming"):
+            continue
+        extra = run.get("latencies_us") or {}
+        first = extra.get("first_response") or {}
+        between = extra.get("between_responses") or {}
+        total = run.get("latency_us") or {}
+        per_request = run.get("responses_per_request")
+        per_request_text = "–" if per_request is None else f"{per_request:.3g}"
+        rows.append(
+            (run_level(run) + (f" r{run.get('round', 1)}" if rounds > 1 else ""), f"{run['qps']:,.1f}",
+             f"{run.get('responses_per_s') or 0.0:,.1f}", per_request_text,
+             *(_ms(first.get(k)) for k in ("p50", "p99", "p999")),
+             *(_ms(between.get(k)) for k in ("p50", "p99", "p999")),
+             _ms(total.get("p50")), _ms(total.get("p99")), str(run.get("errors", 0)))
+        )  # fmt: skip
+        styles.append("bad" if run.get("errors") or run.get("status", "ok") != "ok" else None)
+    if not rows:
+        return None
+    return TableData(
+        title=f"{document.get('model')} streaming (decoupled, gRPC), latency in ms",
+        headers=headers,
+        rows=rows,
+        right=(True,) * len(headers),
+        notes=[
+            "first: send to the first response; gap: from one response to the next; total: send to the "
+            "final response; resp/req: responses with outputs per request that finished without error"
+        ],
+        styles=styles,
+    )
+
+
+def sequence_table(document: dict[str, Any]) -> TableData | None:
+    """Per run of a sequence model: sequences/s, requests per sequence and sequence time (else ``None``)."""
+    from tritongen.loadtest.sequences import sequence_figures
+
+    headers = ("level", "seq/s", "req/seq", "seq P50", "seq P90", "seq P99", "seq P99.9", "req/s",
+               "req P99", "seq err", "err")  # fmt: skip
+    rows: list[tuple[str, ...]] = []
+    styles: list[str | None] = []
+    rounds = int(document.get("rounds") or 1)
+    for run in document.get("runs", []):
+        figures = sequence_figures(run.get("latencies_us") or {}, run.get("counts") or {}, run["duration_s"])
+        if figures is None:
+            continue
+        per_sequence = figures["requests_per_sequence"]
+        per_sequence_text = "–" if per_sequence is None else f"{per_sequence:.3g}"
+        rows.append(
+            (run_level(run) + (f" r{run.get('round', 1)}" if rounds > 1 else ""),
+             f"{figures['sequences_per_s'] or 0.0:,.1f}", per_sequence_text,
+             *(_ms(figures[f"sequence_{k}_us"]) for k in ("p50", "p90", "p99", "p999")),
+             f"{run['qps']:,.0f}", _ms((run.get("latency_us") or {}).get("p99")),
+             str(figures["sequence_errors"]), str(run.get("errors", 0)))
+        )  # fmt: skip
+        styles.append("bad" if run.get("errors") or run.get("status", "ok") != "ok" else None)
+    if not rows:
+        return None
+    return TableData(
+        title=f"{document.get('model')} sequences (stateful), time in ms",
+        headers=headers,
+        rows=rows,
+        right=(True,) * len(headers),
+        notes=[
+            "seq=N: N sequences in flight, each request waiting for the previous one; seq: a sequence's "
+            "first send to its last response, over the sequences that finished in the measured time; "
+            "seq err: sequences a failed request ended (the next one starts on a new ID)"
+        ],
+        styles=styles,
+    )
+
+
+def server_models_table(document: dict[str, Any]) -> TableData | None:
+    """Per run, the server's figures of each model the requests touched, as a tree (``None`` if one model).
+
+    Reads each run's ``server_models``; runs that touched a single model are left out.
+    """
+    headers = ("level", "model", "requests", "executions", "batch", "queue µs", "input µs", "infer µs",
+               "output µs")  # fmt: skip
+    rows: list[tuple[str, ...]] = []
+    rounds = int(document.get("rounds") or 1)
+    for run in document.get("runs", []):
+        models = run.get("server_models") or {}
+        if len(models) < 2:
+            continue
+        level = run_level(run) + (f" r{run.get('round', 1)}" if rounds > 1 else "")
+        for index, (name, label) in enumerate(tree_labels(models)):
+            entry = models[name]
+            rows.append(
+                (level if index == 0 else "", label, _count(entry.get("requests")),
+                 _count(entry.get("executions")), _num(entry.get("avg_batch")),
+                 *(_us(entry.get(f"{phase}_us")) for phase in
+                   ("queue", "compute_input", "compute_infer", "compute_output")))
+            )  # fmt: skip
+    if not rows:
+        return None
+    return TableData(
+        title=f"Server per model under {document.get('model')} (statistics API, per request)",
+        headers=headers,
+        rows=rows,
+        right=(False, False, *(True,) * 7),
+        notes=[
+            "under an ensemble: its steps; under any other model: models it called (BLS) or that other "
+            "traffic on the server reached while this run was measured",
+            "an ensemble's queue and compute times include its steps'",
+        ],
+    )
+
+
+def tree_labels(models: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """Each model of a ``server_models`` object in tree order with its label (``├─ name``, indented)."""
+    from tritongen.metrics.composing import children_of
+
+    children = children_of(models)
+    labels: list[tuple[str, str]] = []
+    space = "\u00a0"  # kept by HTML, where plain spaces collapse
+
+    seen: set[str] = set()
+
+    def walk(name: str, prefix: str, last: bool, root: bool) -> None:
+        seen.add(name)
+        branch = "" if root else prefix + ("└─" if last else "├─") + space
+        labels.append((name, branch + name))
+        below = [child for child in children.get(name, []) if child not in seen]
+        inner = "" if root else prefix + (space * 3 if last else "│" + space * 2)
+        for index, child in enumerate(below):
+            walk(child, inner, index == len(below) - 1, root=False)
+
+    for top in [*children.get(None, []), *models]:  # then any model a loop of parents cut off
+        if top not in seen:
+            walk(top, "", last=True, root=True)
+    return labels
+
+
+def _count(value: Any) -> str:
+    return f"{int(value):,}" if isinstance(value, int | float) else "–"
+
+
+def _us(value: Any) -> str:
+    return f"{float(value):,.0f}" if isinstance(value, int | float) else "–"
 
 
 def tune_table(document: dict[str, Any]) -> TableData:
@@ -308,6 +458,80 @@ def _summary_ms(data: dict[str, Any] | None) -> str:
     if half is None:
         return f"{summary.median / 1000:.2f}"
     return f"{summary.median / 1000:.2f} ± {half / 1000:.2f}"
+
+
+def loadtest_models_table(document: dict[str, Any]) -> TableData | None:
+    """Each model's figures and the server's per run of a mixed load test, then the total (else ``None``)."""
+    headers = ("level", "model", "share", "load", "requests", "err", "req/s", "infer/s", "P50", "P90", "P99",
+               "P99.9", "queue µs", "infer µs", "batch")  # fmt: skip
+    rows: list[tuple[str, ...]] = []
+    styles: list[str | None] = []
+    rounds = int(document.get("rounds") or 1)
+    for run in document.get("runs", []):
+        models: dict[str, dict[str, Any]] = run.get("models") or {}
+        if not models:
+            continue
+        level = run_level(run) + (f" r{run.get('round', 1)}" if rounds > 1 else "")
+        for index, (name, entry) in enumerate([*models.items(), ("total", run)]):
+            rows.append((level if index == 0 else "", name, *_model_cells(entry, total=name == "total")))
+            styles.append("bad" if entry.get("errors") else "muted" if index == len(models) else None)
+    if not rows:
+        return None
+    return TableData(
+        title=f"{document.get('model')}: each model's share of the load, latency in ms",
+        headers=headers,
+        rows=rows,
+        right=(False, False, *(True,) * 13),
+        notes=[
+            "load: each model's in-flight streams (c=) or requests/s; queue and infer: the server's µs "
+            "per request (statistics API)"
+        ],
+        styles=styles,
+    )
+
+
+def _model_cells(entry: dict[str, Any], total: bool) -> tuple[str, ...]:
+    """One model's (or the total's) cells of the mixed load test table."""
+    latency = entry.get("latency_us") or {}
+    server = entry.get("server_us") or {}
+    if entry.get("mode", "rate" if entry.get("concurrency") is None else "concurrency") == "rate":
+        load = f"{float(entry.get('target_rate') or 0.0):g}/s"
+    else:
+        load = f"c={entry.get('concurrency')}"
+    return (
+        "" if total else f"{float(entry.get('share') or 0.0):.0%}",
+        load,
+        _count(entry.get("requests")),
+        str(entry.get("errors", 0)),
+        f"{float(entry.get('qps') or 0.0):,.1f}",
+        f"{float(entry.get('infer_per_s') or 0.0):,.1f}",
+        *(_ms(latency.get(key)) for key in ("p50", "p90", "p99", "p999")),
+        _us(server.get("queue")),
+        _us(server.get("compute_infer")),
+        _num(entry.get("avg_batch")),
+    )
+
+
+def background_text(background: dict[str, Any]) -> str:
+    """One line on a tune's background load: its models and level, its throughput, P99 and errors."""
+    level = float(background.get("level") or 0.0)
+    load = f"c={level:g}" if background.get("mode") == "concurrency" else f"{level:g}/s"
+    p99 = (background.get("latency_us") or {}).get("p99")
+    seconds, qps = float(background.get("duration_s") or 0.0), float(background.get("qps") or 0.0)
+    line = (
+        f"background {', '.join(background.get('models') or [])} ({load}) over "
+        f"{seconds:.0f} s: {qps:,.1f} req/s, "
+        f"P99 {_ms(p99)} ms, {background.get('errors', 0)} errors of {background.get('requests', 0)}"
+    )
+    if background.get("status") != "ok":
+        line += f"; failed: {background.get('reason')}"
+    return line
+
+
+def background_facts(document: dict[str, Any]) -> list[tuple[str, str]]:
+    """The background load line of a tune document, as a fact (none without a background load)."""
+    background = document.get("background")
+    return [("background load", background_text(background))] if isinstance(background, dict) else []
 
 
 def to_markdown(table: TableData) -> str:

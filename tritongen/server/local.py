@@ -381,7 +381,7 @@ class LocalTritonServer:
                 )
         wanted = self.models or list(by_name)
         failed = {
-            name: by_name[name].short_reason or by_name[name].state
+            name: by_name[name].short_reason or by_name[name].state or self._poll_failure(name)
             for name in wanted
             if by_name[name].state != "READY"
         }
@@ -389,6 +389,14 @@ class LocalTritonServer:
             raise ModelLoadError(failed, "fix those models, or serve the others with --models")
         if not wanted:
             raise RepositoryError(f"{self.repo} holds no models", "run `tritongen convert` first")
+
+    def _poll_failure(self, name: str) -> str:
+        """Why the server could not read the directory of ``name`` (listed without a state): its log says."""
+        prefix = f"Poll failed for model directory '{name}': "
+        for line in reversed(self.log_tail(400)):
+            if prefix in line:
+                return line.split(prefix, 1)[1].strip().rstrip('"').replace("\\n", " ")
+        return "the server could not read its directory (see the server log)"
 
     def _live(self) -> bool:
         try:

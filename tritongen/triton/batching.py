@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from tritongen.errors import ConfigError
 from tritongen.triton.model_config import DynamicBatching, InstanceGroup, InstanceKind, ModelConfig
+from tritongen.triton.sequence_batching import has_sequence_batching, tune_sequence_batching
 
 Kind = Literal["auto", "cpu", "gpu"]
 
@@ -87,6 +88,10 @@ def apply_batching(config: ModelConfig, options: BatchingOptions, target: str | 
     data["max_batch_size"] = max_batch
     if options.dynamic_batching is False:
         data["dynamic_batching"] = None
+    elif _wants_batching(options) and has_sequence_batching(config.passthrough):  # its own batcher
+        data["passthrough"] = tune_sequence_batching(
+            config.passthrough, config.name, options.preferred_batch_sizes, options.max_queue_delay_us
+        )
     elif _wants_batching(options):
         data["dynamic_batching"] = _dynamic_batching(config, options, max_batch)
     if data["dynamic_batching"] is not None:

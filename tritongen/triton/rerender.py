@@ -24,12 +24,16 @@ def model_target(model_dir: Path) -> str | None:
 
 
 def rerender_model(
-    model_dir: Path, options: BatchingOptions, templates_dir: Path | None = None
+    model_dir: Path,
+    options: BatchingOptions,
+    templates_dir: Path | None = None,
+    base: ModelConfig | None = None,
 ) -> ModelConfig:
-    """Apply ``options`` to ``model_dir/config.pbtxt`` and write it back.
+    """Apply ``options`` to ``model_dir/config.pbtxt`` (or to ``base``, when given) and write it back.
 
     The new text is rendered and checked before anything is written; the previous
-    file is kept as ``config.pbtxt.bak``.
+    file, if any, is kept as ``config.pbtxt.bak``. ``base`` stands for the model's config
+    where the file is missing or partial and the server completed it.
 
     Raises:
         TritongenError: the directory or config is unusable, or the options are illegal.
@@ -39,7 +43,7 @@ def rerender_model(
             f"{model_dir} is not a directory", "pass a model directory, e.g. model_repository/mlp_onnx"
         )
     path = model_dir / "config.pbtxt"
-    config = apply_batching(read_config(path), options, model_target(model_dir))
+    config = apply_batching(base if base is not None else read_config(path), options, model_target(model_dir))
     text = render_config(config, templates_dir)
     findings = lint_model_text(text, model_dir, str(path), check_files=False)
     errors = [f for f in findings if f.severity == "error"]

@@ -31,11 +31,13 @@ from tritongen.intervals import (
     summarise,
 )
 from tritongen.io.files import atomic_write_text, write_output
+from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
 from tritongen.loadtest.rounds import Contender, Rounds, RoundStarted, measure_rounds
 from tritongen.loadtest.runner import ProgressCallback
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec, seconds_text
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
+from tritongen.tune.composing import untouched_warning
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation, Confirmed, Entry, judge
 from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, objective, pareto_front
@@ -76,19 +78,24 @@ class TuneRequest:
     """Confirmation rounds (1: a quick look, nothing is significant)."""
     finalists: int = DEFAULT_FINALISTS
     confidence: float = DEFAULT_CONFIDENCE
+    background: BackgroundSpec | None = None
+    """Other models' traffic kept running for the whole tune (trials and rounds), if any."""
 
     def check(self) -> None:
         """Reject settings that cannot work, before anything is measured or written.
 
         Raises:
-            ConfigError: an illegal space, rounds below 1, finalists below 1 or a
-                confidence level outside (0, 1).
+            ConfigError: an illegal space, rounds below 1, finalists below 1, a
+                confidence level outside (0, 1) or a background load that cannot run.
         """
         self.space.check()
         check_rounds(self.rounds)
         check_confidence(self.confidence)
         if not isinstance(self.finalists, int) or self.finalists < 1:
             raise ConfigError(f"--finalists {self.finalists} must be at least 1", "e.g. --finalists 3")
+        for measured in dict.fromkeys((self.model, self.load.model)):
+            if self.background is not None:
+                self.background.check(measured)
 
     def make_strategy(self) -> SearchStrategy:
         """The search strategy this tune asks for.
@@ -109,6 +116,8 @@ class TuneRequest:
         """What a trial directory records about the tune that measured it (see :func:`check_claim`)."""
         return {
             "model": self.model,
+            "load_model": self.load.model,
+            "background": None if self.background is None else self.background.to_json(),
             "slo_p99_ms": self.slo_p99_ms,
             "batch_size": self.load.batch_size,
             "levels": list(self.load.levels),
@@ -180,6 +189,10 @@ class TuneReport:
     same_as_current: list[str] = field(default_factory=list)
     """Search trials whose config is the current config (never finalists: they are the baseline)."""
     confirmation: Confirmation | None = None
+    warnings: list[str] = field(default_factory=list)
+    """What makes the result doubtful (e.g. the load never reached the composing model tuned)."""
+    background: dict[str, Any] | None = None
+    """The background load's own figures over the tune (see :meth:`BackgroundLoad.figures`)."""
 
     @property
     def search_best(self) -> TrialRecord | None:
@@ -261,6 +274,7 @@ class TuneReport:
             "schema": SCHEMA,
             "tritongen_version": __version__,
             "model": self.request.model,
+            "load_model": self.request.load.model,
             "slo_p99_ms": self.request.slo_p99_ms,
             "max_memory_mb": self.request.max_memory_mb,
             "strategy": self.request.strategy,
@@ -279,6 +293,8 @@ class TuneReport:
             "best": self._best_json(),
             "decision": self.decision,
             "verdict": self.verdict(),
+            "warnings": list(self.warnings),
+            "background": self.background,
         }
 
     def _best_json(self) -> dict[str, Any] | None:
@@ -403,9 +419,12 @@ def run_tune(
     _claim(request)
     report = TuneReport(request=request, skipped=request.space.skipped())
     strategy = request.make_strategy()
+    hooks = hooks or TuneHooks()
+    stop = hooks.stop or threading.Event()  # set by the background load, if any, when it fails
     tuning = _Tuning(
-        request, control, base, target, hooks or TuneHooks(), strategy.max_trials, render_config(base)
+        request, control, base, target, replace(hooks, stop=stop), strategy.max_trials, render_config(base)
     )
+    background = _start_background(request, stop)
     try:
         baseline = _search(tuning, report, strategy)
         report.finalists = _finalists(report)
@@ -413,6 +432,7 @@ def run_tune(
             _confirm(tuning, report, baseline)
     except KeyboardInterrupt:
         report.status = "interrupted"
+        _check_background(report, background)
         raise
     except TritongenError:
         if report.status == "ok":
@@ -424,8 +444,46 @@ def run_tune(
             # reloads from disk only when the files changed, and keeps serving the override.
             control.load(base)
         finally:
+            _end_background(report, background)
             tuning.save(report)
     return report
+
+
+def _start_background(request: TuneRequest, stop: threading.Event) -> BackgroundLoad | None:
+    """Start the background load the tune asks for (it sets ``stop`` if it fails), or ``None``.
+
+    Raises:
+        TritongenError: a background model is not ready, or its inputs cannot be built.
+    """
+    if request.background is None:
+        return None
+    background = BackgroundLoad(request.background, request.load)
+    background.start(stop)
+    return background
+
+
+def _check_background(report: TuneReport, background: BackgroundLoad | None) -> None:
+    """After a stop: when the background load's failure caused it, end the tune with its reason.
+
+    Raises:
+        ServerError: the background load failed (the tune is ``aborted``, its results kept).
+    """
+    if background is None or background.failure is None:
+        return
+    report.status = "aborted"
+    raise ServerError(
+        f"the tune stopped because its background load failed: {background.failure}",
+        f"the results so far are in {report.request.out_dir}; check the server and the --background models",
+    ) from None
+
+
+def _end_background(report: TuneReport, background: BackgroundLoad | None) -> None:
+    """Stop the background load and keep its figures in the report."""
+    if background is None:
+        return
+    background.stop()
+    report.background = background.figures()
+    background.close()
 
 
 def _search(tuning: _Tuning, report: TuneReport, strategy: SearchStrategy) -> TrialRecord:
@@ -435,6 +493,10 @@ def _search(tuning: _Tuning, report: TuneReport, strategy: SearchStrategy) -> Tr
         KeyboardInterrupt: ``stop`` was set (after the trial it ended).
     """
     baseline = report.baseline = tuning.measure(Current.of(tuning.base), 0)
+    request = tuning.request
+    if request.model != request.load.model:
+        warning = untouched_warning(baseline.result, request.model, request.load.model)
+        report.warnings += [warning] if warning else []
     if tuning.hooks.stopped:
         raise KeyboardInterrupt
     history: list[tuple[Candidate, Measurement]] = []
@@ -505,7 +567,7 @@ def _contenders(tuning: _Tuning, records: list[TrialRecord]) -> tuple[list[Entry
         contenders.append(
             Contender(
                 name=record.key,
-                spec=replace(load, model=tuning.control.model, levels=(level,)),
+                spec=replace(load, levels=(level,)),
                 prepare=_reloader(tuning.control, tuning.config(record.candidate)),
             )
         )
@@ -546,6 +608,18 @@ def check_claim(request: TuneRequest) -> None:
         raise ConfigError(
             f"{request.out_dir} holds trials of another tune ({shown})",
             "resume with the same model, SLO and load, or pick a new --out directory",
+        )
+    if theirs.get("load_model", theirs.get("model")) != mine["load_model"]:
+        raise ConfigError(
+            f"{request.out_dir} holds trials of {mine['model']} under the load of "
+            f"'{theirs.get('load_model', theirs.get('model'))}'",
+            "resume with the same model under load, or pick a new --out directory",
+        )
+    if theirs.get("background") != mine["background"]:
+        raise ConfigError(
+            f"{request.out_dir} holds trials measured under another background load "
+            f"({theirs.get('background')})",
+            "resume with the same --background, or pick a new --out directory",
         )
     decided = ("rounds", "finalists", "confidence")
     if "rounds" in theirs and any(theirs.get(k) != mine[k] for k in decided):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,9 @@ def run_trial(
     progress: ProgressCallback | None = None,
     stop: threading.Event | None = None,
 ) -> TrialRecord:
-    """Reload the model with ``candidate``, check the server runs it, load-test it, save it.
+    """Reload the model with ``candidate``, check the server runs it, load-test ``spec.model``, save it.
+
+    ``spec.model`` is the model itself, or the ensemble or BLS model that calls it.
 
     A candidate the server refuses, or a load test that fails, is a failed trial, not an
     error: the sweep goes on. Ctrl-C (KeyboardInterrupt) propagates.
@@ -148,7 +150,7 @@ def run_trial(
     try:
         control.load(config)
         control.check_serving(config)
-        report = run_load_test(replace(spec, model=control.model), progress=progress, stop=stop)
+        report = run_load_test(spec, progress=progress, stop=stop)
     except TritongenError as e:
         record = TrialRecord(
             key=key,

@@ -28,6 +28,8 @@ class ModelContext:
     """Whether the version directories and model files are judged (not for a config about to be written)."""
     text: str = ""
     """The config's text (to place findings on their line)."""
+    auto_completed: bool = False
+    """Whether the directory has no config.pbtxt: ``config`` is what Triton fills in from the files."""
     findings: list[Finding] = field(default_factory=list)
 
     def report(self, severity: Severity, rule: str, path: str, message: str, fix: str) -> None:
@@ -41,6 +43,10 @@ class ModelContext:
     def warning(self, rule: str, path: str, message: str, fix: str) -> None:
         """Record a warning: legal, but probably not what was meant."""
         self.report("warning", rule, path, message, fix)
+
+    def note(self, rule: str, path: str, message: str, fix: str) -> None:
+        """Record a note: what Triton does on its own here (nothing is wrong)."""
+        self.report("info", rule, path, message, fix)
 
     @property
     def platform(self) -> str:

@@ -44,6 +44,8 @@ def check_backend(ctx: ModelContext) -> None:
         return
     backend = ctx.backend
     if not backend:
+        if ctx.auto_completed:
+            return  # no config at all: check_auto_complete says why Triton refuses the directory
         if platform:
             ctx.error(
                 "backend.unknown-platform",
@@ -91,7 +93,7 @@ def check_backend(ctx: ModelContext) -> None:
 
 def check_versions(ctx: ModelContext) -> None:
     """At least one version directory that the version policy selects."""
-    if ctx.directory is None or not ctx.check_files:
+    if ctx.directory is None or not ctx.check_files or (ctx.auto_completed and not ctx.backend):
         return
     versions, ignored = numeric_versions(ctx.directory)
     for name in ignored:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tritongen.lint.findings import Finding
+from tritongen.lint.rules.autocomplete import check_auto_complete
 from tritongen.lint.rules.batching import check_batch_io, check_batching_size, check_dynamic_batching
 from tritongen.lint.rules.context import ModelContext
 from tritongen.lint.rules.ensembles import check_ensemble_config, check_scheduling
@@ -27,6 +28,7 @@ MODEL_RULES: tuple[Callable[[ModelContext], None], ...] = (
     check_instance_groups,
     check_ensemble_config,
     check_warmup,
+    check_auto_complete,
 )
 
 

@@ -1,0 +1,242 @@
+"""Sequence (stateful) models: requests carry a correlation ID and start/end flags, figures per sequence.
+
+The served ``accumulate_sequence`` model (tests/sequence_model.py) keeps a running sum per
+correlation ID and records every sequence that ends: its ID, the sum and count of the
+values it received, and their position-weighted sum (which tells their order). The input
+data is a perf_analyzer JSON file whose step ``i`` sends the value ``i`` (1, 2, 3, 4), so
+every finished sequence must have received exactly its own steps, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sequence_model import RECORD_FILE, SEQUENCE_MODEL, read_records
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.errors import ConfigError
+from tritongen.loadtest.result import LoadTestReport
+from tritongen.loadtest.sequences import (
+    check_id_range,
+    check_sequence_model,
+    check_sequence_settings,
+    ids_needed,
+    parse_id_range,
+    sequence_figures,
+)
+from tritongen.report.tables import sequence_table
+from tritongen.server.local import LocalTritonServer
+
+runner = CliRunner()
+SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "3s"]
+STEPS = [1.0, 2.0, 3.0, 4.0]
+SEQUENCES = 4
+
+
+def _expected(length: int) -> tuple[float, float]:
+    """Sum and position-weighted sum of a sequence of ``length`` requests over STEPS, in order."""
+    values = [STEPS[i % len(STEPS)] for i in range(length)]
+    return sum(values), sum((i + 1) * v for i, v in enumerate(values))
+
+
+def _loadtest(server: LocalTritonServer, protocol: str, *args: str) -> tuple[int, str, str]:
+    url = server.http_url if protocol == "http" else server.grpc_url
+    result = runner.invoke(
+        app,
+        ["loadtest", *args, "--url", url, "--protocol", protocol, "--metrics-url", server.metrics_url],
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def steps_file(tmp_path: Path) -> Path:
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"data": [{"x": [value]} for value in STEPS]}))
+    return path
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("protocol", "length", "extra"),
+    [
+        ("http", None, []),  # the length is the number of data steps
+        ("grpc", 6, ["--processes", "2", "--sequence-id-range", "1000:1008"]),  # steps repeat; 2 processes
+    ],
+)
+def test_every_sequence_gets_its_own_steps_in_order(
+    triton_server: LocalTritonServer,
+    served_repository: Path,
+    steps_file: Path,
+    tmp_path: Path,
+    protocol: str,
+    length: int | None,
+    extra: list[str],
+) -> None:
+    model_dir = served_repository / SEQUENCE_MODEL
+    (model_dir / RECORD_FILE).write_text("")  # the model appends: start from nothing
+    out = tmp_path / "run.json"
+    args = ["--sequences", str(SEQUENCES), "--input-data", str(steps_file), *SHORT, "--json", str(out)]
+    args += ["--sequence-length", str(length)] if length else []
+    started = time.monotonic()
+    code, stdout, stderr = _loadtest(triton_server, protocol, SEQUENCE_MODEL, *args, *extra)
+    elapsed = time.monotonic() - started
+    assert code == 0, stderr + stdout
+    run = json.loads(out.read_text())["runs"][0]
+    steps = length or len(STEPS)
+    finished = run["counts"]["sequences"]
+    assert run["errors"] == 0 and "sequence_errors" not in run["counts"]
+    assert run["concurrency"] == SEQUENCES and finished > 50
+    assert run["requests_per_sequence"] == steps
+    assert run["sequences_per_s"] == pytest.approx(finished / run["duration_s"])
+    # Requests in the measured windows belong to the finished sequences, except those of
+    # sequences cut by either edge of the span: at most SEQUENCES unfinished at each edge.
+    assert abs(run["requests"] - finished * steps) <= 2 * SEQUENCES * (steps - 1)
+    sequence_us, request_us = run["latencies_us"]["sequence"], run["latency_us"]
+    # A sequence is its requests one after the other: its mean time is `steps` request times,
+    # plus the generator's own time between them (margin: -10% for edge effects, +50%).
+    assert 0.9 * steps * request_us["mean"] <= sequence_us["mean"] <= 1.5 * steps * request_us["mean"]
+    # Little's law: SEQUENCES in flight all the time (gaps between sequences take microseconds).
+    in_flight = run["sequences_per_s"] * sequence_us["mean"] / 1e6
+    assert 0.8 * SEQUENCES <= in_flight <= 1.05 * SEQUENCES
+
+    time.sleep(0.5)  # the model writes its record as it answers the last request of a sequence
+    records = read_records(model_dir)
+    total, weighted = _expected(steps)
+    assert records and all(record[1:] == (repr(total), steps, repr(weighted)) for record in records)
+    corrids = [record[0] for record in records]
+    assert all(corrid > 0 for corrid in corrids)
+    if extra:  # the range, split between the two Locust processes, IDs reused once free
+        assert set(corrids) <= set(range(1000, 1008))
+    else:  # a fresh ID for every sequence
+        assert len(set(corrids)) == len(corrids)
+    # The model saw every sequence the run counted, and those of the warm-up and the edges:
+    # not more than the measured rate over the whole command (Locust's start included).
+    assert finished <= len(records) <= run["sequences_per_s"] * elapsed
+    assert "seq/s" in stdout and f"seq={SEQUENCES}" in stdout
+
+
+@pytest.mark.triton
+def test_a_sequence_model_needs_sequences(triton_server: LocalTritonServer) -> None:
+    code, stdout, stderr = _loadtest(triton_server, "http", SEQUENCE_MODEL, "--concurrency", "2", *SHORT)
+    assert code != 0
+    message = (stderr or stdout).strip()
+    assert len(message.splitlines()) == 1
+    assert "sequence model" in message and "--sequences N" in message
+
+
+@pytest.mark.triton
+def test_sequences_need_a_sequence_model(triton_server: LocalTritonServer) -> None:
+    code, stdout, stderr = _loadtest(triton_server, "grpc", "mlp_onnx", "--sequences", "2", *SHORT)
+    assert code != 0
+    message = (stderr or stdout).strip()
+    assert len(message.splitlines()) == 1
+    assert "no sequence_batching" in message and "--concurrency N" in message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--sequences", "2", "--concurrency", "2"],
+        ["--sequences", "2", "--rate", "50"],
+        ["--sequence-length", "3"],
+        ["--sequences", "2", "--sequence-length", "0"],
+        ["--sequences", "2", "--sequence-id-range", "0:10"],
+        ["--sequences", "2", "--sequence-id-range", "10:5"],
+    ],
+)
+def test_contradictory_sequence_options_are_refused_before_any_load(args: list[str]) -> None:
+    # A port nothing listens on: the refusal comes before the server is asked anything.
+    result = runner.invoke(app, ["loadtest", "m", *args, "--url", "127.0.0.1:9"])
+    assert result.exit_code != 0
+    message = (result.stderr or result.stdout).strip()
+    assert len(message.splitlines()) == 1 and "cannot reach" not in message
+
+
+def test_id_ranges() -> None:
+    assert parse_id_range("1000:2000") == (1000, 2000)
+    assert parse_id_range("7") == (7, 2**63)
+    for bad in ("0:5", "5:5", "a:b", "1:" + str(2**63 + 1), ""):
+        with pytest.raises(ConfigError):
+            parse_id_range(bad)
+    # Each process takes an equal slice; Locust spreads users evenly over the processes.
+    assert ids_needed(4, 1) == 4 and ids_needed(5, 2) == 6 and ids_needed(3, 3) == 3
+    check_id_range((1, 7), 5, 2)
+    with pytest.raises(ConfigError, match="need 6"):
+        check_id_range((1, 6), 5, 2)
+    check_id_range(None, 1000, 4)
+
+
+def test_the_scheduler_decides_the_load() -> None:
+    sequence_config: dict[str, Any] = {"sequence_batching": {"max_sequence_idle_microseconds": 5000000}}
+    check_sequence_model("acc", sequence_config, sequences=True)
+    check_sequence_model("plain", {"dynamic_batching": {}}, sequences=False)
+    with pytest.raises(ConfigError, match="--sequences N"):
+        check_sequence_model("acc", sequence_config, sequences=False)
+    with pytest.raises(ConfigError, match="no sequence_batching"):
+        check_sequence_model("plain", {}, sequences=True)
+    with pytest.raises(ConfigError, match="closed loop"):
+        check_sequence_settings(True, "rate", None, None)
+
+
+def test_sequence_figures_reach_table_and_csv(tmp_path: Path) -> None:
+    latency = {"p50": 2000.0, "p90": 3000.0, "p95": 3500.0, "p99": 5000.0, "p999": 9000.0, "mean": 2500.0}
+    assert sequence_figures({}, {}, 3.0) is None
+    figures = sequence_figures({"sequence": latency}, {"sequences": 300, "sequence_requests": 1500}, 3.0)
+    assert figures is not None
+    assert figures["sequences_per_s"] == 100.0 and figures["requests_per_sequence"] == 5.0
+    assert figures["sequence_p99_us"] == 5000.0 and figures["sequence_errors"] == 0
+    run = {
+        "mode": "concurrency", "concurrency": 4, "target_rate": None, "batch_size": 1, "duration_s": 3.0,
+        "requests": 1502,
+        "errors": 1, "errors_by_kind": {"http_400": 1}, "qps": 500.0, "infer_per_s": 500.0,
+        "latency_us": {**latency, "max": 10000.0}, "server_us": None, "avg_batch": None, "stable": True,
+        "gpu": None, "cpu": None, "latencies_us": {"sequence": latency},
+        "counts": {"sequences": 300, "sequence_requests": 1500, "sequence_errors": 1},
+        "sequences_per_s": 100.0, "requests_per_sequence": 5.0,
+    }  # fmt: skip
+    document = {"model": "acc", "rounds": 1, "runs": [run]}
+    table = sequence_table(document)
+    assert table is not None
+    assert table.rows[0][:4] == ("seq=4", "100.0", "5", "2.00") and table.rows[0][-2:] == ("1", "1")
+    assert sequence_table({"model": "m", "runs": [{**run, "latencies_us": {}, "counts": {}}]}) is None
+    report = LoadTestReport.from_json({"model": "acc", "runs": [run]})
+    report.write_csv(tmp_path / "run.csv")
+    header, row = (line.split(",") for line in (tmp_path / "run.csv").read_text().splitlines())
+    cells = dict(zip(header, row, strict=True))
+    assert cells["sequences_per_s"] == "100.0" and cells["sequence_p99_us"] == "5000.0"
+    assert cells["requests_per_sequence"] == "5.0" and cells["sequence_errors"] == "1"
+
+
+def test_batching_knobs_of_a_sequence_model_go_to_its_sequence_batcher(served_repository: Path) -> None:
+    from tritongen.triton.batching import BatchingOptions, apply_batching
+    from tritongen.triton.proto import read_config
+    from tritongen.triton.render import render_config
+
+    config = read_config(served_repository / SEQUENCE_MODEL / "config.pbtxt")
+    tuned = apply_batching(
+        config, BatchingOptions(preferred_batch_sizes=(4,), max_queue_delay_us=500, instances=2), "local"
+    )
+    assert tuned.dynamic_batching is None  # the scheduler stays the sequence batcher
+    assert "preferred_batch_size: 4" in tuned.passthrough
+    assert "max_queue_delay_microseconds: 500" in tuned.passthrough
+    assert "CONTROL_SEQUENCE_CORRID" in tuned.passthrough and tuned.instance_group[0].count == 2
+    render_config(tuned)  # a legal config: it parses back to itself
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    message = model_config_pb2.ModelConfig()
+    text_format.Parse(config.passthrough, message)
+    message.sequence_batching.direct.SetInParent()  # the strategy is a oneof: oldest goes
+    direct = config.model_copy(update={"passthrough": text_format.MessageToString(message)})
+    assert (
+        "max_queue_delay_microseconds: 250"
+        in apply_batching(direct, BatchingOptions(max_queue_delay_us=250), "local").passthrough
+    )
+    with pytest.raises(ConfigError, match="direct strategy"):
+        apply_batching(direct, BatchingOptions(preferred_batch_sizes=(4,)), "local")

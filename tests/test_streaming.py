@@ -1,0 +1,241 @@
+"""Streaming (decoupled) models: gRPC streams, time to first response and between responses, timeouts.
+
+The ``stream_plan`` model (tests/streaming_model.py) streams what each request's plan asks:
+K responses, the first G0 ms after the request arrived, then one every G ms, then the final
+flag (or, with ``final`` 0, never the flag while the client waits).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from streaming_model import RECORD_FILE, STREAMING_MODEL, write_plan
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.loadtest.result import LATENCY_KEYS, LoadTestReport, RunResult
+from tritongen.loadtest.streaming import add_streaming_figures, check_streaming, is_decoupled
+from tritongen.report.html import loadtest_section
+from tritongen.report.tables import streaming_table
+from tritongen.server.local import LocalTritonServer
+
+runner = CliRunner()
+SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "3s"]
+RESPONSES, FIRST_MS, GAP_MS = 4, 60, 40
+"""The plan of the fidelity runs: 4 responses at 60, 100, 140 and 180 ms."""
+TOLERANCE = 0.05
+"""Reported times within 5% of what the model did, plus the fixed overhead measured here."""
+T = TypeVar("T")
+
+
+def _loadtest(server: LocalTritonServer, *args: str, protocol: str = "grpc") -> tuple[int, str, str]:
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    result = runner.invoke(
+        app,
+        ["loadtest", STREAMING_MODEL, *args, "--url", url, "--protocol", protocol,
+         "--metrics-url", server.metrics_url],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _run(server: LocalTritonServer, tmp_path: Path, plan: Path, *args: str) -> tuple[dict[str, Any], str]:
+    out = tmp_path / f"{plan.stem}.json"
+    code, stdout, stderr = _loadtest(server, "--input-data", str(plan), *args, "--json", str(out))
+    assert code == 0, stderr
+    run: dict[str, Any] = json.loads(out.read_text())["runs"][0]
+    assert run["status"] == "ok" and run["streaming"] is True
+    return run, stdout
+
+
+@dataclass(frozen=True)
+class Truth:
+    """When the model really sent its responses (µs from each request's arrival), per request."""
+
+    first: npt.NDArray[np.float64]
+    gaps: npt.NDArray[np.float64]
+    last: npt.NDArray[np.float64]
+
+    @classmethod
+    def measure(cls, served_repository: Path, run: Callable[[], T], responses: int) -> tuple[T, Truth]:
+        """``run()``'s result and what the model recorded for its requests that streamed all their responses.
+
+        Requests cut short when Locust stopped (their stream cancelled) are left out.
+        """
+        record = served_repository / STREAMING_MODEL / RECORD_FILE
+        record.write_text("")
+        result = run()
+        rows = [[float(v) for v in line.split(",")] for line in record.read_text().splitlines() if line]
+        rows = [row for row in rows if len(row) == responses]
+        gaps = [after - before for row in rows for before, after in itertools.pairwise(row)]
+        return result, cls(np.array([r[0] for r in rows]), np.array(gaps), np.array([r[-1] for r in rows]))
+
+
+STATISTICS: dict[str, Callable[[npt.NDArray[np.float64]], float]] = {
+    "p50": lambda v: float(np.percentile(v, 50)),
+    "mean": lambda v: float(np.mean(v)),
+}
+
+
+@pytest.fixture(scope="module")
+def overhead_us(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, float]:
+    """The path's fixed overhead: reported time to first response minus the model's, at one user.
+
+    The reference stream's first response comes 10 ms after the request, so the path (client,
+    server, backend) idles while it waits, as it does in the measured runs: waking up from
+    idle costs about half a millisecond more here than answering at once.
+    """
+    tmp_path = tmp_path_factory.mktemp("overhead")
+    plan = write_plan(tmp_path / "short.npz", responses=3, first_ms=10, gap_ms=10)
+    (run, _), truth = Truth.measure(
+        served_repository, lambda: _run(triton_server, tmp_path, plan, "--concurrency", "1", *SHORT), 3
+    )
+    assert run["errors"] == 0 and run["responses_per_request"] == 3
+    first = run["latencies_us"]["first_response"]
+    overhead = {key: first[key] - stat(truth.first) for key, stat in STATISTICS.items()}
+    print(f"fixed overhead (time to first response over the model's own): {overhead}")
+    return overhead
+
+
+def _check_times(run: dict[str, Any], truth: Truth, overhead: dict[str, float]) -> None:
+    """First response, gaps and total within 5% of the model's own plus the fixed overhead; K responses."""
+    reported = {name: run["latencies_us"][name] for name in ("first_response", "between_responses")}
+    reported["total"] = run["latency_us"]
+    for key, stat in STATISTICS.items():
+        # Both ends of a gap take the same path: the overhead cancels, only the 5% is allowed.
+        expected = {
+            "first_response": (stat(truth.first), overhead[key]),
+            "between_responses": (stat(truth.gaps), 0.0),
+            "total": (stat(truth.last), overhead[key]),
+        }
+        for name, (true, extra) in expected.items():
+            print(f"{key} {name}: reported {reported[name][key]:.0f} µs, model {true:.0f} + {extra:.0f} µs")
+            assert abs(reported[name][key] - (true + extra)) <= TOLERANCE * true, (name, key)
+    # The model kept to its plan (it was not starved of CPU), so the figures above mean something.
+    assert abs(STATISTICS["p50"](truth.first) - FIRST_MS * 1000) <= TOLERANCE * FIRST_MS * 1000
+    assert abs(STATISTICS["p50"](truth.gaps) - GAP_MS * 1000) <= TOLERANCE * GAP_MS * 1000
+    assert run["responses_per_request"] == RESPONSES
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_closed_loop_streams_report_first_response_and_gaps(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, overhead_us: dict[str, float]
+) -> None:
+    """Four users in two Locust processes, each with its own stream: figures match what the model did."""
+    plan = write_plan(tmp_path / "gaps.npz", RESPONSES, FIRST_MS, GAP_MS)
+    args = ["--concurrency", "4", "--processes", "2", *SHORT, "--csv", str(tmp_path / "gaps.csv")]
+    (run, stdout), truth = Truth.measure(
+        served_repository, lambda: _run(triton_server, tmp_path, plan, *args), RESPONSES
+    )
+    assert run["errors"] == 0 and run["processes"] == 2
+    _check_times(run, truth, overhead_us)
+    ok = run["requests"] - run["errors"]
+    assert ok >= 30, ok
+    # Responses/s counts responses as they arrive; at each edge of the measured span up to
+    # concurrency x K responses belong to requests that finished on the other side of it.
+    edge = 2 * 4 * RESPONSES
+    assert abs(run["counts"]["responses"] - RESPONSES * ok) <= edge, run["counts"]
+    assert run["responses_per_s"] == pytest.approx(run["counts"]["responses"] / run["duration_s"])
+    assert abs(run["responses_per_s"] - RESPONSES * run["qps"]) <= edge / run["duration_s"]
+    assert "streaming (decoupled, gRPC)" in stdout
+    with (tmp_path / "gaps.csv").open() as handle:
+        row = next(csv.DictReader(handle))
+    assert row["streaming"] == "True" and float(row["responses_per_request"]) == RESPONSES
+    assert float(row["first_response_p50_us"]) == run["latencies_us"]["first_response"]["p50"]
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_open_loop_puts_several_requests_in_flight_on_one_stream(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, overhead_us: dict[str, float]
+) -> None:
+    """At 20 requests/s of 180 ms each, about 3.6 requests share the one user's stream at a time."""
+    plan = write_plan(tmp_path / "gaps.npz", RESPONSES, FIRST_MS, GAP_MS)
+    args = ["--rate", "20", "--processes", "1", *SHORT]
+    (run, _), truth = Truth.measure(
+        served_repository, lambda: _run(triton_server, tmp_path, plan, *args), RESPONSES
+    )
+    assert run["errors"] == 0 and run["held_back_sends"] == 0
+    assert run["achieved_rate"] == pytest.approx(20, rel=0.1)
+    _check_times(run, truth, overhead_us)
+
+
+@pytest.mark.triton
+def test_decoupled_model_over_http_is_refused(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "refused.json"
+    started = time.monotonic()
+    args = ["--concurrency", "1", *SHORT, "--json", str(out)]
+    code, _, stderr = _loadtest(triton_server, *args, protocol="http")
+    assert code != 0
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "decoupled" in lines[0] and "--protocol grpc" in lines[0], stderr
+    assert not out.exists()
+    assert time.monotonic() - started < 10  # refused before any load started
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_a_stream_without_its_final_response_times_out(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    """Each request gets two responses and never its final one: a timeout each, and the run ends on time."""
+    plan = write_plan(tmp_path / "never.npz", responses=2, first_ms=0, gap_ms=0, final=False)
+    out = tmp_path / "never.json"
+    started = time.monotonic()
+    code, _, stderr = _loadtest(
+        triton_server, "--input-data", str(plan), "--concurrency", "2", *SHORT, "--request-timeout", "1s",
+        "--max-error-rate", "1", "--json", str(out),
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert code == 0, stderr
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["status"] == "ok"
+    # Each user gives up after 1 s and sends again: concurrency x measured s / timeout of them,
+    # give or take a request per user at each edge of the measured span.
+    expected = 2 * run["duration_s"] / 1.0
+    assert set(run["errors_by_kind"]) == {"timeout"}
+    assert abs(run["errors_by_kind"]["timeout"] - expected) <= 2 * 2, run["errors_by_kind"]
+    assert run["requests"] == run["errors"] and run["latency_us"] is None
+    # Start, 1 s of warm-up, 3 s measured, the last window settling: far from the 10 s a held request lasts.
+    assert elapsed < 20, elapsed
+
+
+def test_decoupled_is_read_from_the_servers_config() -> None:
+    assert is_decoupled({"model_transaction_policy": {"decoupled": True}})
+    assert not is_decoupled({"model_transaction_policy": {}}) and not is_decoupled({})
+    assert check_streaming("m", "http", {}) is False
+    assert check_streaming("m", "grpc", {"model_transaction_policy": {"decoupled": True}}) is True
+
+
+def test_streaming_figures_and_table() -> None:
+    run = RunResult(
+        mode="concurrency", concurrency=2, target_rate=None, batch_size=1, duration_s=4.0, requests=12,
+        errors=2, errors_by_kind={"timeout": 2}, qps=2.5, infer_per_s=2.5,
+        latency_us=dict.fromkeys(LATENCY_KEYS, 9e3), server_us=None, avg_batch=None, stable=True,
+        gpu=None, cpu=None,
+        latencies_us={"first_response": {"p50": 1500.0}, "between_responses": {"p50": 2500.0}},
+        counts={"responses": 33, "request_responses": 30},
+    )  # fmt: skip
+    add_streaming_figures(run)
+    assert run.streaming and run.responses_per_s == 33 / 4.0 and run.responses_per_request == 3.0
+    report = LoadTestReport(model="m", protocol="grpc", url="u", runs=[run])
+    table = streaming_table(report.to_json())
+    assert table is not None and len(table.rows) == 1
+    cells = dict(zip(table.headers, table.rows[0], strict=True))
+    assert cells["resp/req"] == "3" and cells["first P50"] == "1.50" and cells["gap P50"] == "2.50"
+    assert streaming_table(LoadTestReport(model="m", protocol="grpc", url="u").to_json()) is None
+    section = loadtest_section(report.to_json(), "run.json")
+    assert table.title in [t.title for t in section.tables]

@@ -1,0 +1,155 @@
+"""System shared memory for a load test: the checks before Locust starts, the clean-up after it.
+
+With ``--shared-memory system`` the Locust processes put the inputs and outputs in regions
+of POSIX shared memory registered with the server (the locustfile's shared-memory section).
+Their names start with a prefix chosen here, ``tritongen_<pid>_<random>_``, which holds
+this process's pid: after each run whatever the run left (a Locust process killed before
+it could clean up) is unregistered and removed by that prefix, and regions of tritongen
+processes that are gone are found by the pid in their names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import psutil
+
+from tritongen.client.endpoint import TritonEndpoint, normalise_url
+from tritongen.client.inputs import ModelInterface
+from tritongen.errors import ConfigError, ServerError
+from tritongen.server.local import SHM_DIR, SHM_PREFIX, is_loopback
+from tritongen.sources.signature import TRITON_TO_NUMPY
+
+SharedMemory = Literal["none", "system"]
+SHARED_MEMORY_KINDS: tuple[SharedMemory, ...] = ("none", "system")
+
+
+def url_host(url: str) -> str:
+    """The host part of a server URL (``localhost:8001`` -> ``localhost``; ``[::1]:8000`` -> ``::1``)."""
+    address = normalise_url(url)
+    host = address.rpartition(":")[0] if address.count(":") == 1 or "]:" in address else address
+    return (host or address).strip("[]")
+
+
+def check_shared_memory(kind: str, url: str, output_size: int | None) -> None:
+    """Refuse shared memory that cannot work: an unknown kind, a server on another host, a bad size.
+
+    Raises:
+        ConfigError: what is wrong, in one line.
+    """
+    if kind not in SHARED_MEMORY_KINDS:
+        raise ConfigError(f"--shared-memory {kind!r} is unknown", "use none or system")
+    if output_size is not None and output_size < 1:
+        raise ConfigError(
+            "--output-shared-memory-size must be positive", "e.g. --output-shared-memory-size 65536"
+        )
+    if kind == "none":
+        return
+    host = url_host(url)
+    if not is_loopback(host):
+        raise ConfigError(
+            f"--shared-memory system needs a server on this host, not {host}",
+            "load-test it with --shared-memory none, or run tritongen on the server's host with a "
+            "127.0.0.1 or localhost URL",
+        )
+
+
+def output_sizes(
+    outputs: list[dict[str, Any]], batched: bool, rows: int, fallback: int | None
+) -> dict[str, int]:
+    """Bytes of each output per request: its metadata shape (batch dim = ``rows``), else ``fallback``.
+
+    Raises:
+        ConfigError: an output of unknown size (a dynamic dim, or BYTES) and no ``fallback``.
+    """
+    sizes = {}
+    for tensor in outputs:
+        dims = [int(d) for d in tensor["shape"]]
+        if batched and dims:
+            dims[0] = rows
+        numpy_type = TRITON_TO_NUMPY.get(f"TYPE_{tensor['datatype']}")
+        known = numpy_type is not None and numpy_type is not np.object_ and all(d >= 0 for d in dims)
+        if known:
+            sizes[tensor["name"]] = max(1, math.prod(dims) * np.dtype(numpy_type).itemsize)
+        elif fallback is not None:
+            sizes[tensor["name"]] = fallback
+        else:
+            shape = "x".join(str(d) for d in dims)
+            raise ConfigError(
+                f"output '{tensor['name']}' ({tensor['datatype']} {shape}) has no size known before "
+                "the request, so its shared-memory region cannot be sized",
+                "pass --output-shared-memory-size BYTES (the largest it can be)",
+            )
+    return sizes
+
+
+def prepare_shared_memory(
+    endpoint: TritonEndpoint, interface: ModelInterface, rows: int, kind: str, fallback: int | None
+) -> str:
+    """With ``kind`` ``system``: check the model and the server, return the run's region name prefix.
+
+    Checks that every output can be sized and that the server takes regions; regions that a
+    tritongen process that is gone left registered are unregistered first (they would hold
+    its memory; their names never collide with new ones). With ``kind`` ``none``: ``""``.
+
+    Raises:
+        ConfigError: a streaming or sequence model, an output of unknown size, or a server that
+            refuses its shared-memory API.
+    """
+    if kind != "system":
+        return ""
+    model = interface.name
+    config = endpoint.model_config(model)
+    if config.get("model_transaction_policy", {}).get("decoupled") or "sequence_batching" in config:
+        raise ConfigError(
+            f"--shared-memory system covers one-response models; '{model}' is a streaming or sequence model",
+            "load-test it with --shared-memory none",
+        )
+    output_sizes(endpoint.output_tensors(model), interface.batched, rows, fallback)
+    try:
+        registered = endpoint.shared_memory_regions()
+    except ServerError as e:
+        raise ConfigError(
+            f"--shared-memory system: the server refuses its shared-memory API ({e.message})",
+            "use --shared-memory none, or a server that allows the shared-memory API",
+        ) from e
+    for name in registered:
+        owner = region_owner(name)
+        if owner is not None and not psutil.pid_exists(owner):
+            release_region(endpoint, name)
+    return f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+
+
+def region_owner(name: str) -> int | None:
+    """The pid in a region name ``tritongen_<pid>_...``; None for a name of another kind."""
+    if not name.startswith(SHM_PREFIX):
+        return None
+    owner = name[len(SHM_PREFIX) :].split("_", 1)[0]
+    return int(owner) if owner.isdigit() else None
+
+
+def release_region(endpoint: TritonEndpoint, name: str, shm_dir: Path = SHM_DIR) -> None:
+    """Unregister one region from the server (if it still is) and remove its file (if it is there)."""
+    with contextlib.suppress(ServerError):
+        endpoint.unregister_shared_memory(name)
+    with contextlib.suppress(OSError):
+        (shm_dir / name).unlink()
+
+
+def release_regions(endpoint: TritonEndpoint, prefix: str, shm_dir: Path = SHM_DIR) -> list[str]:
+    """Unregister and remove every region whose name starts with ``prefix``; return their names."""
+    try:
+        registered = [name for name in endpoint.shared_memory_regions() if name.startswith(prefix)]
+    except ServerError:
+        registered = []
+    files = [path.name for path in shm_dir.glob(f"{prefix}*")]
+    names = sorted(set(registered) | set(files))
+    for name in names:
+        release_region(endpoint, name, shm_dir)
+    return names
