@@ -535,3 +535,18 @@ def test_an_admin_key_restricts_the_repository_api_but_not_inference(
             assert result.outputs[interface.outputs[0]].shape[0] == 2
         finally:
             endpoint.close()
+
+
+def test_grpc_fork_support_is_off_unless_asked() -> None:
+    """Children forked while gRPC calls are in flight must not restart gRPC's poller before exec."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import tritongen, os; print(os.environ['GRPC_ENABLE_FORK_SUPPORT'])"
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "false"
+    env["GRPC_ENABLE_FORK_SUPPORT"] = "true"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "true"
