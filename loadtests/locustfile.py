@@ -1151,6 +1151,8 @@ class StreamCall:
             pending.end = now
             del self.pending[infer.id]
             pending.done.set()
+            if self.retired and not self.pending:
+                self.close()  # the last request a retired stream owed has ended
 
 
 class StreamSession:

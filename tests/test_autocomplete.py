@@ -320,7 +320,7 @@ def _infer(url: str, model: str, x: np.ndarray) -> np.ndarray:
 def test_when_the_server_completes_the_config(tmp_path: Path) -> None:
     assert server_completes(write_auto_model(tmp_path / "none")) == "no config.pbtxt"
     partial = write_auto_model(tmp_path / "partial", config=MINIMAL_CONFIG)
-    assert server_completes(partial) == "config.pbtxt declares no inputs"
+    assert server_completes(partial) == "config.pbtxt declares no inputs or outputs"
     full = 'backend: "python"\nmax_batch_size: 8\n' + (
         'input [{ name: "x" data_type: TYPE_FP32 dims: [ 4 ] }]\n'
         'output [{ name: "y" data_type: TYPE_FP32 dims: [ 4 ] }]\n'
@@ -330,6 +330,38 @@ def test_when_the_server_completes_the_config(tmp_path: Path) -> None:
     assert server_completes(completed) == "1/model.py completes it in auto_complete_config"
     plain = write_auto_model(tmp_path / "plain", config=full, model_py=PLAIN_MODEL_PY)
     assert server_completes(plain) is None  # the file is the config
+
+
+_TENSORS = {
+    "input": 'input [{ name: "x" data_type: TYPE_FP32 dims: [ 4 ] }]\n',
+    "output": 'output [{ name: "y" data_type: TYPE_FP32 dims: [ 4 ] }]\n',
+}
+
+
+@pytest.mark.parametrize(
+    ("declared", "missing"), [("input", "outputs"), ("output", "inputs"), ("", "inputs or outputs")]
+)
+def test_lint_and_the_served_config_agree_on_a_partial_config(
+    tmp_path: Path, declared: str, missing: str
+) -> None:
+    """Inputs without outputs (or the reverse): lint notes that the backend completes it; so does served."""
+    model = write_auto_model(
+        tmp_path / "repo" / "partial", config=MINIMAL_CONFIG + _TENSORS.get(declared, "")
+    )
+    assert server_completes(model) == f"config.pbtxt declares no {missing}"
+    found = _by_severity(lint_paths([model]).findings)
+    assert not found["error"] and not found["warning"], [f.text() for f in found["error"] + found["warning"]]
+    (note,) = found["info"]
+    assert note.rule == "autocomplete.filled"
+    assert note.message.startswith(f"the config declares no {missing}: Triton fills them in: ")
+    # Both declared: neither says the server completes the tensors.
+    full = write_auto_model(
+        tmp_path / "repo" / "full",
+        config=MINIMAL_CONFIG + "".join(_TENSORS.values()),
+        model_py=PLAIN_MODEL_PY,
+    )
+    assert server_completes(full) is None
+    assert not [f for f in lint_paths([full]).findings if f.rule.startswith("autocomplete.")]
 
 
 def test_the_served_json_converts_through_tritons_schema() -> None:

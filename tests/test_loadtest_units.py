@@ -181,3 +181,11 @@ def test_statistics_deltas() -> None:
     # A snapshot caught between Triton's execution and inference counter updates.
     torn = breakdown(_stats(0, 0, 0, 0), _stats(4839, 4840, 0, 4839))
     assert torn.avg_batch == 1.0
+
+
+def test_the_grpc_address_beside_an_http_one_keeps_the_host() -> None:
+    from tritongen.client.endpoint import grpc_url_beside
+
+    assert grpc_url_beside("http://triton.internal:8000/") == "triton.internal:8001"
+    assert grpc_url_beside("10.0.0.5:9000") == "10.0.0.5:8001"
+    assert grpc_url_beside("localhost") == "localhost:8001"

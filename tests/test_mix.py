@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import pytest
 from mix_models import HOLD_MODELS, HOLD_US
+from sequence_model import SEQUENCE_MODEL
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.errors import ConfigError, ServerError
-from tritongen.loadtest.background import BackgroundSpec
+from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
 from tritongen.loadtest.mix import Mix, split_streams
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import read_config
 from tritongen.tune.control import ModelControl
-from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
+from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, _end_background, run_tune
 from tritongen.tune.space import SearchSpace, parse_preferred_sets
 
 runner = CliRunner()
@@ -51,6 +53,8 @@ def test_streams_split_by_shares_with_one_stream_each_at_least() -> None:
     assert Mix.parse("a,b", None).split("rate", 40) == [20.0, 20.0]
     assert Mix.parse("a, b", "3:1").split("rate", 40) == [30.0, 10.0]
     assert not Mix.parse("a", None).mixed
+    with pytest.raises(ConfigError, match="--mix needs several models"):
+        Mix.parse("a", "3")
 
 
 @pytest.mark.parametrize(
@@ -149,6 +153,13 @@ def test_open_loop_mix_splits_the_rate(triton_server: LocalTritonServer, tmp_pat
         ([f"{A},{B}", "--mix", "3:1:1", "--concurrency", "4"], "gives 3 share(s) for 2 model(s)"),
         ([f"{A},{B}", "--mix", "0:1", "--concurrency", "4"], "has a share that is not positive"),
         ([f"{A},{B}", "--concurrency", "1"], "--concurrency 1 is less than the 2 models of the mix"),
+        ([A, "--mix", "3", "--concurrency", "2"], "--mix needs several models: MODEL a,b"),
+        (
+            [f"{A},{B}", "--concurrency", "2", "--input-value", "nope=1"],
+            "no model of the mix has an input 'nope'",
+        ),
+        # Each model of a mix is checked like a model loaded alone: here, its scheduler.
+        ([f"{A},{SEQUENCE_MODEL}", "--concurrency", "2"], f"'{SEQUENCE_MODEL}' is a sequence model"),
     ],
 )
 def test_bad_mix_is_one_line(triton_server: LocalTritonServer, args: list[str], said: str) -> None:
@@ -270,3 +281,34 @@ def test_bad_background_is_one_line(
     assert result.exit_code != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and said in lines[0], result.stderr
+
+
+@pytest.mark.triton
+def test_a_background_load_that_cannot_start_leaves_nothing_behind(triton_server: LocalTritonServer) -> None:
+    """A background sequence model is checked like one loaded alone; the failed start removes its files."""
+    load = LoadSpec(model=TUNED, url=triton_server.http_url, metrics_url=triton_server.metrics_url)
+    background = BackgroundLoad(BackgroundSpec((SEQUENCE_MODEL,)), load)
+    workdir = background._workdir
+    assert workdir.is_dir()
+    with pytest.raises(ConfigError, match="is a sequence model"):
+        background.start(threading.Event())
+    assert not workdir.exists() and _locusts() == []
+
+
+def test_the_tune_closes_its_background_load_even_when_its_figures_fail() -> None:
+    class Failing:
+        closed = False
+
+        def stop(self) -> None:
+            pass
+
+        def figures(self) -> dict[str, Any]:
+            raise RuntimeError("unreadable windows")
+
+        def close(self) -> None:
+            self.closed = True
+
+    background = Failing()
+    with pytest.raises(RuntimeError, match="unreadable windows"):
+        _end_background(cast(TuneReport, object()), cast(BackgroundLoad, background))
+    assert background.closed

@@ -12,23 +12,29 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sequence_model import RECORD_FILE, SEQUENCE_MODEL, read_records
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.endpoint import TritonEndpoint
+from tritongen.client.inputs import InputSpec, ModelInterface
 from tritongen.errors import ConfigError
 from tritongen.loadtest.result import LoadTestReport
+from tritongen.loadtest.runner import PreparedRequests, prepare_requests
 from tritongen.loadtest.sequences import (
+    DEFAULT_SEQUENCE_LENGTH,
     check_id_range,
     check_sequence_model,
     check_sequence_settings,
     ids_needed,
     parse_id_range,
     sequence_figures,
+    sequence_length,
 )
+from tritongen.loadtest.spec import LoadSpec
 from tritongen.report.tables import sequence_table
 from tritongen.server.local import LocalTritonServer
 
@@ -240,3 +246,62 @@ def test_batching_knobs_of_a_sequence_model_go_to_its_sequence_batcher(served_re
     )
     with pytest.raises(ConfigError, match="direct strategy"):
         apply_batching(direct, BatchingOptions(preferred_batch_sizes=(4,)), "local")
+
+
+class _Endpoint:
+    """What ``prepare_requests`` asks a server, answered from ``config``; it counts the config reads."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.config_reads = 0
+
+    def interface(self, model: str) -> ModelInterface:
+        return ModelInterface(model, 8, (InputSpec("x", "FP32", (1,)),), ("y",))
+
+    def model_config(self, model: str) -> dict[str, Any]:
+        self.config_reads += 1
+        return self.config
+
+
+def _prepare(config: dict[str, Any], path: Path, **settings: Any) -> tuple[PreparedRequests, int]:
+    endpoint = _Endpoint(config)
+    spec = LoadSpec(model="acc", url="127.0.0.1:9", **settings)
+    prepared = prepare_requests(spec, cast(TritonEndpoint, endpoint), path)
+    return prepared, endpoint.config_reads
+
+
+def test_the_default_length_is_the_data_steps_or_twenty(steps_file: Path, tmp_path: Path) -> None:
+    """perf_analyzer's default: random data (one step) must not make one-request sequences."""
+    assert sequence_length(None, 1) == DEFAULT_SEQUENCE_LENGTH == 20
+    assert sequence_length(None, 4) == 4 and sequence_length(6, 4) == 6 and sequence_length(3, 1) == 3
+    config: dict[str, Any] = {"sequence_batching": {"max_sequence_idle_microseconds": 5000000}}
+    prepared, reads = _prepare(config, tmp_path / "a.npz", sequences=True)
+    assert prepared.sequence_length == 20 and reads == 1  # the config is read once for every check
+    prepared, _ = _prepare(config, tmp_path / "b.npz", sequences=True, input_data=steps_file)
+    assert prepared.sequence_length == len(STEPS)
+    prepared, _ = _prepare({}, tmp_path / "c.npz")
+    assert prepared.sequence_length == 0
+
+
+def test_a_decoupled_sequence_model_is_refused(tmp_path: Path) -> None:
+    config: dict[str, Any] = {
+        "sequence_batching": {"direct": {}},
+        "model_transaction_policy": {"decoupled": True},
+    }
+    for protocol in ("grpc", "http"):
+        with pytest.raises(ConfigError, match="not supported yet") as raised:
+            _prepare(config, tmp_path / "x.npz", sequences=True, protocol=protocol)
+        assert "sequence model and decoupled" in raised.value.message
+    assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.triton
+def test_random_data_sends_sequences_of_twenty(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    quick = ["--duration", "1s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "1s"]
+    code, stdout, stderr = _loadtest(
+        triton_server, "grpc", SEQUENCE_MODEL, "--sequences", "2", *quick, "--json", str(out)
+    )
+    assert code == 0, stderr + stdout
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["counts"]["sequences"] > 0 and run["requests_per_sequence"] == DEFAULT_SEQUENCE_LENGTH

@@ -24,11 +24,20 @@ from shm_model import SHM_MODEL
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError
 from tritongen.loadtest.locust_process import LocustArgs
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.runner import run_load_test
-from tritongen.loadtest.shared_memory import check_shared_memory, output_sizes, region_owner, url_host
+from tritongen.loadtest.shared_memory import (
+    PROBE_SUFFIX,
+    check_shared_memory,
+    output_sizes,
+    prepare_shared_memory,
+    probe_shared_memory,
+    region_owner,
+    url_host,
+)
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import SHM_DIR, LocalTritonServer
 
@@ -262,6 +271,47 @@ def test_streaming_model_is_refused(triton_server: LocalTritonServer) -> None:
 
     with pytest.raises(ConfigError, match="--shared-memory system covers one-response models"):
         run_load_test(_spec(triton_server, "grpc", STREAMING_MODEL))
+
+
+@pytest.mark.triton
+def test_a_sequence_model_is_refused(triton_server: LocalTritonServer) -> None:
+    from sequence_model import SEQUENCE_MODEL
+
+    with pytest.raises(ConfigError, match="--shared-memory system covers one-response models"):
+        run_load_test(_spec(triton_server, "http", SEQUENCE_MODEL, sequences=True))
+
+
+def _ours(server: LocalTritonServer) -> tuple[list[str], list[str]]:
+    """This process's regions: those registered with ``server``, and those in /dev/shm."""
+    mine = f"tritongen_{os.getpid()}_"
+    files = sorted(path.name for path in SHM_DIR.glob(f"{mine}*"))
+    return [name for name in _registered(server) if name.startswith(mine)], files
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_the_check_before_a_run_has_the_server_map_a_region(
+    triton_server: LocalTritonServer, protocol: str, tmp_path: Path
+) -> None:
+    """The server maps a probe region; afterwards nothing is registered and /dev/shm holds no leftover."""
+    url = triton_server.http_url if protocol == "http" else triton_server.grpc_url
+    endpoint = TritonEndpoint(url, protocol, timeout_s=10)  # type: ignore[arg-type]
+    try:
+        before = _ours(triton_server)
+        prefix = prepare_shared_memory(endpoint, endpoint.interface("mlp_onnx"), 1, "system", None)
+        assert prefix.startswith(f"tritongen_{os.getpid()}_")
+        assert _ours(triton_server) == before
+        # A region the server cannot open (here: created where its /dev/shm is not, as for a
+        # server in a container without shared IPC) fails the check in one line.
+        name = f"{prefix}{PROBE_SUFFIX}"
+        with pytest.raises(ConfigError) as caught:
+            probe_shared_memory(endpoint, name, shm_dir=tmp_path)
+        assert "\n" not in caught.value.one_line()
+        assert "the server cannot map this host's shared memory" in caught.value.message
+        assert "--ipc=host" in str(caught.value.hint) and "--shared-memory none" in str(caught.value.hint)
+        assert list(tmp_path.iterdir()) == [] and _ours(triton_server) == before
+    finally:
+        endpoint.close()
 
 
 def test_a_server_on_another_host_is_refused_in_one_line() -> None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 import pytest
+from mix_models import HOLD_MODELS
 from streaming_model import RECORD_FILE, STREAMING_MODEL, write_plan
 from typer.testing import CliRunner
 
@@ -239,3 +240,27 @@ def test_streaming_figures_and_table() -> None:
     assert streaming_table(LoadTestReport(model="m", protocol="grpc", url="u").to_json()) is None
     section = loadtest_section(report.to_json(), "run.json")
     assert table.title in [t.title for t in section.tables]
+
+
+@pytest.mark.triton
+def test_a_mix_keeps_the_streaming_figures_of_its_streaming_model(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    """``--input-value plan=2`` goes to the model that has ``plan`` (2 responses each), not to the other."""
+    other = HOLD_MODELS[0]
+    out = tmp_path / "mix.json"
+    quick = ["--duration", "1s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "1s"]
+    result = runner.invoke(
+        app,
+        ["loadtest", f"{STREAMING_MODEL},{other}", "--url", triton_server.grpc_url, "--protocol", "grpc",
+         "--metrics-url", triton_server.metrics_url, "--concurrency", "2", "--input-value", "plan=2",
+         *quick, "--json", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr + result.stdout
+    (run,) = json.loads(out.read_text())["runs"]
+    streamed, plain = run["models"][STREAMING_MODEL], run["models"][other]
+    assert streamed["streaming"] is True and streamed["errors"] == 0
+    assert streamed["responses_per_request"] == 2.0
+    assert streamed["responses_per_s"] == pytest.approx(streamed["counts"]["responses"] / run["duration_s"])
+    assert plain["streaming"] is False and plain["responses_per_s"] is None
+    assert run["streaming"] is False  # the union of a streaming and a plain model is neither

@@ -118,7 +118,8 @@ class LoadFlags:
         int | None,
         typer.Option(
             "--sequence-length",
-            help="Requests per sequence (default: one per step of the input data).",
+            help="Requests per sequence (default: one per step of the input data when it has several, "
+            "else 20).",
             show_default=False,
         ),
     ] = None

@@ -25,11 +25,13 @@ from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.options import AdminKey, embedded_server
 from tritongen.cli.output_options import OutputFlags
+from tritongen.client.endpoint import grpc_url_beside
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_ROUNDS, format_summary
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.rerender import model_target, rerender_model
 from tritongen.tune.composing import tuned_model
@@ -100,6 +102,7 @@ class SearchFlags:
             preferred_batch_sizes=parse_preferred_sets(self.preferred),
             max_queue_delays_us=parse_int_list(self.delays, "--max-queue-delay-us") or (0,),
             instance_counts=parse_int_list(self.instances, "--instances") or (1,),
+            preferred_refused=preferred_sizes_refused(base),
         )
         space.check()
         return space
@@ -114,7 +117,7 @@ class ServerFlags:
         typer.Option(
             "--url",
             help="A running server in explicit model-control mode (HTTP host:port) "
-            "instead of the embedded one.",
+            "instead of the embedded one; with --protocol grpc the load goes to its host's port 8001.",
             show_default=False,
         ),
     ] = None
@@ -175,7 +178,7 @@ class ServerFlags:
 
 @dataclass(frozen=True)
 class TrialFlags:
-    """Where the trials are kept and how the best are confirmed."""
+    """Where the trials are kept, how each one's requests are judged, and how the best are confirmed."""
 
     out: Annotated[
         Path | None, typer.Option("--out", help="Trial directory (default tune-MODEL).", show_default=False)
@@ -194,6 +197,14 @@ class TrialFlags:
             "--finalists", help="Best search configs confirmed against the current config, in rounds."
         ),
     ] = DEFAULT_FINALISTS
+    request_timeout: Annotated[
+        str,
+        typer.Option(
+            "--request-timeout",
+            help="A request without its response (streaming: its final response) after this long "
+            "counts as a timeout error, e.g. 30s.",
+        ),
+    ] = "60s"
 
 
 @option_groups(
@@ -299,7 +310,7 @@ def _request(
     request = TuneRequest(
         model=tuned,
         space=space,
-        load=load_spec(model, url=None, load=load, run=RunFlags()),
+        load=load_spec(model, url=None, load=load, run=RunFlags(request_timeout=trials.request_timeout)),
         slo_p99_ms=slo_p99_ms,
         strategy=search.strategy,
         max_trials=search.max_trials,
@@ -366,7 +377,7 @@ def _server(
     repo: Path, model: str, url: str | None, spec: LoadSpec, background: BackgroundSpec | None
 ) -> Iterator[tuple[str, LoadSpec]]:
     if url is not None:
-        yield url, replace(spec, url=url if spec.protocol == "http" else spec.url)
+        yield url, replace(spec, url=url if spec.protocol == "http" else grpc_url_beside(url))
         return
     # The model under load, and the composing model tuned (a model called through BLS is not
     # loaded with its caller, as an ensemble's steps are).

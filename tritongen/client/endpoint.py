@@ -32,6 +32,12 @@ def normalise_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def grpc_url_beside(http_url: str) -> str:
+    """The gRPC address of the server whose HTTP address is ``http_url``: same host, default gRPC port."""
+    host = normalise_url(http_url).rpartition(":")[0] or normalise_url(http_url)
+    return f"{host}:{DEFAULT_PORTS['grpc']}"
+
+
 class TritonEndpoint:
     """A Triton server reached over HTTP or gRPC."""
 
@@ -184,6 +190,17 @@ class TritonEndpoint:
             return sorted(str(r.get("name", "")) for r in regions)
         found = self._call("system shared memory", client.get_system_shared_memory_status, as_json=True)
         return sorted(found.get("regions", {}))
+
+    def register_shared_memory(self, name: str, key: str, byte_size: int) -> None:
+        """Register the system shared-memory region ``key`` (e.g. ``/NAME``) with the server as ``name``.
+
+        The server opens and maps the region itself: it must see this host's ``/dev/shm``.
+
+        Raises:
+            ServerError: the server does not answer, refuses the API, or cannot map the region.
+        """
+        client = self._connect()
+        self._call("system shared memory", client.register_system_shared_memory, name, key, byte_size)
 
     def unregister_shared_memory(self, name: str) -> None:
         """Unregister the system shared-memory region ``name`` from the server.

@@ -102,8 +102,11 @@ class BackgroundLoad:
     def start(self, stop: threading.Event) -> None:
         """Start every model's Locust and the watcher that sets ``stop`` if the load fails.
 
+        A start that fails stops what it started and removes the working files.
+
         Raises:
-            TritongenError: a background model is not ready, or its inputs cannot be built.
+            TritongenError: a background model is not ready, its load does not fit it (its
+                scheduler, batch size or inputs), or its inputs cannot be built.
         """
         try:
             check_served(self._endpoint, self.spec.models, what="the background load")
@@ -120,7 +123,7 @@ class BackgroundLoad:
                     _Watch(log=WindowLog(run.results), t0=self._t0, started=time.monotonic())
                 )
         except BaseException:
-            self.stop()
+            self.close()
             raise
         self._thread = threading.Thread(target=self._watch, args=(stop,), name="background-load", daemon=True)
         self._thread.start()

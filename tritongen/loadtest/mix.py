@@ -20,7 +20,6 @@ from typing import Any
 
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError, ServerError
-from tritongen.io.arrays import write_steps
 from tritongen.loadtest.locust_process import LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import (
@@ -30,10 +29,9 @@ from tritongen.loadtest.runner import (
     _LoadTest,
     _Watch,
     metrics_url_for,
-    prepare_steps,
+    prepare_requests,
 )
 from tritongen.loadtest.spec import LoadSpec, Mode
-from tritongen.loadtest.streaming import check_streaming
 from tritongen.loadtest.windows import Window, WindowLog, is_stable, merge
 from tritongen.metrics.composing import ServerModels, ensemble_tree, server_models
 from tritongen.metrics.prometheus import MetricsSampler
@@ -71,6 +69,11 @@ class Mix:
             )
         if mix is None:
             return cls(names, (1.0,) * len(names))
+        if len(names) < 2:
+            raise ConfigError(
+                f"--mix needs several models: MODEL a,b (got only '{names[0]}')",
+                "name the models of the mix, e.g. loadtest a,b --mix 3:1, or drop --mix",
+            )
         return cls(names, parse_shares(mix, len(names)))
 
     @property
@@ -191,13 +194,8 @@ def run_mix_test(
     sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url))
     try:
         check_served(endpoint, mix.models)
-        shapes = _shapes_by_model(spec, mix, endpoint)
-        tests = [
-            prepare_model(
-                replace(spec, model=model, shapes=shapes[model]), endpoint, sampler, workdir / f"m{i}"
-            )
-            for i, model in enumerate(mix.models)
-        ]
+        specs = _model_specs(spec, mix, endpoint)
+        tests = [prepare_model(s, endpoint, sampler, workdir / f"m{i}") for i, s in enumerate(specs)]
         sampler.start()
         for number in range(1, spec.rounds + 1):
             for level in spec.levels:
@@ -213,43 +211,56 @@ def run_mix_test(
     return report
 
 
-def _shapes_by_model(
-    spec: LoadSpec, mix: Mix, endpoint: TritonEndpoint
-) -> dict[str, dict[str, tuple[int, ...]]]:
-    """Each model's ``--shape`` overrides: those naming one of its inputs.
+def _model_specs(spec: LoadSpec, mix: Mix, endpoint: TritonEndpoint) -> list[LoadSpec]:
+    """Each model's load: its part of each level, and the ``--shape`` and ``--input-value`` of its inputs.
 
     Raises:
-        ConfigError: a ``--shape`` names an input no model of the mix has.
+        ConfigError: a ``--shape`` or ``--input-value`` names an input no model of the mix has.
     """
-    inputs = {model: {i.name for i in endpoint.interface(model).inputs} for model in mix.models}
-    unknown = sorted(set(spec.shapes) - set().union(*inputs.values()))
-    if unknown:
-        raise ConfigError(
-            f"no model of the mix has an input '{unknown[0]}'",
-            "name an input of one of the models in --shape",
+    inputs = [{i.name for i in endpoint.interface(model).inputs} for model in mix.models]
+    known = set().union(*inputs)
+    for option, names in (("--shape", spec.shapes), ("--input-value", spec.input_values)):
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise ConfigError(
+                f"no model of the mix has an input '{unknown[0]}' ({option})",
+                f"name an input of one of the models in {option}",
+            )
+    return [
+        replace(
+            spec,
+            model=model,
+            levels=tuple(mix.split(spec.mode, level)[i] for level in spec.levels),
+            shapes={k: v for k, v in spec.shapes.items() if k in names},
+            input_values={k: v for k, v in spec.input_values.items() if k in names},
         )
-    return {model: {k: v for k, v in spec.shapes.items() if k in names} for model, names in inputs.items()}
+        for i, (model, names) in enumerate(zip(mix.models, inputs, strict=True))
+    ]
 
 
 def prepare_model(
     spec: LoadSpec, endpoint: TritonEndpoint, sampler: MetricsSampler, workdir: Path
 ) -> _LoadTest:
-    """What every level shares for one model of the mix: its requests, built from its own metadata."""
-    interface = endpoint.interface(spec.model)
-    if interface.batched and spec.batch_size > interface.max_batch_size:
-        raise ConfigError(
-            f"--batch-size {spec.batch_size} exceeds max_batch_size {interface.max_batch_size} "
-            f"of '{spec.model}'",
-            f"use at most {interface.max_batch_size}",
-        )
-    streaming = check_streaming(spec.model, spec.protocol, endpoint.model_config(spec.model))
-    steps = prepare_steps(spec, interface)
-    rows = next((int(a.shape[0]) for a in steps[0].values()), spec.batch_size) if interface.batched else 1
+    """What every level shares for one model of the mix: its requests, built from its own metadata.
+
+    Raises:
+        ConfigError: the load does not fit the model (its batch size, scheduler or inputs).
+        SourceError: the data file is unreadable, or its data does not fit the model.
+    """
     workdir.mkdir(parents=True)
     inputs = workdir / "inputs.npz"
-    write_steps(inputs, steps)
+    requests = prepare_requests(spec, endpoint, inputs)
     return _LoadTest(
-        spec, rows, endpoint, sampler, inputs, workdir, progress=None, stop=None, streaming=streaming
+        spec,
+        requests.rows,
+        endpoint,
+        sampler,
+        inputs,
+        workdir,
+        progress=None,
+        stop=None,
+        streaming=requests.streaming,
+        sequence_length=requests.sequence_length,
     )
 
 
@@ -268,8 +279,10 @@ class _MixLevel:
         self.spec = tests[0].spec
         self.parts = mix.split(self.spec.mode, level)
         self.runs = [_LevelRun(t, part, round_number) for t, part in zip(tests, self.parts, strict=True)]
-        # The whole level: what the union is judged and reported as (it runs no Locust itself).
-        self.lead = _LevelRun(replace(tests[0], progress=told[0]), level, round_number)
+        # The whole level: what the union is judged and reported as (it runs no Locust itself);
+        # its streaming figures only mean something when every model streams.
+        streaming = all(t.streaming for t in tests)
+        self.lead = _LevelRun(replace(tests[0], progress=told[0], streaming=streaming), level, round_number)
         shown = " + ".join(f"{m} {p:g}" for m, p in zip(mix.models, self.parts, strict=True))
         self.lead.label += f" ({shown})"
         self.stop_event = told[1]

@@ -24,10 +24,12 @@ from tritongen.loadtest.sequences import (
     check_id_range,
     check_sequence_model,
     id_range_text,
+    is_sequence_model,
+    sequence_length,
 )
 from tritongen.loadtest.shared_memory import prepare_shared_memory, release_regions
 from tritongen.loadtest.spec import LoadSpec, auto_processes
-from tritongen.loadtest.streaming import add_streaming_figures, check_streaming
+from tritongen.loadtest.streaming import add_streaming_figures, check_streaming, is_decoupled
 from tritongen.loadtest.windows import (
     Window,
     WindowLog,
@@ -84,6 +86,44 @@ def prepare_steps(spec: LoadSpec, interface: ModelInterface) -> list[Step]:
     return input_steps(interface, plan, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed)
 
 
+@dataclass(frozen=True)
+class PreparedRequests:
+    """A model's requests, written for the load generator, and what the runs need to know of them."""
+
+    interface: ModelInterface
+    rows: int
+    """Rows per request (1 for a model that does not batch)."""
+    streaming: bool
+    """Whether the model is decoupled (its requests go over gRPC streams)."""
+    sequence_length: int = 0
+    """Requests per sequence of a ``--sequences`` load (0 for other loads)."""
+
+
+def prepare_requests(spec: LoadSpec, endpoint: TritonEndpoint, path: Path) -> PreparedRequests:
+    """Check the model takes what ``spec`` asks, build its requests and write them to ``path``.
+
+    Raises:
+        ConfigError: a batch size above the model's, a load that does not fit its scheduler
+            (sequences, streaming over HTTP), or bad input options.
+        SourceError: the data file is unreadable, or its data does not fit the model.
+    """
+    interface = endpoint.interface(spec.model)
+    if interface.batched and spec.batch_size > interface.max_batch_size:
+        raise ConfigError(
+            f"--batch-size {spec.batch_size} exceeds max_batch_size {interface.max_batch_size} "
+            f"of '{spec.model}'",
+            f"use at most {interface.max_batch_size}",
+        )
+    config = endpoint.model_config(spec.model)
+    _check_sequences(spec, config)
+    streaming = check_streaming(spec.model, spec.protocol, config)
+    steps = prepare_steps(spec, interface)
+    rows = next((int(a.shape[0]) for a in steps[0].values()), spec.batch_size) if interface.batched else 1
+    write_steps(path, steps)
+    length = sequence_length(spec.sequence_length, len(steps)) if spec.sequences else 0
+    return PreparedRequests(interface=interface, rows=rows, streaming=streaming, sequence_length=length)
+
+
 def run_load_test(
     spec: LoadSpec, progress: ProgressCallback | None = None, stop: threading.Event | None = None
 ) -> LoadTestReport:
@@ -99,27 +139,30 @@ def run_load_test(
     """
     spec.check()
     endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
-    interface = endpoint.interface(spec.model)
-    if interface.batched and spec.batch_size > interface.max_batch_size:
-        raise ConfigError(
-            f"--batch-size {spec.batch_size} exceeds max_batch_size {interface.max_batch_size} "
-            f"of '{spec.model}'",
-            f"use at most {interface.max_batch_size}",
-        )
-    streaming = check_streaming(spec.model, spec.protocol, endpoint.model_config(spec.model))
-    _check_sequences(spec, endpoint)
-    steps = prepare_steps(spec, interface)
-    rows = next((int(a.shape[0]) for a in steps[0].values()), spec.batch_size) if interface.batched else 1
-    shm = prepare_shared_memory(endpoint, interface, rows, spec.shared_memory, spec.output_shared_memory_size)
-    report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url, rounds=spec.rounds)
-    report.shared_memory = spec.shared_memory
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
     sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url))
     try:
         inputs_path = workdir / "inputs.npz"
-        write_steps(inputs_path, steps)
+        requests = prepare_requests(spec, endpoint, inputs_path)
+        shm = prepare_shared_memory(
+            endpoint, requests.interface, requests.rows, spec.shared_memory, spec.output_shared_memory_size
+        )
+        report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url, rounds=spec.rounds)
+        report.shared_memory = spec.shared_memory
         sampler.start()
-        test = _LoadTest(spec, rows, endpoint, sampler, inputs_path, workdir, progress, stop, streaming, shm)
+        test = _LoadTest(
+            spec,
+            requests.rows,
+            endpoint,
+            sampler,
+            inputs_path,
+            workdir,
+            progress,
+            stop,
+            streaming=requests.streaming,
+            shm_prefix=shm,
+            sequence_length=requests.sequence_length,
+        )
         for number in range(1, spec.rounds + 1):
             for level in spec.levels:
                 result = _LevelRun(test, level, number).execute()
@@ -150,6 +193,8 @@ class _LoadTest:
     """A decoupled model, loaded over gRPC streams."""
     shm_prefix: str = ""
     """Name prefix of the shared-memory regions of the Locust runs (``--shared-memory system``)."""
+    sequence_length: int = 0
+    """Requests per sequence of a ``--sequences`` load, resolved from the data (0 for other loads)."""
 
 
 @dataclass
@@ -196,6 +241,7 @@ class _LevelRun:
         self.stop_event = test.stop
         self.shm_prefix = test.shm_prefix
         self.streaming = test.streaming
+        self.sequence_length = test.sequence_length
         self.health = TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
         self.snapshots: dict[int, tuple[float, AllStats]] = {}
         """Every model's counters at the first poll of each window (one statistics call)."""
@@ -221,10 +267,7 @@ class _LevelRun:
             self.health.close()
         if watch.measure_start is not None and status != "ok":
             watch.measured = self._measured_before(watch, watch.measure_start, stopped_at)
-        result = self._result(watch.measured, watch.measure_start, t0, status, reason)
-        if self.streaming:
-            add_streaming_figures(result)
-        return result
+        return self._result(watch.measured, watch.measure_start, t0, status, reason)
 
     def _locust_args(self, t0: float) -> LocustArgs:
         """The Locust run of this level, long enough for warm-up, the longest measurement and slack."""
@@ -252,7 +295,7 @@ class _LevelRun:
             timeout_s=spec.request_timeout_s,
             streaming=self.streaming,
             sequences=spec.sequences,
-            sequence_length=spec.sequence_length or 0,
+            sequence_length=self.sequence_length,
             sequence_ids=id_range_text(spec.sequence_id_range),
         )
 
@@ -436,13 +479,10 @@ class _LevelRun:
             ],
         )
         if spec.mode == "rate":
-            result.achieved_rate = total.sent / elapsed if elapsed else 0.0
-            result.late_sends = total.late
-            result.max_send_lag_us = total.max_lag_us
-            result.held_back_sends = total.held_back
-            result.max_hold_us = total.max_hold_us
-            result.warnings += _schedule_warnings(result, self.level)
+            _add_schedule_figures(result, total, self.level)
         add_sequence_figures(result, spec.sequences)
+        if self.streaming:
+            add_streaming_figures(result)
         if status == "ok" and not result.stable:
             result.warnings.append(
                 f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "
@@ -453,6 +493,16 @@ class _LevelRun:
 
 def _as_dict(summary: Any) -> dict[str, float | int | None] | None:
     return summary.as_dict() if summary is not None else None
+
+
+def _add_schedule_figures(result: RunResult, total: Window, target: float) -> None:
+    """An open-loop run's schedule: the rate achieved, late and held-back sends, and their warnings."""
+    result.achieved_rate = total.sent / result.duration_s if result.duration_s else 0.0
+    result.late_sends = total.late
+    result.max_send_lag_us = total.max_lag_us
+    result.held_back_sends = total.held_back
+    result.max_hold_us = total.max_hold_us
+    result.warnings += _schedule_warnings(result, target)
 
 
 def _schedule_warnings(result: RunResult, target: float) -> list[str]:
@@ -480,13 +530,22 @@ def _schedule_warnings(result: RunResult, target: float) -> list[str]:
     return warnings
 
 
-def _check_sequences(spec: LoadSpec, endpoint: TritonEndpoint) -> None:
+def _check_sequences(spec: LoadSpec, config: dict[str, Any]) -> None:
     """A sequence model gets ``--sequences`` and the others do not; the ID range fits every level.
 
+    ``config`` is the model's config as the server reports it.
+
     Raises:
-        ConfigError: the load does not fit the model's scheduler, or the range is too small.
+        ConfigError: the load does not fit the model's scheduler (a decoupled sequence model is
+            not supported yet), or the range is too small.
     """
-    check_sequence_model(spec.model, endpoint.model_config(spec.model), spec.sequences)
+    if is_sequence_model(config) and is_decoupled(config):
+        raise ConfigError(
+            f"'{spec.model}' is both a sequence model and decoupled (streaming): loading such a model "
+            "is not supported yet (sequences are sent as plain calls, not over gRPC streams)",
+            "load a model that is one or the other",
+        )
+    check_sequence_model(spec.model, config, spec.sequences)
     for level in spec.levels if spec.sequences else ():
         processes = min(spec.processes or auto_processes(spec.mode, level), int(level))
         check_id_range(spec.sequence_id_range, int(level), processes)

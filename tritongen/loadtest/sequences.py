@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from tritongen.errors import ConfigError
 
+DEFAULT_SEQUENCE_LENGTH = 20
+"""Requests per sequence without ``--sequence-length`` or data of several steps (perf_analyzer's)."""
 ID_LIMIT = 2**63
 """Correlation IDs are below this (gRPC carries them as int64) and above 0."""
 SEQUENCE_COLUMNS = (
@@ -76,6 +78,17 @@ def check_sequence_settings(
         )
     if length is not None and length < 1:
         raise ConfigError(f"--sequence-length {length} is not positive", "e.g. --sequence-length 10")
+
+
+def sequence_length(given: int | None, steps: int) -> int:
+    """Requests per sequence: ``--sequence-length``, else the data's steps when it has several, else 20.
+
+    Like perf_analyzer's: a sequence of data steps is sent whole; random or zero data (one
+    step) would make one-request sequences, which never carry state, so they get the default.
+    """
+    if given is not None:
+        return given
+    return steps if steps > 1 else DEFAULT_SEQUENCE_LENGTH
 
 
 def check_sequence_model(model: str, config: dict[str, Any], sequences: bool) -> None:

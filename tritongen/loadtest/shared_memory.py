@@ -23,11 +23,17 @@ import psutil
 from tritongen.client.endpoint import TritonEndpoint, normalise_url
 from tritongen.client.inputs import ModelInterface
 from tritongen.errors import ConfigError, ServerError
+from tritongen.loadtest.sequences import is_sequence_model
+from tritongen.loadtest.streaming import is_decoupled
 from tritongen.server.local import SHM_DIR, SHM_PREFIX, is_loopback
 from tritongen.sources.signature import TRITON_TO_NUMPY
 
 SharedMemory = Literal["none", "system"]
 SHARED_MEMORY_KINDS: tuple[SharedMemory, ...] = ("none", "system")
+PROBE_BYTES = 64
+"""Size of the region the check before a run has the server map."""
+PROBE_SUFFIX = "probe"
+"""The probe region's name after the run's prefix (a run's own regions end in ``_in``/``_outN``)."""
 
 
 def url_host(url: str) -> str:
@@ -94,19 +100,20 @@ def prepare_shared_memory(
 ) -> str:
     """With ``kind`` ``system``: check the model and the server, return the run's region name prefix.
 
-    Checks that every output can be sized and that the server takes regions; regions that a
-    tritongen process that is gone left registered are unregistered first (they would hold
-    its memory; their names never collide with new ones). With ``kind`` ``none``: ``""``.
+    Checks that every output can be sized, and that the server maps a region this host
+    creates (:func:`probe_shared_memory`); regions that a tritongen process that is gone left
+    registered are unregistered first (they would hold its memory; their names never collide
+    with new ones). With ``kind`` ``none``: ``""``.
 
     Raises:
-        ConfigError: a streaming or sequence model, an output of unknown size, or a server that
-            refuses its shared-memory API.
+        ConfigError: a streaming or sequence model, an output of unknown size, a server that
+            refuses its shared-memory API, or one that cannot map this host's shared memory.
     """
     if kind != "system":
         return ""
     model = interface.name
     config = endpoint.model_config(model)
-    if config.get("model_transaction_policy", {}).get("decoupled") or "sequence_batching" in config:
+    if is_decoupled(config) or is_sequence_model(config):
         raise ConfigError(
             f"--shared-memory system covers one-response models; '{model}' is a streaming or sequence model",
             "load-test it with --shared-memory none",
@@ -123,7 +130,45 @@ def prepare_shared_memory(
         owner = region_owner(name)
         if owner is not None and not psutil.pid_exists(owner):
             release_region(endpoint, name)
-    return f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+    prefix = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+    probe_shared_memory(endpoint, f"{prefix}{PROBE_SUFFIX}")
+    return prefix
+
+
+def probe_shared_memory(endpoint: TritonEndpoint, name: str, shm_dir: Path = SHM_DIR) -> None:
+    """Create a small region in ``shm_dir``, have the server register it, then unregister and remove it.
+
+    Registering makes the server open and map the region: a server that does not see this
+    host's ``/dev/shm`` (one in a container without shared IPC, reached on a loopback port)
+    fails here in one line, instead of failing every request of the run.
+
+    Raises:
+        ConfigError: the region cannot be created, or the server cannot map it.
+    """
+    try:
+        fd = os.open(shm_dir / name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, PROBE_BYTES)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            (shm_dir / name).unlink()
+        raise ConfigError(
+            f"--shared-memory system: cannot create a region in {shm_dir} ({e.strerror or e})",
+            "free space in /dev/shm, or use --shared-memory none",
+        ) from e
+    try:
+        endpoint.register_shared_memory(name, f"/{name}", PROBE_BYTES)
+    except ServerError as e:
+        cause = " ".join(e.message.split())
+        raise ConfigError(
+            f"--shared-memory system: the server cannot map this host's shared memory ({cause})",
+            "run the load generator on the server's host, sharing its IPC namespace "
+            "(a container needs --ipc=host), or use --shared-memory none",
+        ) from e
+    finally:
+        release_region(endpoint, name, shm_dir)
 
 
 def region_owner(name: str) -> int | None:

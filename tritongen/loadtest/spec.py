@@ -75,7 +75,7 @@ class LoadSpec:
     sequences: bool = False
     """A sequence model: each level is a number of sequences in flight (closed loop)."""
     sequence_length: int | None = None
-    """Requests per sequence (None: one per step of the input data)."""
+    """Requests per sequence (None: one per step of the input data when it has several, else 20)."""
     sequence_id_range: tuple[int, int] | None = None
     """Correlation IDs from start to end (excluded); None: derived from each Locust process's id."""
 

@@ -9,7 +9,11 @@ from pydantic import ValidationError
 
 from tritongen.errors import ConfigError
 from tritongen.triton.model_config import DynamicBatching, InstanceGroup, InstanceKind, ModelConfig
-from tritongen.triton.sequence_batching import has_sequence_batching, tune_sequence_batching
+from tritongen.triton.sequence_batching import (
+    has_sequence_batching,
+    preferred_sizes_refusal,
+    tune_sequence_batching,
+)
 
 Kind = Literal["auto", "cpu", "gpu"]
 
@@ -109,6 +113,11 @@ def apply_batching(config: ModelConfig, options: BatchingOptions, target: str | 
         from tritongen.triton.proto import describe_validation_error
 
         raise ConfigError(f"'{config.name}': {describe_validation_error(e)}", "fix the options") from e
+
+
+def preferred_sizes_refused(config: ModelConfig) -> str | None:
+    """Why ``config``'s scheduler takes no preferred batch sizes (a direct sequence batcher), or ``None``."""
+    return preferred_sizes_refusal(config.passthrough, config.name) if config.passthrough else None
 
 
 def _max_batch_size(config: ModelConfig, options: BatchingOptions) -> int:

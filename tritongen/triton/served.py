@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import ConfigError
-from tritongen.lint.rules.autocomplete import autofill, python_auto_complete
-from tritongen.lint.rules.layout import numeric_versions
+from tritongen.lint.autofill import autofill, numeric_versions, python_auto_complete, undeclared_tensors
 from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import parse_config_text
@@ -60,8 +59,9 @@ def server_completes(model_dir: Path) -> str | None:
         return None  # reading the file reports the problem
     if message.platform == "ensemble":
         return None
-    if not message.input or not message.output:
-        return f"{CONFIG_FILE} declares no {'inputs' if not message.input else 'outputs'}"
+    missing = undeclared_tensors(message)  # the condition lint's note uses too
+    if missing:
+        return f"{CONFIG_FILE} declares no {missing}"
     backend = message.backend or (autofill(model_dir).backend if not message.platform else "")
     versions, _ = numeric_versions(model_dir)
     if backend == "python" and versions:

@@ -44,7 +44,14 @@ from tritongen.tune.objective import Measurement, objective, pareto_front
 from tritongen.tune.objective import best as best_measured
 from tritongen.tune.space import Candidate, Current, SearchSpace
 from tritongen.tune.strategy import SearchStrategy, make_strategy
-from tritongen.tune.trial import TrialRecord, candidate_config, read_finished, record_from_saved, run_trial
+from tritongen.tune.trial import (
+    TrialRecord,
+    candidate_config,
+    check_load,
+    read_finished,
+    record_from_saved,
+    run_trial,
+)
 
 SCHEMA = "tritongen.tune/2"
 READABLE_SCHEMAS = ("tritongen.tune/1", SCHEMA)
@@ -409,13 +416,19 @@ def run_tune(
 ) -> TuneReport:
     """Measure the current config and the strategy's candidates, confirm the finalists; restore the config.
 
+    The load is checked once first (:func:`~tritongen.tune.trial.check_load`): a load that
+    cannot fit the model under load is refused before anything is reloaded or written.
+
     Raises:
         KeyboardInterrupt: Ctrl-C; the report so far (search trials, confirmation rounds)
             is in ``request.out_dir`` and the model is back on the config it had.
-        TritongenError: the settings are illegal, the resumed directory belongs to
-            another tune, or the server went away during the confirmation.
+        ConfigError: the settings are illegal, the load does not fit the model under load,
+            or the resumed directory belongs to another tune.
+        SourceError: the input data file is unreadable or does not fit the model under load.
+        TritongenError: the server went away during the confirmation.
     """
     request.check()
+    check_load(request.load)
     _claim(request)
     report = TuneReport(request=request, skipped=request.space.skipped())
     strategy = request.make_strategy()
@@ -478,12 +491,14 @@ def _check_background(report: TuneReport, background: BackgroundLoad | None) -> 
 
 
 def _end_background(report: TuneReport, background: BackgroundLoad | None) -> None:
-    """Stop the background load and keep its figures in the report."""
+    """Stop the background load and keep its figures in the report; close it even if they cannot be read."""
     if background is None:
         return
-    background.stop()
-    report.background = background.figures()
-    background.close()
+    try:
+        background.stop()
+        report.background = background.figures()
+    finally:
+        background.close()
 
 
 def _search(tuning: _Tuning, report: TuneReport, strategy: SearchStrategy) -> TrialRecord:

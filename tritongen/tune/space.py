@@ -186,6 +186,9 @@ class SearchSpace:
     preferred_batch_sizes: tuple[PreferredSizes, ...]
     max_queue_delays_us: tuple[int, ...]
     instance_counts: tuple[int, ...]
+    preferred_refused: str | None = None
+    """Why the model's scheduler takes no preferred batch sizes (a direct sequence batcher), if so:
+    candidates with preferred sizes are then skipped with this reason."""
 
     def check(self) -> None:
         """Reject values that are wrong whatever they are combined with.
@@ -219,7 +222,12 @@ class SearchSpace:
                 )
         if not self.candidates():
             _, reason = self.skipped()[0]
-            raise ConfigError(f"no legal combination to tune: {reason}", "widen --max-batch-size")
+            hint = (
+                "add none to --preferred-batch-sizes"
+                if reason == self.preferred_refused
+                else "widen --max-batch-size"
+            )
+            raise ConfigError(f"no legal combination to tune: {reason}", hint)
 
     def _grid(self) -> list[Candidate]:
         return [
@@ -265,6 +273,8 @@ class SearchSpace:
             return "a queue delay needs max_batch_size above 0"
         if sizes is None:
             return None
+        if self.preferred_refused is not None:
+            return self.preferred_refused
         if any(s < 1 for s in sizes):
             return f"preferred batch sizes {_csv(sizes)} have a size below 1"
         if len(set(sizes)) != len(sizes):

@@ -8,16 +8,19 @@ not be measured). A directory with either file is a finished trial; ``--resume``
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tritongen.errors import ModelLoadError, TritongenError
+from tritongen.client.endpoint import TritonEndpoint
+from tritongen.errors import ConfigError, ModelLoadError, SourceError, TritongenError
 from tritongen.io.files import atomic_write_text
 from tritongen.loadtest.result import LoadTestReport
-from tritongen.loadtest.runner import ProgressCallback, run_load_test
+from tritongen.loadtest.runner import ProgressCallback, prepare_requests, run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.batching import apply_batching
 from tritongen.triton.model_config import ModelConfig
@@ -123,6 +126,33 @@ def read_finished(trial_dir: Path) -> dict[str, Any] | None:
     return None
 
 
+def check_load(spec: LoadSpec) -> None:
+    """Build the requests of ``spec`` once, as its load test would, to refuse the user's mistakes up front.
+
+    Checks the model under load (``spec.model``) as the server runs it now: the batch size,
+    sequences on a sequence model only, a decoupled model over gRPC only, and the inputs
+    (``--input-data``, ``--shape``, ``--input-value``). Nothing is reloaded and nothing is
+    kept. What the server cannot answer (it is down, or does not serve the model yet) is
+    left to the trials, which record it as they do any server-side failure.
+
+    Raises:
+        ConfigError: the load does not fit the model under load, or its settings are illegal.
+        SourceError: the data file is unreadable, or its data does not fit the model.
+    """
+    spec.check()
+    endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
+    workdir = Path(tempfile.mkdtemp(prefix="tritongen-check-"))
+    try:
+        prepare_requests(spec, endpoint, workdir / "inputs.npz")
+    except (ConfigError, SourceError):
+        raise
+    except TritongenError:
+        return
+    finally:
+        endpoint.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def run_trial(
     control: ModelControl,
     base: ModelConfig,
@@ -139,7 +169,8 @@ def run_trial(
     ``spec.model`` is the model itself, or the ensemble or BLS model that calls it.
 
     A candidate the server refuses, or a load test that fails, is a failed trial, not an
-    error: the sweep goes on. Ctrl-C (KeyboardInterrupt) propagates.
+    error: the sweep goes on (a load that cannot fit the model at all is refused before the
+    first trial: :func:`check_load`). Ctrl-C (KeyboardInterrupt) propagates.
     """
     key = candidate.key
     trial_dir = trials_dir / key

@@ -1,8 +1,14 @@
-"""The model directory as Triton reads it: platforms and backends, model files, version directories."""
+"""The model directory as Triton reads it: platforms and backends, and their model files.
+
+Its version directories (which subdirectories count, in which order) are in
+:mod:`tritongen.lint.autofill`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from tritongen.lint.autofill import version_dirs
 
 # platform -> backend, and each backend's default model file (Triton's constants).
 PLATFORM_BACKENDS = {
@@ -23,17 +29,6 @@ DEFAULT_FILES = {
 }
 CHECKED_BACKENDS = {"tensorflow", "tensorrt", "onnxruntime", "pytorch"}
 """Backends whose platform Triton checks against the backend."""
-SPECIAL_DIRS = {"warmup", "initial_state", "configs"}
-
-
-def version_dirs(directory: Path | None) -> list[Path]:
-    """The model directory's subdirectories in the order Triton sorts them."""
-    if directory is None or not directory.is_dir():
-        return []
-    try:
-        return sorted((p for p in directory.iterdir() if p.is_dir()), key=lambda p: p.name.encode())
-    except OSError:
-        return []
 
 
 def detect_backend(directory: Path | None) -> str | None:
@@ -54,18 +49,3 @@ def detect_backend(directory: Path | None) -> str | None:
     if (first / "model.savedmodel").is_dir() or (first / "model.graphdef").is_file():
         return "tensorflow"
     return None
-
-
-def numeric_versions(directory: Path | None) -> tuple[list[int], list[str]]:
-    """Version numbers Triton accepts, and the directory names it ignores (with a warning)."""
-    versions: list[int] = []
-    ignored: list[str] = []
-    for path in version_dirs(directory):
-        name = path.name
-        if name in SPECIAL_DIRS:
-            continue
-        if (len(name) > 1 and name.startswith("0")) or not name.isdigit():
-            ignored.append(name)
-        else:
-            versions.append(int(name))
-    return versions, ignored
