@@ -654,11 +654,11 @@ def error_kind(error: BaseException) -> str:
     return name
 
 
-def frame_response(buffer: bytes) -> tuple[int, bytes] | None:
-    """Split one complete HTTP response off ``buffer``: (status, what follows), or None if incomplete."""
+def response_end(buffer: bytes) -> int:
+    """Where the first HTTP response of ``buffer`` ends, once its head has arrived (0 before)."""
     end = buffer.find(b"\r\n\r\n")
     if end < 0:
-        return None
+        return 0
     head = buffer[:end]
     at = head.find(b"\r\nContent-Length: ")
     skip = 18
@@ -670,10 +670,52 @@ def frame_response(buffer: bytes) -> tuple[int, bytes] | None:
             raise ValueError("response without Content-Length")
     line_end = head.find(b"\r\n", at + skip)
     length = int(head[at + skip : line_end if line_end > 0 else len(head)])
-    body_end = end + 4 + length
-    if len(buffer) < body_end:
+    return end + 4 + length
+
+
+def frame_response(buffer: bytes) -> tuple[int, bytes] | None:
+    """Split one complete HTTP response off ``buffer``: (status, what follows), or None if incomplete."""
+    body_end = response_end(buffer)
+    if not body_end or len(buffer) < body_end:
         return None
     return int(buffer[9:12]), buffer[body_end:]
+
+
+class ResponseBuffer:
+    """Bytes received on a connection and not yet framed into responses.
+
+    Chunks are kept apart and joined only when the response they belong to can be complete,
+    so a large response costs one copy, not one per chunk received.
+    """
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.need = 0
+        """Bytes the first response needs in all, once its head has arrived (0 before)."""
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing is left over."""
+        return self.size == 0
+
+    def add(self, chunk: bytes) -> None:
+        """Keep bytes just received."""
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+
+    def next_status(self) -> int | None:
+        """Take the first response off the buffer and return its HTTP status; None while it is incomplete."""
+        if not self.size or self.size < self.need:
+            return None
+        buffer = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        framed = frame_response(buffer)
+        if framed is None:
+            self.chunks, self.need = [buffer], response_end(buffer)
+            return None
+        status, rest = framed
+        self.chunks, self.size, self.need = ([rest] if rest else []), len(rest), 0
+        return status
 
 
 class RawHttpConnection:
@@ -688,17 +730,15 @@ class RawHttpConnection:
 
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buffer = b""
+        self.received = ResponseBuffer()
 
     def roundtrip(self, request: bytes) -> int:
         """Send one request and consume its response; return the HTTP status."""
         self.sock.sendall(request)
-        buffer = self.buffer
-        framed = frame_response(buffer)
-        while framed is None:
-            buffer += self._recv()
-            framed = frame_response(buffer)
-        status, self.buffer = framed
+        status = self.received.next_status()
+        while status is None:
+            self.received.add(self._recv())
+            status = self.received.next_status()
         return status
 
     def _recv(self) -> bytes:
@@ -824,7 +864,7 @@ class EngineConnection:
     sock: Any
     start: float
     """When its request in flight was sent (perf_counter)."""
-    buffer: bytes = b""
+    received: ResponseBuffer = field(default_factory=ResponseBuffer)
     """Response bytes received and not yet framed."""
     out: bytes = b""
     """Request bytes still to send when the socket is writable."""
@@ -993,20 +1033,16 @@ class HttpEngine:
         chunk = conn.sock.recv(RECV_BYTES)
         if not chunk:
             raise ConnectionResetError("the server closed the connection")
-        buffer = conn.buffer + chunk
-        while True:
-            framed = frame_response(buffer)
-            if framed is None:
-                conn.buffer = buffer
-                return
-            status, rest = framed
+        received = conn.received
+        received.add(chunk)
+        status = received.next_status()
+        while status is not None:
             now = time.perf_counter()
             self.recorder.record(conn.start, now, None if status == 200 else f"http_{status}")
-            buffer = rest
-            if not rest:
-                conn.buffer = b""
+            if received.empty:
                 self._send(conn)
                 return
+            status = received.next_status()
 
 
 # -- streaming (decoupled) models: gRPC ModelStreamInfer ------------------------------------
