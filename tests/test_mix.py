@@ -312,3 +312,36 @@ def test_the_tune_closes_its_background_load_even_when_its_figures_fail() -> Non
     with pytest.raises(RuntimeError, match="unreadable windows"):
         _end_background(cast(TuneReport, object()), cast(BackgroundLoad, background))
     assert background.closed
+
+
+def test_the_csv_of_a_mix_has_a_row_per_model_after_the_whole_run(tmp_path: Path) -> None:
+    import csv
+
+    from tritongen.loadtest.result import RunResult
+
+    def run(requests: int, qps: float, p99: float) -> RunResult:
+        latency = {"p50": p99 / 2, "p90": p99, "p95": p99, "p99": p99, "p999": p99}
+        latency |= {"mean": p99 / 2, "max": p99}
+        return RunResult(
+            mode="concurrency", concurrency=4, target_rate=None, batch_size=1, duration_s=2.0,
+            requests=requests, errors=0, errors_by_kind={}, qps=qps, infer_per_s=qps, latency_us=latency,
+            server_us=None, avg_batch=None, stable=True, gpu=None, cpu=None,
+        )  # fmt: skip
+
+    whole = run(400, 200.0, 900.0)
+    a, b = run(300, 150.0, 800.0), run(100, 50.0, 900.0)
+    whole.models = {
+        "a": {"share": 0.75, **{k: v for k, v in a.__dict__.items() if k not in ("mode", "models")}},
+        "b": {"share": 0.25, **{k: v for k, v in b.__dict__.items() if k not in ("mode", "models")}},
+    }
+    whole.models["a"]["concurrency"], whole.models["b"]["concurrency"] = 3, 1
+    report = LoadTestReport(model="a,b", protocol="http", url="u", runs=[whole])
+    report.write_csv(tmp_path / "mix.csv")
+    with (tmp_path / "mix.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(r["model"], r["requests"], r["concurrency"], r["p99_us"]) for r in rows] == [
+        ("a,b", "400", "4", "900.0"),
+        ("a", "300", "3", "800.0"),
+        ("b", "100", "1", "900.0"),
+    ]
+    assert {r["mode"] for r in rows} == {"concurrency"}

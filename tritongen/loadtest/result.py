@@ -236,40 +236,46 @@ class LoadTestReport:
         write_output(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def write_csv(self, path: Path) -> None:
-        """One row per run, flat columns with units in their names."""
+        """One row per run, flat columns with units in their names; a mixed run adds a row per model."""
         buffer = io.StringIO()
-        columns = [
-            "mode", "concurrency", "target_rate", "round", "batch_size", "duration_s", "requests", "errors",
-            "qps", "infer_per_s", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "mean_us", "max_us",
-            "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch", "stable",
-            "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util_mean", "cpu_util_max",
-            "cpu_mem_max_bytes", "held_back_sends", "status",
-        ]  # fmt: skip
-        columns += STREAMING_COLUMNS
-        columns += SEQUENCE_COLUMNS
-        writer = csv.DictWriter(buffer, fieldnames=columns)
+        writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for run in self.runs:
-            latency = run.latency_us or {}
-            server = run.server_us or {}
-            gpu = run.gpu or {}
-            cpu = run.cpu or {}
-            writer.writerow(
-                {
-                    "mode": run.mode, "concurrency": run.concurrency, "target_rate": run.target_rate,
-                    "round": run.round,
-                    "batch_size": run.batch_size, "duration_s": round(run.duration_s, 3),
-                    "requests": run.requests, "errors": run.errors, "qps": round(run.qps, 3),
-                    "infer_per_s": round(run.infer_per_s, 3),
-                    **{f"{k}_us": latency.get(k) for k in LATENCY_KEYS},
-                    **{f"{k}_us": server.get(k) for k in SERVER_KEYS},
-                    "avg_batch": run.avg_batch, "stable": run.stable,
-                    "gpu_util_mean": gpu.get("util_mean"), "gpu_util_max": gpu.get("util_max"),
-                    "gpu_mem_max_bytes": gpu.get("mem_max_bytes"), "cpu_util_mean": cpu.get("util_mean"),
-                    "cpu_util_max": cpu.get("util_max"), "cpu_mem_max_bytes": cpu.get("mem_max_bytes"),
-                    "held_back_sends": run.held_back_sends, "status": run.status,
-                    **streaming_cells(run),
-                    **(sequence_figures(run.latencies_us, run.counts, run.duration_s) or {}),
-                }
-            )  # fmt: skip
+            writer.writerow({"model": self.model, **csv_cells(run)})
+            for name, figures in run.models.items():
+                part = RunResult(**known_fields(RunResult, {**asdict(run), **figures}))
+                writer.writerow({"model": name, **csv_cells(part)})
         write_output(path, buffer.getvalue())
+
+
+CSV_COLUMNS = [
+    "model", "mode", "concurrency", "target_rate", "round", "batch_size", "duration_s", "requests", "errors",
+    "qps", "infer_per_s", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "mean_us", "max_us",
+    "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch", "stable",
+    "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util_mean", "cpu_util_max",
+    "cpu_mem_max_bytes", "held_back_sends", "status", *STREAMING_COLUMNS, *SEQUENCE_COLUMNS,
+]  # fmt: skip
+"""The CSV's columns: the load test's (or one model's, in a mix) figures of one run."""
+
+
+def csv_cells(run: RunResult) -> dict[str, Any]:
+    """A run's CSV cells, every column but ``model``."""
+    latency = run.latency_us or {}
+    server = run.server_us or {}
+    gpu = run.gpu or {}
+    cpu = run.cpu or {}
+    return {
+        "mode": run.mode, "concurrency": run.concurrency, "target_rate": run.target_rate, "round": run.round,
+        "batch_size": run.batch_size, "duration_s": round(run.duration_s, 3),
+        "requests": run.requests, "errors": run.errors, "qps": round(run.qps, 3),
+        "infer_per_s": round(run.infer_per_s, 3),
+        **{f"{k}_us": latency.get(k) for k in LATENCY_KEYS},
+        **{f"{k}_us": server.get(k) for k in SERVER_KEYS},
+        "avg_batch": run.avg_batch, "stable": run.stable,
+        "gpu_util_mean": gpu.get("util_mean"), "gpu_util_max": gpu.get("util_max"),
+        "gpu_mem_max_bytes": gpu.get("mem_max_bytes"), "cpu_util_mean": cpu.get("util_mean"),
+        "cpu_util_max": cpu.get("util_max"), "cpu_mem_max_bytes": cpu.get("mem_max_bytes"),
+        "held_back_sends": run.held_back_sends, "status": run.status,
+        **streaming_cells(run),
+        **(sequence_figures(run.latencies_us, run.counts, run.duration_s) or {}),
+    }  # fmt: skip
