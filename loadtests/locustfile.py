@@ -818,11 +818,15 @@ class GrpcTransport:
         self.timeout = options.timeout
         self.target = "{}:{}".format(*host_port(host, 8001))
         meta, max_batch = interface_grpc(self.new_connection(), options.model)
-        steps = build_steps(meta, max_batch, options)
+        steps = self.build_steps(meta, max_batch, options)
         outputs = [t["name"] for t in meta["outputs"]]
         self.requests = [grpc_request(options.model, arrays, outputs) for arrays in steps]
         self.step = first_step(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
+
+    def build_steps(self, meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
+        """The arrays of each step's request."""
+        return build_steps(meta, max_batch, options)
 
     def new_connection(self) -> Any:
         """A stub on a fresh channel."""
@@ -1418,33 +1422,19 @@ class HttpSequenceTransport:
         return None if status == 200 else f"http_{status}"
 
 
-class GrpcSequenceTransport:
-    """Sequence requests over gRPC: int64 ``sequence_id``, bool ``sequence_start`` and ``sequence_end``."""
+class GrpcSequenceTransport(GrpcTransport):
+    """Sequence requests over gRPC: int64 ``sequence_id``, bool ``sequence_start`` and ``sequence_end``.
+
+    This user's own messages, one per step: only their parameters change from send to send.
+    """
 
     def __init__(self, host: str, options: TritonOptions) -> None:
-        import grpc
-        from grpc.experimental import gevent as grpc_gevent
+        super().__init__(host, options)
+        self.steps = len(self.requests)
 
-        grpc_gevent.init_gevent()
-        self.grpc = grpc
-        self.timeout = options.timeout
-        self.target = "{}:{}".format(*host_port(host, 8001))
-        meta, max_batch = interface_grpc(self.new_connection(), options.model)
-        steps = sequence_steps(meta, max_batch, options)
-        outputs = [t["name"] for t in meta["outputs"]]
-        # This user's own messages: only their parameters change from send to send.
-        self.requests = [grpc_request(options.model, arrays, outputs) for arrays in steps]
-        self.rows = batch_rows(steps[0], max_batch)
-        self.steps = len(steps)
-
-    def new_connection(self) -> Any:
-        """A stub on a fresh channel."""
-        from tritonclient.grpc import service_pb2_grpc
-
-        channel = self.grpc.insecure_channel(
-            self.target, options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE)]
-        )
-        return service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    def build_steps(self, meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
+        """The arrays of each step, sent in order within a sequence."""
+        return sequence_steps(meta, max_batch, options)
 
     def send_step(self, stub: Any, step: int, flags: tuple[int, bool, bool]) -> str | None:
         """One ``ModelInfer`` call; a failed call is the error kind ``grpc_<code>``."""
