@@ -28,6 +28,7 @@ from tritongen.loadtest.runner import (
     _LevelRun,
     _LoadTest,
     _Watch,
+    measure_levels,
     metrics_url_for,
     prepare_requests,
 )
@@ -197,13 +198,8 @@ def run_mix_test(
         specs = _model_specs(spec, mix, endpoint)
         tests = [prepare_model(s, endpoint, sampler, workdir / f"m{i}") for i, s in enumerate(specs)]
         sampler.start()
-        for number in range(1, spec.rounds + 1):
-            for level in spec.levels:
-                result = _MixLevel(mix, tests, level, number, (progress, stop)).execute()
-                report.runs.append(result)
-                if result.status != "ok":
-                    report.status = result.status
-                    return report
+        told = (progress, stop)
+        measure_levels(spec, report, lambda level, n: _MixLevel(mix, tests, level, n, told).execute())
     finally:
         sampler.stop()
         endpoint.close()

@@ -86,6 +86,20 @@ def prepare_steps(spec: LoadSpec, interface: ModelInterface) -> list[Step]:
     return input_steps(interface, plan, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed)
 
 
+def measure_levels(spec: LoadSpec, report: LoadTestReport, run: Callable[[float, int], RunResult]) -> None:
+    """Run every level in every round (levels interleaved: 1 2 3, 1 2 3, …) into ``report``.
+
+    The first run that does not end ``ok`` ends the test with its status.
+    """
+    for number in range(1, spec.rounds + 1):
+        for level in spec.levels:
+            result = run(level, number)
+            report.runs.append(result)
+            if result.status != "ok":
+                report.status = result.status
+                return
+
+
 @dataclass(frozen=True)
 class PreparedRequests:
     """A model's requests, written for the load generator, and what the runs need to know of them."""
@@ -163,13 +177,7 @@ def run_load_test(
             shm_prefix=shm,
             sequence_length=requests.sequence_length,
         )
-        for number in range(1, spec.rounds + 1):
-            for level in spec.levels:
-                result = _LevelRun(test, level, number).execute()
-                report.runs.append(result)
-                if result.status != "ok":
-                    report.status = result.status
-                    return report
+        measure_levels(spec, report, lambda level, number: _LevelRun(test, level, number).execute())
     finally:
         sampler.stop()
         endpoint.close()
