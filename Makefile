@@ -6,14 +6,14 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
 
-.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser clean
+.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus clean
 
 install: $(STAMP)
 
 # Re-runs only when pyproject.toml or this Makefile changes; the editable install picks up code changes.
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch,kubernetes]'
 	touch $(STAMP)
 
 $(EXAMPLES)/%.onnx: | $(STAMP)
@@ -79,6 +79,15 @@ browser:
 		$$SUDO apt-get update -qq && \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	@chromium --version
+
+# Debian's Prometheus (server and promtool), for the test that proves the Kubernetes scaling
+# signal against a real Prometheus scraping the embedded Triton (skipped without it).
+prometheus:
+	@command -v prometheus >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@prometheus --version 2>&1 | head -1
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -1,1 +1,1 @@
-"""Workflow: what a deployment needs besides the repository (docker compose)."""
+"""Workflow: what a deployment needs besides the repository (docker compose, Kubernetes)."""

@@ -1,0 +1,1 @@
+"""Workflow: a kustomize deployment of a repository on Kubernetes, with autoscaling and in-cluster load."""
