@@ -148,7 +148,7 @@ def test_signal_rises_above_the_target_under_overload_and_falls_once_it_stops(
     try:
         deadline = time.monotonic() + 60
         while len(peaks) < len(_records()) or any(peaks[r] <= targets[s.name] for r, s in _records()):
-            assert load.process.poll() is None, f"load ended before the signals rose: {peaks}\n{load.stderr()}"
+            assert load.process.poll() is None, f"load ended early: {peaks}\n{load.stderr()}"
             assert time.monotonic() < deadline, f"signals stayed at or below their targets {targets}: {peaks}"
             for record, _ in _records():
                 value = prometheus.value(record)
