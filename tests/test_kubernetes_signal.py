@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -24,14 +25,7 @@ import pytest
 import yaml
 from processes import start_cli
 
-from tritongen.deploy.kubernetes.scaling import (
-    SIGNALS,
-    ScalingSignal,
-    adapter_query,
-    adapter_rules,
-    keda_query,
-    scaling_target,
-)
+from tritongen.deploy.kubernetes.scaling import SIGNALS, ScalingSignal, adapter_query, scaling_target
 from tritongen.server.local import LocalTritonServer
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
@@ -43,7 +37,8 @@ if not (PROMETHEUS and PROMTOOL):
         raise RuntimeError("Prometheus is required here: run `make prometheus`")
     pytest.skip("Prometheus is not installed (`make prometheus` installs Debian's)", allow_module_level=True)
 
-NAMESPACE, POD = "tritongen", "triton-0"
+ROOT = Path(__file__).resolve().parents[1]
+NAME, NAMESPACE, POD = "triton", "tritongen", "triton-5c9d7b6f4-x2x7q"
 # The labels the PodMonitor's scrape gives each series in a cluster.
 LABELS = f'namespace="{NAMESPACE}",pod="{POD}"'
 WINDOW = "10s"
@@ -70,25 +65,74 @@ class Prometheus:
         return float(result[0]["value"][1]) if result else None
 
 
-def _rules(signal: ScalingSignal) -> list[dict[str, str]]:
-    """Recording rules holding the adapter's and KEDA's queries for ``signal``, as written."""
-    rule = adapter_rules(signal, WINDOW)["rules"][0]
-    keda = keda_query(signal, f'namespace="{NAMESPACE}",pod=~"triton-.*"', WINDOW)
+@dataclass(frozen=True)
+class Written:
+    """What `tritongen kubernetes` wrote for one signal: both autoscalers' queries and targets."""
+
+    signal: ScalingSignal
+    adapter_query: str
+    hpa_target: float
+    keda_query: str
+    keda_threshold: float
+
+
+def _quantity(text: str) -> float:
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def _write(signal: ScalingSignal, autoscaler: str, out: Path) -> Path:
+    result = subprocess.run(
+        [sys.executable, "-m", "tritongen", "kubernetes", str(ROOT / "model_repository"), "-o", str(out),
+         "--name", NAME, "--namespace", NAMESPACE, "--autoscaler", autoscaler, "--scale-on", signal.name,
+         "--scale-window", WINDOW, "--no-validate"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+def _written(signal: ScalingSignal, work: Path) -> Written:
+    hpa = _write(signal, "hpa", work / f"{signal.name}-hpa")
+    keda = _write(signal, "keda", work / f"{signal.name}-keda")
+    rule = yaml.safe_load((hpa / "prometheus-adapter-rules.yaml").read_text())["rules"][0]
+    assert rule["name"]["as"] == signal.metric
+    (metric,) = yaml.safe_load((hpa / "base" / "hpa.yaml").read_text())["spec"]["metrics"]
+    assert metric["pods"]["metric"]["name"] == signal.metric
+    (trigger,) = yaml.safe_load((keda / "base" / "scaledobject.yaml").read_text())["spec"]["triggers"]
+    return Written(
+        signal=signal,
+        # The adapter fills in the pods it is asked about and groups by pod.
+        adapter_query=adapter_query(rule, LABELS, "pod"),
+        hpa_target=_quantity(metric["pods"]["target"]["averageValue"]),
+        keda_query=trigger["metadata"]["query"],
+        keda_threshold=float(trigger["metadata"]["threshold"]),
+    )
+
+
+def _rules(written: Written) -> list[dict[str, str]]:
+    """Recording rules holding the adapter's and KEDA's queries for one signal, as written."""
+    metric = written.signal.metric
     return [
-        {"record": f"adapter:{signal.metric}", "expr": adapter_query(rule, LABELS, "pod")},
-        {"record": f"keda:{signal.metric}", "expr": keda},
+        {"record": f"adapter:{metric}", "expr": written.adapter_query},
+        {"record": f"keda:{metric}", "expr": written.keda_query},
     ]
 
 
 @pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> list[Written]:
+    work = tmp_path_factory.mktemp("manifests")
+    return [_written(signal, work) for signal in SIGNALS.values()]
+
+
+@pytest.fixture(scope="module")
 def prometheus(
-    triton_server: LocalTritonServer, tmp_path_factory: pytest.TempPathFactory
+    triton_server: LocalTritonServer, written: list[Written], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
     work = tmp_path_factory.mktemp("prometheus")
     rules = work / "rules.yaml"
     rules.write_text(
         yaml.safe_dump({"groups": [{"name": "tritongen", "interval": "1s",
-                                    "rules": [r for s in SIGNALS.values() for r in _rules(s)]}]})
+                                    "rules": [r for w in written for r in _rules(w)]}]})
     )  # fmt: skip
     config = work / "prometheus.yaml"
     target = f"127.0.0.1:{triton_server.metrics_port}"
@@ -132,41 +176,45 @@ def prometheus(
         log.close()
 
 
-def _records() -> list[tuple[str, ScalingSignal]]:
-    return [(f"{side}:{s.metric}", s) for s in SIGNALS.values() for side in ("adapter", "keda")]
+def _targets(written: list[Written]) -> dict[str, float]:
+    """Each record and the target its autoscaler holds it at."""
+    targets = {}
+    for w in written:
+        targets[f"adapter:{w.signal.metric}"] = w.hpa_target
+        targets[f"keda:{w.signal.metric}"] = w.keda_threshold
+    return targets
 
 
 def test_signal_rises_above_the_target_under_overload_and_falls_once_it_stops(
-    prometheus: Prometheus, triton_server: LocalTritonServer, tmp_path: Path
+    prometheus: Prometheus, written: list[Written], triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    targets = {s.name: scaling_target(s, None).value for s in SIGNALS.values()}
+    targets = _targets(written)
+    # The written targets are the documented defaults (no --from): both autoscalers agree.
+    for w in written:
+        assert w.hpa_target == w.keda_threshold == scaling_target(w.signal, None).value
     load = start_cli(
         tmp_path, "loadtest", MODEL, "--url", triton_server.http_url, "--concurrency", str(CONCURRENCY),
-        "--duration", "20s", "--warmup", "0s", "--processes", "1",
+        "--duration", "30s", "--warmup", "0s", "--processes", "1",
     )  # fmt: skip
     peaks: dict[str, float] = {}
     try:
         deadline = time.monotonic() + 60
-        while len(peaks) < len(_records()) or any(peaks[r] <= targets[s.name] for r, s in _records()):
+        while len(peaks) < len(targets) or any(peaks[r] <= target for r, target in targets.items()):
             assert load.process.poll() is None, f"load ended early: {peaks}\n{load.stderr()}"
             assert time.monotonic() < deadline, f"signals stayed at or below their targets {targets}: {peaks}"
-            for record, _ in _records():
+            for record in targets:
                 value = prometheus.value(record)
                 if value is not None:
                     peaks[record] = max(peaks.get(record, 0.0), value)
             time.sleep(0.5)
     finally:
         load.kill()
-    # Both readings of one signal are one expression over the same series.
-    for signal in SIGNALS.values():
-        assert peaks[f"adapter:{signal.metric}"] > targets[signal.name]
-    # Idle: once the window holds no traffic the signal is 0, not 0/0.
+    # Idle: once the window holds no traffic each signal reads 0 (below any target), where a
+    # plain ratio would read 0/0 = NaN and the autoscaler would see no value at all.
     deadline = time.monotonic() + 60
-    latest: dict[str, float | None] = {}
     while True:
-        latest = {record: prometheus.value(record) for record, _ in _records()}
-        # A NaN (0/0) would never compare below the target: idle must read 0.
-        if all(v is not None and v < targets[s.name] for (r, s) in _records() for v in [latest[r]]):
+        latest = {record: prometheus.value(record) for record in targets}
+        if all(v == 0 for v in latest.values()):
             break
-        assert time.monotonic() < deadline, f"signals did not fall below {targets} within 60 s: {latest}"
+        assert time.monotonic() < deadline, f"signals did not fall to 0 within 60 s of the load: {latest}"
         time.sleep(1)

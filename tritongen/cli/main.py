@@ -12,6 +12,7 @@ from tritongen.cli.compose import compose_command
 from tritongen.cli.convert import convert_command
 from tritongen.cli.example import example_command
 from tritongen.cli.infer import infer_command
+from tritongen.cli.kubernetes import kubernetes_command
 from tritongen.cli.lint import lint_command
 from tritongen.cli.loadtest import loadtest_command
 from tritongen.cli.render import render_command
@@ -29,6 +30,7 @@ app = typer.Typer(
 app.command("convert")(convert_command)
 app.command("render")(render_command)
 app.command("compose")(compose_command)
+app.command("kubernetes")(kubernetes_command)
 app.command("serve")(serve_command)
 app.command("infer")(infer_command)
 app.command("loadtest")(loadtest_command)

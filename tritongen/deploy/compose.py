@@ -67,7 +67,7 @@ def _relative(path: Path, start: Path) -> str:
     return rel if rel.startswith(".") else f"./{rel}"
 
 
-def _repository_models(repo: Path) -> tuple[list[str], list[str]]:
+def repository_models(repo: Path) -> tuple[list[str], list[str]]:
     """Model names in ``repo`` and the pip packages their Python-backend wrappers need."""
     if not repo.is_dir():
         raise RepositoryError(
@@ -123,7 +123,7 @@ def render_compose(spec: ComposeSpec, templates_dir: Path | None = None) -> str:
 
     from tritongen.triton.templates import render_template
 
-    models, requirements = _repository_models(spec.repo)
+    models, requirements = repository_models(spec.repo)
     image = spec.image or default_triton_image()
     check_repository_plans(spec.repo, image)
     base = spec.output.parent
@@ -141,8 +141,8 @@ def render_compose(spec: ComposeSpec, templates_dir: Path | None = None) -> str:
         metrics_port=spec.metrics_port,
         models=models,
         python_requirements=requirements,
-        locust_version=_installed("locust", "2.32.0"),
-        tritonclient_version=_installed("tritonclient", "2.51.0"),
+        locust_version=installed_version("locust", "2.32.0"),
+        tritonclient_version=installed_version("tritonclient", "2.51.0"),
         locust_workers=spec.locust_workers,
     )
     try:
@@ -152,7 +152,8 @@ def render_compose(spec: ComposeSpec, templates_dir: Path | None = None) -> str:
     return text
 
 
-def _installed(package: str, fallback: str) -> str:
+def installed_version(package: str, fallback: str) -> str:
+    """The installed version of ``package``, or ``fallback`` when it is not installed."""
     try:
         return version(package)
     except PackageNotFoundError:

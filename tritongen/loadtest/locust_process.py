@@ -66,6 +66,9 @@ class LocustArgs:
     """Requests per sequence (0: one per data step)."""
     sequence_ids: str = ""
     """Correlation IDs ``START:END`` (empty: from each process's id)."""
+    master_args: tuple[str, ...] = ()
+    """A master whose workers connect from elsewhere (``--master --expect-workers N ...``), instead
+    of ``processes`` forked here."""
 
     def argv(self) -> list[str]:
         """The command line."""
@@ -97,7 +100,9 @@ class LocustArgs:
             argv += ["--triton-sequence-ids", self.sequence_ids] if self.sequence_ids else []
         if self.user_rate > 0:
             argv += ["--triton-user-rate", repr(self.user_rate), "--triton-arrival", self.arrival]
-        if self.processes > 1:
+        if self.master_args:
+            argv += list(self.master_args)
+        elif self.processes > 1:
             argv += ["--processes", str(self.processes)]
         if self.shared_memory != "none":
             argv += ["--triton-shared-memory", self.shared_memory, "--triton-shm-prefix", self.shm_prefix]
@@ -150,3 +155,11 @@ class LocustProcess:
     def log_tail(self, lines: int = 20) -> list[str]:
         """Last lines Locust printed."""
         return [line.rstrip() for line in tail_lines(self.log_path, lines)]
+
+
+def locust_options(args: LocustArgs) -> list[str]:
+    """The options of ``args.argv()`` without the program and its ``-f`` locustfile.
+
+    For a Locust that runs elsewhere (a container) with its own copy of the locustfile.
+    """
+    return args.argv()[3:]

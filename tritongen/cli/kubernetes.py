@@ -1,0 +1,220 @@
+"""``tritongen kubernetes``: kustomize manifests, autoscaling on Triton's queue, in-cluster load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tritongen.cli.common import console, user_errors
+from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.load_options import LoadFlags, RunFlags, load_spec
+from tritongen.client.endpoint import DEFAULT_PORTS
+from tritongen.deploy.compose import repository_models
+from tritongen.deploy.kubernetes.load import cluster_load
+from tritongen.deploy.kubernetes.spec import DEFAULT_PROMETHEUS_URL, KubernetesSpec, Scaling, parse_store
+from tritongen.deploy.kubernetes.triton import service_host
+from tritongen.deploy.kubernetes.writer import KubernetesResult, write_kubernetes
+from tritongen.loadtest.spec import parse_duration
+
+
+@dataclass(frozen=True)
+class ClusterFlags:
+    """Names, image and schema version of the deployment."""
+
+    name: Annotated[str, typer.Option("--name", help="Name of the Deployment, Service and the rest.")] = (
+        "triton"
+    )
+    namespace: Annotated[str, typer.Option("--namespace", help="Namespace of every object.")] = "default"
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image", help="Triton image (default: the release matching tritonclient).", show_default=False
+        ),
+    ] = None
+    kubernetes_version: Annotated[
+        str | None,
+        typer.Option(
+            "--kubernetes-version",
+            help="Validate against this release's schemas (default: the newest the validator ships).",
+            show_default=False,
+        ),
+    ] = None
+    startup_timeout: Annotated[
+        str,
+        typer.Option("--startup-timeout", help="How long the startup probe lets a replica load its models."),
+    ] = "15m"
+
+
+@dataclass(frozen=True)
+class StoreFlags:
+    """Where the pods read the model repository from."""
+
+    model_store: Annotated[
+        str | None,
+        typer.Option(
+            "--model-store",
+            help="s3://…, gs://…, as://… (read by Triton), pvc:CLAIM, nfs:SERVER:/EXPORT "
+            "(default: a new PersistentVolumeClaim).",
+            show_default=False,
+        ),
+    ] = None
+    store_secret: Annotated[
+        str | None,
+        typer.Option(
+            "--store-secret",
+            help="Secret holding the bucket's credentials (referenced only).",
+            show_default=False,
+        ),
+    ] = None
+    storage_class: Annotated[
+        str | None,
+        typer.Option(
+            "--storage-class", help="Storage class of a new claim (ReadWriteMany).", show_default=False
+        ),
+    ] = None
+
+
+@dataclass(frozen=True)
+class ScalingFlags:
+    """How the Triton Deployment scales."""
+
+    autoscaler: Annotated[
+        str, typer.Option("--autoscaler", help="hpa (prometheus-adapter), keda or none.")
+    ] = "hpa"
+    min_replicas: Annotated[int, typer.Option("--min-replicas", help="Fewest replicas.")] = 1
+    max_replicas: Annotated[int, typer.Option("--max-replicas", help="Most replicas.")] = 4
+    scale_on: Annotated[str, typer.Option("--scale-on", help="queue-time or queue-ratio.")] = "queue-time"
+    scale_target: Annotated[
+        float | None,
+        typer.Option(
+            "--scale-target",
+            help="Target per replica (default: from --from tune.json, else documented).",
+            show_default=False,
+        ),
+    ] = None
+    scale_window: Annotated[str, typer.Option("--scale-window", help="Rate window of the signal.")] = "1m"
+    prometheus_url: Annotated[
+        str, typer.Option("--prometheus-url", help="Prometheus KEDA and prometheus-adapter query.")
+    ] = DEFAULT_PROMETHEUS_URL
+
+    def scaling(self) -> Scaling:
+        """As the workflow's settings."""
+        return Scaling(
+            autoscaler=self.autoscaler,  # type: ignore[arg-type]
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
+            signal=self.scale_on,
+            target=self.scale_target,
+            window=self.scale_window,
+            prometheus_url=self.prometheus_url,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterLoadFlags:
+    """The in-cluster Locust."""
+
+    load_model: Annotated[
+        str | None,
+        typer.Option(
+            "--load-model", help="Model the load test sends to (default: the first).", show_default=False
+        ),
+    ] = None
+    load_workers: Annotated[int, typer.Option("--load-workers", help="Locust worker pods.")] = 2
+
+
+@dataclass(frozen=True)
+class WriteFlags:
+    """How the result is written."""
+
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output directory.")] = False
+    no_validate: Annotated[
+        bool,
+        typer.Option("--no-validate", help="Skip the schema and kustomize checks (no kubernetes-validate)."),
+    ] = False
+
+
+Sources = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--from", help="tune and/or compare JSON: scaling target and memory request.", show_default=False
+    ),
+]
+
+
+@option_groups(
+    load=Pick(
+        only=("concurrency", "rate", "batch_size", "duration", "warmup", "protocol", "seed", "string_length"),
+        defaults={"duration": "60s"},
+    ),
+    run=Pick(only=("arrival", "window", "request_timeout")),
+)
+def kubernetes_command(
+    repo: Annotated[Path, typer.Argument(help="Model repository to deploy.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Directory of the kustomize layout.")],
+    cluster: ClusterFlags,
+    store: StoreFlags,
+    scaling: ScalingFlags,
+    load: LoadFlags,
+    run: RunFlags,
+    cluster_load_flags: ClusterLoadFlags,
+    write: WriteFlags,
+    sources: Sources = None,
+) -> None:
+    """Write kustomize manifests (base, gpu/cpu overlays), autoscaling on Triton's queue, a load test."""
+    with user_errors():
+        spec = KubernetesSpec(
+            repo=repo,
+            output=output,
+            name=cluster.name,
+            namespace=cluster.namespace,
+            image=cluster.image,
+            store=parse_store(store.model_store, cluster.name, store.store_secret),
+            scaling=scaling.scaling(),
+            sources=tuple(sources or ()),
+            kubernetes_version=cluster.kubernetes_version,
+            startup_timeout_s=round(parse_duration(cluster.startup_timeout, "--startup-timeout")),
+            force=write.force,
+            validate=not write.no_validate,
+        )
+        if store.storage_class:
+            spec = replace(spec, store=replace(spec.store, storage_class=store.storage_class))
+        spec.check()
+        model = cluster_load_flags.load_model or repository_models(repo)[0][0]
+        url = f"{service_host(spec)}:{DEFAULT_PORTS[load.protocol.value]}"
+        spec = replace(
+            spec, load=cluster_load(load_spec(model, url, load, run), cluster_load_flags.load_workers)
+        )
+        result = write_kubernetes(spec)
+    _print_result(spec, result)
+
+
+def _print_result(spec: KubernetesSpec, result: KubernetesResult) -> None:
+    def say(text: str) -> None:
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
+
+    say(f"wrote {spec.output} (image {result.image}):")
+    for item in result.files:
+        say(f"  {item.path:<36} {item.purpose}")
+    say(f"resources: {result.resources.provenance}")
+    if result.scaling is not None:
+        signal, target = result.scaling.signal, result.scaling.target
+        say(f"scaling: {spec.scaling.autoscaler} on {signal.metric} ({signal.description})")
+        say(f"  target {target.value:.6g}, from: {target.source}")
+    summary = result.summary
+    if not spec.validate:
+        say("validation: skipped (--no-validate)")
+    else:
+        checked = len(summary.checked)
+        say(f"validation: {checked} objects valid against Kubernetes {summary.version} schemas (strict)")
+        if summary.custom:
+            custom = ", ".join(summary.custom)
+            say(f"  not schema-checked (custom resources, their CRDs' schemas are not shipped): {custom}")
+        say("  kubectl kustomize: " + (summary.skipped or ", ".join(summary.builds)))
+    for note in result.notes:
+        say(f"note: {note}")
+    out = spec.output
+    say(f"deploy: kubectl apply -k {out}/gpu (or {out}/cpu); load test: kubectl apply -k {out}/loadtest")

@@ -1,0 +1,198 @@
+"""Distributed load in the cluster: a Locust master and workers running the shipped locustfile.
+
+The Locust options come from the same :class:`~tritongen.loadtest.spec.LoadSpec` as
+``tritongen loadtest`` and the same :class:`~tritongen.loadtest.locust_process.LocustArgs`
+command line, less what only a local run has (its results file, prepared inputs, clock).
+In the cluster the workers send random data shaped from the model's metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from tritongen.deploy.compose import installed_version
+from tritongen.deploy.kubernetes.spec import ClusterLoad, KubernetesSpec
+from tritongen.deploy.kubernetes.triton import labels, metadata
+from tritongen.errors import ConfigError
+from tritongen.loadtest.locust_process import LocustArgs, locust_options, locustfile_path
+from tritongen.loadtest.spec import LoadSpec, auto_processes
+
+MOUNT = "/mnt/locust"
+DEPS = "/opt/tritongen/deps"
+MASTER_PORT = 5557
+WEB_PORT = 8089
+_LOCAL_ONLY = {"--triton-inputs", "--triton-results", "--triton-t0", "--processes"}
+_MASTER_ONLY_VALUE = {"-u", "-r", "--run-time", "--stop-timeout"}
+_MASTER_ONLY_FLAG = {"--headless", "--only-summary"}
+
+
+def _refuse_local_features(spec: LoadSpec) -> None:
+    local = [
+        (
+            len(spec.levels) != 1,
+            "one load level per in-cluster run",
+            "give one --concurrency or --rate value",
+        ),
+        (spec.input_data != "random", "--input-data other than random", "drop --input-data"),
+        (bool(spec.input_values), "--input-value", "drop --input-value"),
+        (bool(spec.shapes), "--shape", "drop --shape (dynamic dims get the locustfile's default)"),
+        (spec.shared_memory != "none", "--shared-memory", "drop --shared-memory"),
+        (spec.sequences, "--sequences", "load a sequence model with `tritongen loadtest`"),
+    ]
+    for refused, what, hint in local:
+        if refused:
+            raise ConfigError(f"the in-cluster load test cannot take {what}", hint)
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Options for every Locust process, and those only the master takes; local-only ones dropped."""
+    shared: list[str] = []
+    master: list[str] = []
+    i = 0
+    while i < len(argv):
+        option = argv[i]
+        if option in _LOCAL_ONLY or option in _MASTER_ONLY_VALUE:
+            if option in _MASTER_ONLY_VALUE:
+                master += argv[i : i + 2]
+            i += 2
+            continue
+        if option not in _MASTER_ONLY_FLAG:
+            shared.append(option)
+        i += 1
+    return shared, master
+
+
+def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:
+    """The Locust options of one in-cluster run of ``spec`` (its one level) on ``workers`` pods.
+
+    Raises:
+        ConfigError: settings only a local run supports (several levels, data files, shared
+            memory, sequences) or impossible ones.
+    """
+    spec.check()
+    _refuse_local_features(spec)
+    level = spec.levels[0]
+    users = (
+        int(level) if spec.mode == "concurrency" else max(workers, auto_processes("rate", level, cpus=1024))
+    )
+    args = LocustArgs(
+        host=spec.url,
+        model=spec.model,
+        protocol=spec.protocol,
+        users=users,
+        processes=1,
+        run_time_s=math.ceil(spec.warmup_s + spec.duration_s),
+        window_s=spec.effective_window_s,
+        t0=0.0,
+        results=Path("-"),
+        inputs=Path("-"),
+        user_rate=level / users if spec.mode == "rate" else 0.0,
+        arrival=spec.arrival,
+        max_inflight=spec.max_inflight,
+        seed=spec.seed,
+        timeout_s=spec.request_timeout_s,
+    )
+    shared, master = _split(locust_options(args))
+    shared += ["--triton-batch-size", str(spec.batch_size), "--triton-string-length", str(spec.string_length)]
+    return ClusterLoad(argv=tuple(shared), master_argv=tuple(master), workers=workers, model=spec.model)
+
+
+def _pip_init(image: str) -> dict[str, Any]:
+    """Init container installing the locustfile's client libraries beside Locust (as compose's image does)."""
+    client = installed_version("tritonclient", "2.51.0")
+    return {
+        "name": "client-libraries",
+        "image": image,
+        "command": ["pip", "install", "--no-cache-dir", "--quiet", "--target", DEPS],
+        "args": [f"tritonclient[http,grpc]=={client}", "numpy<2", "hdrhistogram"],
+        "volumeMounts": [{"name": "deps", "mountPath": DEPS}],
+    }
+
+
+def _locust_pod(spec: KubernetesSpec, args: list[str], component: str) -> dict[str, Any]:
+    image = f"locustio/locust:{installed_version('locust', '2.32.0')}"
+    container: dict[str, Any] = {
+        "name": "locust",
+        "image": image,
+        "args": args,
+        "env": [{"name": "PYTHONPATH", "value": DEPS}],
+        "volumeMounts": [
+            {"name": "locustfile", "mountPath": MOUNT, "readOnly": True},
+            {"name": "deps", "mountPath": DEPS, "readOnly": True},
+        ],
+        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
+    }
+    if component == "load-master":
+        container["ports"] = [
+            {"name": "master", "containerPort": MASTER_PORT, "protocol": "TCP"},
+            {"name": "web", "containerPort": WEB_PORT, "protocol": "TCP"},
+        ]
+    return {
+        "metadata": {"labels": labels(spec, component)},
+        "spec": {
+            "initContainers": [_pip_init(image)],
+            "containers": [container],
+            "volumes": [
+                {"name": "locustfile", "configMap": {"name": f"{spec.name}-locustfile"}},
+                {"name": "deps", "emptyDir": {}},
+            ],
+        },
+    }
+
+
+def _deployment(spec: KubernetesSpec, component: str, replicas: int, args: list[str]) -> dict[str, Any]:
+    name = f"{spec.name}-{component}"
+    match = {"app.kubernetes.io/instance": spec.name, "app.kubernetes.io/component": component}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(spec, name, component),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": match},
+            "template": _locust_pod(spec, args, component),
+        },
+    }
+
+
+def load_objects(spec: KubernetesSpec, load: ClusterLoad) -> list[dict[str, Any]]:
+    """ConfigMap (the locustfile), master Deployment and Service, worker Deployment.
+
+    The master starts the run once every worker is connected (``--autostart``: a headless
+    run whose web UI stays up with the results afterwards, so that the Deployment does not
+    restart it into a second run).
+    """
+    master_host = f"{spec.name}-load-master"
+    locustfile = ["-f", f"{MOUNT}/locustfile.py"]
+    master_args = [*locustfile, "--master", "--autostart", "--expect-workers", str(load.workers)]
+    master_args += [*load.master_argv, *load.argv]
+    worker_args = [*locustfile, "--worker", "--master-host", master_host, *load.argv]
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(spec, f"{spec.name}-locustfile", "load"),
+        "data": {"locustfile.py": locustfile_path().read_text(encoding="utf-8")},
+    }
+    master_service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(spec, master_host, "load-master"),
+        "spec": {
+            "selector": {
+                "app.kubernetes.io/instance": spec.name,
+                "app.kubernetes.io/component": "load-master",
+            },
+            "ports": [
+                {"name": "master", "port": MASTER_PORT, "targetPort": "master", "protocol": "TCP"},
+                {"name": "web", "port": WEB_PORT, "targetPort": "web", "protocol": "TCP"},
+            ],
+        },
+    }
+    return [
+        config_map,
+        _deployment(spec, "load-master", 1, master_args),
+        master_service,
+        _deployment(spec, "load-worker", load.workers, worker_args),
+    ]
