@@ -6,6 +6,7 @@ import itertools
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,36 @@ def test_plan_for_another_tensorrt_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["kubernetes", str(repo), "-o", str(out), "--image", image])
     assert result.exit_code != 0 and "mlp_onnx" in result.stderr and "TensorRT" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_repository_failing_lint_is_refused(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    config = repo / "mlp_onnx" / "config.pbtxt"
+    config.write_text(config.read_text().replace("max_batch_size", "max_batch_sise"))
+    out = tmp_path / "deploy"
+    result = runner.invoke(app, ["kubernetes", str(repo), "-o", str(out)])
+    assert result.exit_code != 0 and "mlp_onnx" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_without_the_validator_it_refuses_unless_told_not_to_validate(tmp_path: Path) -> None:
+    """With kubernetes-validate missing (blocked from import), the command names the extra."""
+    script = (
+        "import sys; sys.modules['kubernetes_validate'] = None\n"
+        "from tritongen.cli.main import main\n"
+        "sys.argv = ['tritongen', 'kubernetes', sys.argv[1], '-o', sys.argv[2], *sys.argv[3:]]\n"
+        "main()\n"
+    )
+    out = tmp_path / "deploy"
+    refused = subprocess.run(
+        [sys.executable, "-c", script, str(REPO), str(out)], capture_output=True, text=True, check=False
+    )
+    assert refused.returncode != 0 and "tritongen[kubernetes]" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not out.exists()
+    written = subprocess.run(
+        [sys.executable, "-c", script, str(REPO), str(out), "--no-validate"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    assert (out / "gpu" / "kustomization.yaml").is_file()
