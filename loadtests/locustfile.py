@@ -41,16 +41,18 @@ import json
 import os
 import random
 import select
+import tempfile
 import time
 import urllib.request
 import weakref
 import zipfile
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol, TypedDict, cast
 
 import gevent
+import gevent.event
 import gevent.lock
 import numpy as np
 import numpy.typing as npt
@@ -637,6 +639,165 @@ class Collector:
         if self.held_back:
             counts += f", {self.held_back} sends held back at the in-flight cap"
         return f"tritongen: {counts}; {pcts}; max {h.get_max_value()} µs"
+
+
+# -- distributed load: remote workers, lost workers, the master's request data ----------------
+
+INPUTS_REQUEST = "tritongen_inputs_request"
+"""A worker without the master's ``--triton-inputs`` file at the same path asks the master for it."""
+INPUTS_REPLY = "tritongen_inputs"
+INPUTS_WAIT_S = 30.0
+"""How long a worker waits for the master's request data."""
+WATCH_WORKERS_S = 0.5
+MASTER_SILENT_S = 8.0
+"""A worker whose master sent no heartbeat for this long quits (the master is gone)."""
+WORKER_FAILURE = "tritongen worker: "
+"""Prefix of the one line a worker prints when it cannot load (e.g. no request data)."""
+
+
+class LostLine(TypedDict):
+    """A line of ``--triton-results`` that says the master lost a worker (no heartbeat, or it quit)."""
+
+    worker: str
+    lost: bool
+    at: float
+    """Epoch at which the master noticed."""
+
+
+@dataclass
+class WorkerWatch:
+    """On a master: the workers seen during the test, and those already written as lost."""
+
+    seen: set[str] = field(default_factory=set)
+    lost: set[str] = field(default_factory=set)
+
+    def newly_lost(self, present: set[str], missing: set[str]) -> list[str]:
+        """Workers gone from ``present`` (or ``missing``) since the last look, each once."""
+        self.seen |= present | missing
+        gone = sorted((self.seen - present) - self.lost)
+        self.lost.update(gone)
+        return gone
+
+
+def watch_workers(environment: Any, path: str) -> None:
+    """On a master, while the test runs: write a lost line for each worker Locust loses."""
+    from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
+
+    watch = WorkerWatch()
+    while True:
+        gevent.sleep(WATCH_WORKERS_S)
+        runner = environment.runner
+        clients = list(runner.clients.all)
+        present = {str(c.id) for c in clients if c.state != STATE_MISSING}
+        missing = {str(c.id) for c in clients if c.state == STATE_MISSING}
+        if runner.state not in (STATE_RUNNING, STATE_SPAWNING):
+            watch.seen |= present
+            continue
+        for worker in watch.newly_lost(present, missing):
+            print(f"tritongen: lost worker {worker}", flush=True)
+            if path:
+                with open(path, "a") as out:
+                    out.write(json.dumps(LostLine(worker=worker, lost=True, at=time.time())) + "\n")
+
+
+def send_inputs(environment: Any, msg: Any, **_: Any) -> None:
+    """On a master: send a worker this master's ``--triton-inputs`` file (never another path)."""
+    path = environment.parsed_options.triton_inputs
+    reply: dict[str, str] = {"data": "", "error": ""}
+    try:
+        with open(path, "rb") as data:
+            reply["data"] = base64.b64encode(data.read()).decode()
+    except OSError as e:
+        reply["error"] = f"the master cannot read --triton-inputs {path}: {e.strerror}"
+    environment.runner.send_message(INPUTS_REPLY, reply, client_id=msg.node_id)
+
+
+@dataclass
+class InputsCopy:
+    """On a worker: the master's request data, written to a file of this machine."""
+
+    event: gevent.event.Event = field(default_factory=gevent.event.Event)
+    path: str = ""
+    error: str = ""
+    requested: bool = False
+
+    def receive(self, environment: Any, msg: Any, **_: Any) -> None:
+        """Keep the master's reply: the file's bytes, or why it could not send them."""
+        self.error = str(msg.data.get("error", ""))
+        if not self.error:
+            handle, self.path = tempfile.mkstemp(prefix="tritongen-inputs-", suffix=".npz")
+            with os.fdopen(handle, "wb") as out:
+                out.write(base64.b64decode(msg.data["data"]))
+        self.event.set()
+
+    def remove(self) -> None:
+        """Delete the local copy."""
+        if self.path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+
+INPUTS = InputsCopy()
+
+
+def fail_worker(environment: Any, reason: str) -> None:
+    """Say in one line why this worker cannot load, and quit (the master notes the worker as lost).
+
+    Raises:
+        RuntimeError: Always, to stop the user that found the problem.
+    """
+    print(WORKER_FAILURE + reason, flush=True)
+    environment.process_exit_code = 3
+    gevent.spawn(environment.runner.quit)
+    raise RuntimeError(reason)
+
+
+def worker_options(environment: Any, options: TritonOptions) -> TritonOptions:
+    """The options of a user: on a remote worker, ``--triton-inputs`` becomes the master's data.
+
+    A worker on the master's machine (``--processes``) reads the file in place; another one
+    asks the master for it once, so data files need to exist only where the master runs.
+    """
+    runner = environment.runner
+    if not isinstance(runner, WorkerRunner) or not options.inputs or os.path.exists(options.inputs):
+        return options
+    if not INPUTS.requested:
+        INPUTS.requested = True
+        runner.send_message(INPUTS_REQUEST, {})
+    if not INPUTS.event.wait(timeout=INPUTS_WAIT_S):
+        fail_worker(environment, f"the master sent no request data within {INPUTS_WAIT_S:.0f} s")
+    if INPUTS.error:
+        fail_worker(environment, INPUTS.error)
+    return replace(options, inputs=INPUTS.path)
+
+
+def watch_master(environment: Any) -> None:
+    """On a worker: quit when the master has sent no heartbeat for ``MASTER_SILENT_S`` (it is gone).
+
+    tritongen starts a fresh master per run; a worker still bound to the last one would wait
+    a minute (Locust's own limit) before it could join the next.
+    """
+    started = time.time()
+    while True:
+        gevent.sleep(1.0)
+        runner = environment.runner
+        last = getattr(runner, "last_heartbeat_timestamp", None) or started
+        if time.time() - last > MASTER_SILENT_S:
+            print(f"tritongen: no heartbeat from the master for {MASTER_SILENT_S:.0f} s", flush=True)
+            runner.quit()
+            return
+
+
+def init_distributed(environment: Any) -> None:
+    """Register the messages and watchers of a master or a worker (nothing for a local runner)."""
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        runner.register_message(INPUTS_REQUEST, send_inputs)
+        gevent.spawn(watch_workers, environment, environment.parsed_options.triton_results)
+    elif isinstance(runner, WorkerRunner):
+        runner.register_message(INPUTS_REPLY, INPUTS.receive)
+        gevent.spawn(watch_master, environment)
+
 
 
 # -- transports -----------------------------------------------------------------------------
@@ -2049,10 +2210,12 @@ def _on_init(environment: Any, **_: Any) -> None:
     if isinstance(runner, (MasterRunner, LocalRunner)) and not isinstance(runner, WorkerRunner):
         STATE.collector = Collector(environment.parsed_options.triton_results)
         runner.register_message(MESSAGE, STATE.collector.receive)
+    init_distributed(environment)
 
 
 @events.quitting.add_listener
 def _on_quitting(environment: Any, **_: Any) -> None:
+    INPUTS.remove()
     if STATE.collector is not None and not environment.parsed_options.triton_results:
         print(STATE.collector.summary())
 
@@ -2140,7 +2303,7 @@ class TritonUser(User):
 
     def on_start(self) -> None:
         """Prepare the request and a connection."""
-        options = TritonOptions.from_parsed(self.environment.parsed_options)
+        options = worker_options(self.environment, TritonOptions.from_parsed(self.environment.parsed_options))
         if not options.model:
             raise ValueError("--triton-model (or TRITONGEN_MODEL) is required")
         if options.sequences:  # a sequence model: requests carry a correlation ID and flags

@@ -15,6 +15,7 @@ from tritongen.client.input_data import InputPlan, parse_input_data, parse_input
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE
+from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
 from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 
@@ -227,6 +228,65 @@ class RunFlags:
             show_default=False,
         ),
     ] = None
+    master: Annotated[
+        bool,
+        typer.Option(
+            "--master",
+            help="Distributed load: each run is a Locust master on this machine that waits for "
+            "--workers load workers (`tritongen loadtest --worker --master-host THIS_HOST`, here or on "
+            "other machines) and merges their histograms.",
+        ),
+    ] = False
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="With --master: load workers each run waits for.", show_default=False),
+    ] = None
+    worker: Annotated[
+        bool,
+        typer.Option(
+            "--worker",
+            help="Be a load worker of a `loadtest --master` elsewhere (no MODEL, no load options): join "
+            "each of its runs until no master appears for --worker-wait.",
+        ),
+    ] = False
+    master_host: Annotated[
+        str | None,
+        typer.Option("--master-host", help="With --worker: the master's host.", show_default=False),
+    ] = None
+    master_port: Annotated[
+        int, typer.Option("--master-port", help="The master's port (--master binds it, --worker joins it).")
+    ] = DEFAULT_PORT
+    worker_wait: Annotated[
+        str,
+        typer.Option(
+            "--worker-wait",
+            help="--master: how long each run waits for its workers; --worker: how long to wait for "
+            "the next master before stopping.",
+        ),
+    ] = "60s"
+
+    def distributed(self) -> Distributed | None:
+        """The ``--master`` settings (None without ``--master``).
+
+        Raises:
+            ConfigError: ``--workers`` or ``--master-host`` without their mode, or ``--master``
+                with ``--processes`` or ``--mix``.
+        """
+        if not self.master:
+            if self.workers is not None:
+                raise ConfigError("--workers goes with --master", "add --master, or use --processes")
+            if self.master_host is not None and not self.worker:
+                raise ConfigError("--master-host goes with --worker", "add --worker")
+            return None
+        for given, option in ((self.worker, "--worker"), (self.processes != "auto", "--processes")):
+            if given:
+                raise ConfigError(f"--master and {option} exclude each other", f"drop {option}")
+        if self.mix is not None:
+            raise ConfigError("--master does not run --mix loads yet", "load one model with --master")
+        if self.master_host is not None:
+            raise ConfigError("--master binds every address; --master-host is the workers' option", "drop it")
+        wait_s = parse_duration(self.worker_wait, "--worker-wait")
+        return Distributed(workers=self.workers or 1, port=self.master_port, wait_s=wait_s)
 
 
 @dataclass(frozen=True)
@@ -280,6 +340,7 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         sequences=bool(load.sequences),
         sequence_length=load.sequence_length,
         sequence_id_range=parse_id_range(load.sequence_id_range) if load.sequence_id_range else None,
+        distributed=run.distributed(),
     )
 
 

@@ -15,9 +15,10 @@ from rich.text import Text
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
-from tritongen.cli.options import ModelName, Serve, Url, embedded_server
+from tritongen.cli.load_worker import given_options, run_worker_mode
+from tritongen.cli.options import Serve, Url, embedded_server
 from tritongen.cli.output_options import OutputFlags
-from tritongen.errors import ServerError
+from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -33,11 +34,14 @@ from tritongen.loadtest.spec import LoadSpec, seconds_text
     ),
 )
 def loadtest_command(
-    model: ModelName,
     load: LoadFlags,
     run: RunFlags,
     rounds: RoundsFlags,
     output: OutputFlags,
+    model: Annotated[
+        str | None,
+        typer.Argument(help="Served model name, e.g. mlp_onnx (none with --worker).", show_default=False),
+    ] = None,
     url: Url = None,
     serve: Serve = None,
     slo_p99_ms: Annotated[
@@ -58,6 +62,12 @@ def loadtest_command(
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
+        if run.worker:  # a load worker of a master elsewhere, which sends the load options
+            extra = [o for o, v in (("--url", url), ("--serve", serve), ("--slo-p99-ms", slo_p99_ms)) if v]
+            run_worker_mode(model, run, given_options(load, rounds, output) + extra)
+            return
+        if model is None:
+            raise ConfigError("MODEL is missing", "e.g. tritongen loadtest mlp_onnx --concurrency 1,8")
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec.check()

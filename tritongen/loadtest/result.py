@@ -87,6 +87,10 @@ class RunResult:
     ``latencies_us``: ``sequence``, from a sequence's first send to its last response)."""
     requests_per_sequence: float | None = None
     """Sequence model: mean requests per finished sequence."""
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
+    ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
+    ``histogram`` (base64 of its HDR latency histogram in µs); empty for local processes."""
 
 
 STREAMING_LATENCIES = ("first_response", "between_responses")

@@ -17,6 +17,7 @@ from tritongen.client.input_data import InputPlan, Step, input_steps
 from tritongen.client.inputs import ModelInterface
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
+from tritongen.loadtest.distributed import lost_reason, lost_warnings, worker_figures
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.sequences import (
@@ -236,6 +237,9 @@ class _LevelRun:
         self.processes = spec.processes or auto_processes(spec.mode, level)
         if spec.mode == "concurrency":
             self.processes = min(self.processes, int(level))
+        self.distributed = spec.distributed
+        if self.distributed is not None:  # workers elsewhere, each with its share of the users
+            self.processes = self.distributed.workers
         self.label = f"concurrency {int(level)}" if spec.mode == "concurrency" else f"rate {level:g}/s"
         if spec.sequences:
             self.label = f"sequences {int(level)}"
@@ -268,14 +272,19 @@ class _LevelRun:
             status, reason = "interrupted", "interrupted by the user"
         finally:
             stopped_at = time.time()
-            # A finished measurement has all it needs: no point waiting for Locust's own shutdown.
-            locust.stop(timeout_s=0.0 if status == "ok" else 10.0)
+            # A finished measurement has all it needs: no point waiting for Locust's own shutdown
+            # (but a master must tell its remote workers to quit, so they can join the next run).
+            locust.stop(timeout_s=10.0 if status != "ok" or self.distributed else 0.0)
             if self.shm_prefix:  # what Locust, killed, could not unregister and remove itself
                 release_regions(self.endpoint, self.shm_prefix)
             self.health.close()
         if watch.measure_start is not None and status != "ok":
             watch.measured = self._measured_before(watch, watch.measure_start, stopped_at)
-        return self._result(watch.measured, watch.measure_start, t0, status, reason)
+        result = self._result(watch.measured, watch.measure_start, t0, status, reason)
+        if self.distributed is not None:
+            result.workers = worker_figures(watch.measured, watch.log.lost, t0)
+            result.warnings += lost_warnings(result.workers)
+        return result
 
     def _locust_args(self, t0: float) -> LocustArgs:
         """The Locust run of this level, long enough for warm-up, the longest measurement and slack."""
@@ -305,6 +314,7 @@ class _LevelRun:
             sequences=spec.sequences,
             sequence_length=self.sequence_length,
             sequence_ids=id_range_text(spec.sequence_id_range),
+            master_args=tuple(self.distributed.master_args()) if self.distributed else (),
         )
 
     def _follow(self, locust: LocustProcess, watch: _Watch) -> tuple[str, str | None]:
@@ -320,6 +330,7 @@ class _LevelRun:
             watch.log.poll()
             now = time.time()
             reason = self._exit_reason(locust, watch) or self._health_reason(watch)
+            reason = reason or lost_reason(watch.log.lost, self.processes, watch.t0)
             if reason is None and watch.measure_start is None:
                 reason = self._find_start(watch)
             if reason is not None:
@@ -332,6 +343,8 @@ class _LevelRun:
         if not locust.exited():
             return None
         watch.log.poll()
+        if self.distributed is not None and not watch.log.windows:
+            return self.distributed.no_workers_reason()
         tail = [line for line in locust.log_tail() if line.strip()]
         return "Locust exited early: " + (tail[-1] if tail else f"code {locust.process.returncode}")
 
@@ -357,7 +370,7 @@ class _LevelRun:
         first = watch.log.first_active()
         if first is None:
             # Workers report a window once it is over: long windows take longer to show up.
-            limit = START_TIMEOUT_S + 2 * self.window_s
+            limit = START_TIMEOUT_S + 2 * self.window_s + (self.distributed.wait_s if self.distributed else 0)
             if time.monotonic() - watch.started > limit:
                 return f"no request finished within {limit:.0f} s of starting Locust"
             return None
@@ -391,7 +404,9 @@ class _LevelRun:
         while True:
             over_for = now - (t0 + (end + 1) * self.window_s)
             window = log.windows.get(end)
-            reported = window is not None and len(window.workers) >= self.processes
+            # A lost worker reports no more: stop waiting for its windows.
+            expected = max(1, self.processes - len(log.lost))
+            reported = window is not None and len(window.workers) >= expected
             if over_for >= REPORT_GRACE_MAX_S or (over_for >= REPORT_GRACE_S and reported):
                 end += 1
             else:

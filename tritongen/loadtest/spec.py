@@ -12,6 +12,7 @@ from typing import Literal
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
+from tritongen.loadtest.distributed import Distributed
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 
@@ -78,6 +79,8 @@ class LoadSpec:
     """Requests per sequence (None: one per step of the input data when it has several, else 20)."""
     sequence_id_range: tuple[int, int] | None = None
     """Correlation IDs from start to end (excluded); None: derived from each Locust process's id."""
+    distributed: Distributed | None = None
+    """Workers connect from elsewhere to a Locust master per run (``--master``); None: local processes."""
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -105,6 +108,8 @@ class LoadSpec:
         check_rounds(self.rounds)
         check_shared_memory(self.shared_memory, self.url, self.output_shared_memory_size)
         check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
+        if self.distributed is not None:
+            self.distributed.check(self.mode, self.levels, self.sequences, self.shared_memory)
 
     @property
     def effective_window_s(self) -> float:

@@ -67,6 +67,8 @@ class Window:
     """Further latencies by name (streaming: ``first_response``, ``between_responses``; ...)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Further counters by name (streaming: ``responses``; ...)."""
+    reports: list[WindowReport] = field(default_factory=list)
+    """The workers' own reports of this window, as read (a worker's figures of a distributed run)."""
 
     def add(self, report: WindowReport) -> None:
         """Merge one worker's report for this window."""
@@ -85,6 +87,7 @@ class Window:
         for name, count in report.get("counts", {}).items():
             self.counts[name] = self.counts.get(name, 0) + int(count)
         self.workers.add(str(report.get("worker", "")))
+        self.reports.append(report)
 
     def extra_histogram(self, name: str) -> HdrHistogram:
         """The further latency histogram ``name`` (created empty)."""
@@ -109,6 +112,8 @@ class WindowLog:
 
     path: Path
     windows: dict[int, Window] = field(default_factory=dict)
+    lost: dict[str, float] = field(default_factory=dict)
+    """Workers a Locust master lost (no heartbeat, or they quit) and the epoch it noticed."""
     _offset: int = 0
 
     def poll(self) -> None:
@@ -124,7 +129,11 @@ class WindowLog:
         for line in data[:end].splitlines():
             if not line.strip():
                 continue
-            report: WindowReport = json.loads(line)
+            entry = json.loads(line)
+            if entry.get("lost"):  # a master's note that it lost ``worker`` at epoch ``at``: no window
+                self.lost.setdefault(str(entry.get("worker", "")), float(entry.get("at", 0.0)))
+                continue
+            report: WindowReport = entry
             index = int(report["index"])
             self.windows.setdefault(index, Window(index)).add(report)
 
