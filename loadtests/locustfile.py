@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import itertools
 import json
 import os
 import random
 import select
+import socket
 import tempfile
 import time
 import urllib.request
@@ -125,12 +127,18 @@ class WindowMessage(TypedDict):
 
     worker: str
     windows: list[WindowRecord]
+    t0: float
+    """The run's ``--triton-t0`` as the worker got it: a master drops the windows of another run."""
+    users: int
+    """Users running in the worker when it sent the message."""
 
 
 class WindowLine(WindowRecord):
     """One line of ``--triton-results``: a window and the worker that measured it."""
 
     worker: str
+    users: int
+    """Users running in that worker when it reported the window."""
 
 
 class TensorMeta(TypedDict):
@@ -608,19 +616,29 @@ class Collector:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.reset()
+        if path:
+            open(path, "w").close()  # truncate once
+
+    def reset(self) -> None:
+        """Forget the figures of an earlier test (a master whose web UI starts another one)."""
         self.total = new_histogram()
         self.errors: dict[str, int] = {}
         self.held_back = 0
-        if path:
-            open(path, "w").close()  # truncate once
+        self.workers: dict[str, int] = {}  # requests (ok and failed) by worker
+        self.started = time.monotonic()
+        self.stopped: float | None = None
+        self.printed = False
 
     def receive(self, environment: Any, msg: Any, **_: Any) -> None:
         """Handle one worker message: append its windows, merge its histograms."""
         message: WindowMessage = msg.data
+        if not from_this_run(environment, msg):
+            return
         if self.path:
             with open(self.path, "a") as out:
                 for window in message["windows"]:
-                    line: WindowLine = {"worker": message["worker"], **window}
+                    line: WindowLine = {"worker": message["worker"], "users": message["users"], **window}
                     out.write(json.dumps(line) + "\n")
         for window in message["windows"]:
             if window["hist"]:
@@ -628,17 +646,31 @@ class Collector:
             for kind, count in window["errors"].items():
                 self.errors[kind] = self.errors.get(kind, 0) + count
             self.held_back += int(window.get("held_back", 0))
+            requests = int(window["ok"]) + sum(window["errors"].values())
+            self.workers[message["worker"]] = self.workers.get(message["worker"], 0) + requests
 
     def summary(self) -> str:
-        """Microsecond percentiles over everything received."""
+        """Requests, their rate over the run, microsecond percentiles, errors and each worker's part."""
         h = self.total
-        if not h.get_total_count():
-            return "tritongen: no successful requests"
-        pcts = ", ".join(f"p{p:g} {h.get_value_at_percentile(p)} µs" for p in (50, 90, 95, 99, 99.9))
-        counts = f"{h.get_total_count()} ok, errors {self.errors or 0}"
+        failed = sum(self.errors.values())
+        requests = h.get_total_count() + failed
+        if not requests:
+            return "tritongen: no requests"
+        elapsed = (self.stopped or time.monotonic()) - self.started
+        counts = f"{requests} requests in {elapsed:.1f} s ({requests / max(elapsed, 1e-9):.1f} req/s), "
+        counts += f"errors {failed}" + (f" {self.errors}" if failed else "")
         if self.held_back:
             counts += f", {self.held_back} sends held back at the in-flight cap"
-        return f"tritongen: {counts}; {pcts}; max {h.get_max_value()} µs"
+        pcts = ", ".join(f"p{p:g} {h.get_value_at_percentile(p)} µs" for p in (50, 90, 95, 99, 99.9))
+        latency = f"{pcts}; max {h.get_max_value()} µs" if h.get_total_count() else "no successful request"
+        workers = ", ".join(f"{worker} {n}" for worker, n in sorted(self.workers.items()))
+        return f"tritongen: {counts}; {latency}; per worker: {workers}"
+
+    def print_once(self) -> None:
+        """Print the summary (a run's figures once, whichever of test stop or quit comes first)."""
+        if not self.printed:
+            self.printed = True
+            print(self.summary(), flush=True)
 
 
 # -- distributed load: remote workers, lost workers, the master's request data ----------------
@@ -649,38 +681,60 @@ INPUTS_REPLY = "tritongen_inputs"
 INPUTS_WAIT_S = 30.0
 """How long a worker waits for the master's request data."""
 WATCH_WORKERS_S = 0.5
-MASTER_SILENT_S = 8.0
-"""A worker whose master sent no heartbeat for this long quits (the master is gone)."""
+MASTER_SILENT_ENV = "TRITONGEN_MASTER_SILENT_S"
+"""A worker whose master sent no heartbeat for this many seconds quits (the master is gone).
+
+``tritongen loadtest --worker`` sets it short, since it joins a fresh master per run; unset (processes
+forked by a local master, a worker in a cluster) the limit is Locust's own minute, so a busy machine
+does not stop a worker early."""
+MASTER_SILENT_DEFAULT_S = 60.0
 WORKER_FAILURE = "tritongen worker: "
 """Prefix of the one line a worker prints when it cannot load (e.g. no request data)."""
+WORKER_JOINED = "tritongen worker joined the master"
+"""The line a worker prints once its master has answered (its first heartbeat)."""
+WORKER_TOTAL = "tritongen worker total: "
+"""Prefix of the line a worker prints when it quits: its id and the requests (ok and failed) it reported."""
+MAX_INPUTS_BYTES = 64 * 2**20
+"""A master sends its request data to workers up to this size (beyond it, copy the file to each)."""
+SUMMARY_WAIT_S = 1.0
+"""A master without a results file prints the run's figures this long after the test stops."""
 
 
 class LostLine(TypedDict):
-    """A line of ``--triton-results`` that says the master lost a worker (no heartbeat, or it quit)."""
+    """A line of ``--triton-results``: the master lost a worker (no heartbeat, or it quit), or it is back."""
 
     worker: str
     lost: bool
+    """True: lost; False: its heartbeats resumed (a stall, e.g. on a busy machine)."""
     at: float
     """Epoch at which the master noticed."""
 
 
 @dataclass
 class WorkerWatch:
-    """On a master: the workers seen during the test, and those already written as lost."""
+    """On a master: the workers seen during the test, and those written as lost (and not back)."""
 
     seen: set[str] = field(default_factory=set)
     lost: set[str] = field(default_factory=set)
 
-    def newly_lost(self, present: set[str], missing: set[str]) -> list[str]:
-        """Workers gone from ``present`` (or ``missing``) since the last look, each once."""
+    def changes(self, present: set[str], missing: set[str], running: bool) -> list[tuple[str, bool]]:
+        """``(worker, lost)`` for each worker lost (True) or back (False) since the last look.
+
+        A missing worker (no heartbeat for a few seconds) is lost whatever the test's state: when
+        the last one goes missing, Locust stops the test in the same tick. A worker gone from the
+        clients quit, which counts only while the test runs (at its end every worker quits). A
+        lost worker whose heartbeats resume is back.
+        """
         self.seen |= present | missing
-        gone = sorted((self.seen - present) - self.lost)
-        self.lost.update(gone)
-        return gone
+        gone = self.seen - present - missing
+        newly = (missing | (gone if running else set())) - self.lost
+        back = present & self.lost
+        self.lost = (self.lost | newly) - back
+        return sorted([(worker, True) for worker in newly] + [(worker, False) for worker in back])
 
 
 def watch_workers(environment: Any, path: str) -> None:
-    """On a master, while the test runs: write a lost line for each worker Locust loses."""
+    """On a master: write a line for each worker Locust loses, and for each one that comes back."""
     from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING
 
     watch = WorkerWatch()
@@ -690,26 +744,70 @@ def watch_workers(environment: Any, path: str) -> None:
         clients = list(runner.clients.all)
         present = {str(c.id) for c in clients if c.state != STATE_MISSING}
         missing = {str(c.id) for c in clients if c.state == STATE_MISSING}
-        if runner.state not in (STATE_RUNNING, STATE_SPAWNING):
-            watch.seen |= present
-            continue
-        for worker in watch.newly_lost(present, missing):
-            print(f"tritongen: lost worker {worker}", flush=True)
+        running = runner.state in (STATE_RUNNING, STATE_SPAWNING)
+        for worker, lost in watch.changes(present, missing, running):
+            said = f"tritongen: lost worker {worker}" if lost else f"tritongen: worker {worker} is back"
+            print(said, flush=True)
             if path:
                 with open(path, "a") as out:
-                    out.write(json.dumps(LostLine(worker=worker, lost=True, at=time.time())) + "\n")
+                    out.write(json.dumps(LostLine(worker=worker, lost=lost, at=time.time())) + "\n")
 
 
-def send_inputs(environment: Any, msg: Any, **_: Any) -> None:
-    """On a master: send a worker this master's ``--triton-inputs`` file (never another path)."""
-    path = environment.parsed_options.triton_inputs
-    reply: dict[str, str] = {"data": "", "error": ""}
+def from_this_run(environment: Any, msg: Any) -> bool:
+    """Whether a window message belongs to this run: sent by a connected worker, for this ``--triton-t0``.
+
+    A worker left over from an earlier run (an earlier master on the same port) may still send.
+    """
+    runner = environment.runner
+    if isinstance(runner, MasterRunner) and msg.node_id not in runner.clients:
+        return False
+    return float(msg.data.get("t0", -1.0)) == run_t0(environment)
+
+
+def run_t0(environment: Any) -> float:
+    """This run's ``--triton-t0`` (a worker gets the master's with its first spawn)."""
+    return float(getattr(environment.parsed_options, "triton_t0", 0.0) or 0.0)
+
+
+def read_inputs(path: str, limit: int = MAX_INPUTS_BYTES) -> dict[str, str]:
+    """A master's reply to a worker without its request data: the file's bytes in base64, or why not."""
     try:
+        size = os.path.getsize(path)
+        if size > limit:
+            mib, limit_mib = size / 2**20, limit / 2**20
+            return {
+                "data": "",
+                "error": f"--triton-inputs {path} is {mib:.0f} MiB, more than the {limit_mib:.0f} MiB a "
+                "master sends its workers: copy the file to the same path on each worker",
+            }
         with open(path, "rb") as data:
-            reply["data"] = base64.b64encode(data.read()).decode()
+            return {"data": base64.b64encode(data.read()).decode(), "error": ""}
     except OSError as e:
-        reply["error"] = f"the master cannot read --triton-inputs {path}: {e.strerror}"
-    environment.runner.send_message(INPUTS_REPLY, reply, client_id=msg.node_id)
+        return {"data": "", "error": f"the master cannot read --triton-inputs {path}: {e.strerror}"}
+    except Exception as e:  # whatever it is, the worker says it in its one line
+        return {"data": "", "error": f"the master cannot send --triton-inputs {path}: {e}"}
+
+
+@dataclass
+class InputsSender:
+    """On a master: its ``--triton-inputs`` file read and encoded once, in a thread, for every worker."""
+
+    reply: dict[str, str] | None = None
+    lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
+
+    def send(self, environment: Any, msg: Any, **_: Any) -> None:
+        """Send a connected worker this master's ``--triton-inputs`` file (never another path)."""
+        runner = environment.runner
+        if msg.node_id not in runner.clients:
+            return
+        with self.lock:
+            if self.reply is None:
+                path = environment.parsed_options.triton_inputs
+                self.reply = gevent.get_hub().threadpool.apply(read_inputs, (path,))
+        runner.send_message(INPUTS_REPLY, self.reply, client_id=msg.node_id)
+
+
+INPUTS_SENDER = InputsSender()
 
 
 @dataclass
@@ -772,32 +870,55 @@ def worker_options(environment: Any, options: TritonOptions) -> TritonOptions:
 
 
 def watch_master(environment: Any) -> None:
-    """On a worker: quit when the master has sent no heartbeat for ``MASTER_SILENT_S`` (it is gone).
+    """On a worker: say once the master has answered; quit when it has been silent too long (it is gone).
 
     tritongen starts a fresh master per run; a worker still bound to the last one would wait
-    a minute (Locust's own limit) before it could join the next.
+    a minute (Locust's own limit) before it could join the next (see ``MASTER_SILENT_ENV``).
     """
+    silent_s = float(os.environ.get(MASTER_SILENT_ENV) or MASTER_SILENT_DEFAULT_S)
     started = time.time()
+    joined = False
     while True:
-        gevent.sleep(1.0)
+        gevent.sleep(0.5)
         runner = environment.runner
-        last = getattr(runner, "last_heartbeat_timestamp", None) or started
-        if time.time() - last > MASTER_SILENT_S:
-            print(f"tritongen: no heartbeat from the master for {MASTER_SILENT_S:.0f} s", flush=True)
+        last = getattr(runner, "last_heartbeat_timestamp", None)
+        if last and not joined:
+            joined = True
+            print(WORKER_JOINED, flush=True)
+        if time.time() - (last or started) > silent_s:
+            print(f"tritongen: no heartbeat from the master for {silent_s:.0f} s", flush=True)
             runner.quit()
             return
+
+
+@dataclass
+class WorkerTotal:
+    """On a worker: the requests (ok and failed) it has reported to its master."""
+
+    requests: int = 0
+
+    def add(self, windows: list[WindowRecord]) -> None:
+        """Count the requests of windows on their way to the master."""
+        self.requests += sum(int(w["ok"]) + sum(w["errors"].values()) for w in windows)
+
+    def say(self, environment: Any, **_: Any) -> None:
+        """Print the total when the worker quits (its own count, to check the master's merge against)."""
+        print(f"{WORKER_TOTAL}{worker_id(environment)} {self.requests}", flush=True)
+
+
+REPORTED = WorkerTotal()
 
 
 def init_distributed(environment: Any) -> None:
     """Register the messages and watchers of a master or a worker (nothing for a local runner)."""
     runner = environment.runner
     if isinstance(runner, MasterRunner):
-        runner.register_message(INPUTS_REQUEST, send_inputs)
+        runner.register_message(INPUTS_REQUEST, INPUTS_SENDER.send, concurrent=True)
         gevent.spawn(watch_workers, environment, environment.parsed_options.triton_results)
     elif isinstance(runner, WorkerRunner):
         runner.register_message(INPUTS_REPLY, INPUTS.receive)
+        environment.events.quitting.add_listener(REPORTED.say)
         gevent.spawn(watch_master, environment)
-
 
 
 # -- transports -----------------------------------------------------------------------------
@@ -2170,8 +2291,14 @@ def send_windows(environment: Any, everything: bool) -> None:
     """Send the windows that are over (or all of them) to the master."""
     if STATE.recorder is None:
         return
-    message = WindowMessage(worker=worker_id(environment), windows=STATE.recorder.drain(everything))
+    message = WindowMessage(
+        worker=worker_id(environment),
+        windows=STATE.recorder.drain(everything),
+        t0=run_t0(environment),
+        users=int(environment.runner.user_count),
+    )
     if message["windows"]:
+        REPORTED.add(message["windows"])
         environment.runner.send_message(MESSAGE, message)
 
 
@@ -2185,15 +2312,30 @@ def report_forever(environment: Any) -> None:
 @events.test_start.add_listener
 def _on_test_start(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
+        if STATE.collector is not None:
+            STATE.collector.reset()
         return
     options = TritonOptions.from_parsed(environment.parsed_options)
     STATE.recorder = Recorder(options.t0 or time.time(), options.window)
     STATE.reporter = gevent.spawn(report_forever, environment)
 
 
+@events.test_stopping.add_listener
+def _on_test_stopping(environment: Any, **_: Any) -> None:
+    if isinstance(environment.runner, MasterRunner) and STATE.collector is not None:
+        STATE.collector.stopped = time.monotonic()  # the run's end (the workers stop after it)
+
+
 @events.test_stop.add_listener
 def _on_test_stop(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
+        collector = STATE.collector
+        if collector is not None and not environment.parsed_options.triton_results:
+            # No results file (a master in a cluster): the run's merged figures go to the log,
+            # since a master started with --autostart keeps running after the test.
+            collector.stopped = collector.stopped or time.monotonic()
+            gevent.sleep(SUMMARY_WAIT_S)  # the workers' last windows are on their way
+            collector.print_once()
         return
     if STATE.reporter is not None:
         STATE.reporter.kill(block=False)
@@ -2217,10 +2359,32 @@ def _on_init(environment: Any, **_: Any) -> None:
 def _on_quitting(environment: Any, **_: Any) -> None:
     INPUTS.remove()
     if STATE.collector is not None and not environment.parsed_options.triton_results:
-        print(STATE.collector.summary())
+        STATE.collector.print_once()
 
 
 # -- the users ----------------------------------------------------------------------------
+
+USER_NUMBERS = itertools.count()
+"""Numbers the users of this process, in the order they start."""
+
+
+def worker_key(environment: Any) -> str:
+    """What tells this worker's schedules from the others': its index, else host name and pid.
+
+    A worker's index is its place among the master's workers (0, 1, … as they connected).
+    Host name and process id alone would not do: in every worker pod Locust is process 1.
+    """
+    runner = environment.runner
+    index = getattr(runner, "worker_index", -1)
+    if isinstance(runner, WorkerRunner) and isinstance(index, int) and index >= 0:
+        return f"worker-{index}"
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def schedule_seed(seed: int, worker: str, user: int) -> int:
+    """The seed of one user's open-loop schedule: fixed by ``--triton-seed``, the worker and the user."""
+    digest = hashlib.sha256(f"{seed}/{worker}/{user}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 def wait_until(deadline: float, clock: Callable[[], float] = time.perf_counter) -> None:
@@ -2245,11 +2409,13 @@ class OpenLoop:
     that pauses shows in the tail rather than as requests that were never sent.
     """
 
-    def __init__(self, recorder: Recorder, transport: Transport, options: TritonOptions) -> None:
+    def __init__(
+        self, recorder: Recorder, transport: Transport, options: TritonOptions, rng_seed: int
+    ) -> None:
         self.recorder = recorder
         self.transport = transport
         self.options = options
-        self.rng = random.Random(options.seed + os.getpid())
+        self.rng = random.Random(rng_seed)
         self.idle: list[Any] = []
         self.held: deque[float] = deque()  # scheduled times of the sends held back, oldest first
         self.in_flight = 0
@@ -2322,7 +2488,8 @@ class TritonUser(User):
             ids = process_sequence_ids(self.environment, self.options)
             SequenceLoop(recorder, self.sequences, ids, self.options.sequence_length).run()
         elif self.options.user_rate > 0:
-            OpenLoop(recorder, self.transport, self.options).run()
+            rng_seed = schedule_seed(self.options.seed, worker_key(self.environment), next(USER_NUMBERS))
+            OpenLoop(recorder, self.transport, self.options, rng_seed).run()
         elif isinstance(self.transport, HttpTransport):
             self._closed_loop_engine(self.transport, recorder)
         else:

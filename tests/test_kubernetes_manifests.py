@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from kubernetes_validate import utils
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.deploy.kubernetes.kustomize import ManifestFile, publish, stage
+from tritongen.errors import RepositoryError
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = ROOT / "model_repository"
@@ -125,7 +128,12 @@ def test_server_deployment_args_probes_and_spread(written: Path) -> None:
         "metrics": 8002,
     }
     assert pod["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
-    assert "pip install" in container["command"][2]  # the repository's Python-backend requirements
+    # The repository's Python-backend requirements, installed through the image's entrypoint.
+    assert container["command"][0] == "/opt/nvidia/nvidia_entrypoint.sh"
+    assert "pip install" in container["command"][3] and container["args"][0] == "tritonserver"
+    assert {"name": "PIP_BREAK_SYSTEM_PACKAGES", "value": "1"} in container["env"]
+    assert container["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "10"]
+    assert pod["terminationGracePeriodSeconds"] > 10
     assert "replicas" not in dep["spec"]  # the HPA owns the count
     pdb = _docs(written / "base" / "pdb.yaml")[0]
     assert pdb["apiVersion"] == "policy/v1" and pdb["spec"]["maxUnavailable"] == 1
@@ -138,7 +146,7 @@ def test_locust_master_args_carry_the_load_options(written: Path) -> None:
     pairs = dict(itertools.pairwise(args))
     assert pairs["--expect-workers"] == "3" and pairs["-u"] == "24" and pairs["--run-time"] == "22s"
     assert pairs["--triton-model"] == "mlp_onnx" and pairs["--triton-protocol"] == "grpc"
-    assert pairs["--triton-seed"] == "7" and pairs["--host"] == "triton.default.svc.cluster.local:8001"
+    assert pairs["--triton-seed"] == "7" and pairs["--host"] == "triton.default.svc:8001"
     assert worker["spec"]["replicas"] == 3
     worker_args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
     assert worker_args[worker_args.index("--master-host") + 1] == service["metadata"]["name"]
@@ -182,7 +190,10 @@ def test_model_stores(tmp_path: Path, store: str, secret: str | None, expect: st
             assert "AWS_SECRET_ACCESS_KEY" not in text and "AZURE_STORAGE_KEY" not in text
     scaled = _docs(out / "base" / "scaledobject.yaml")[0]
     trigger = scaled["spec"]["triggers"][0]
-    assert trigger["metricType"] == "Value" and 'pod=~"triton-.*"' in trigger["metadata"]["query"]
+    assert (
+        trigger["metricType"] == "Value"
+        and 'pod=~"triton-[a-z0-9]+-[a-z0-9]+"' in trigger["metadata"]["query"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -263,3 +274,226 @@ def test_without_the_validator_it_refuses_unless_told_not_to_validate(tmp_path: 
     )  # fmt: skip
     assert written.returncode == 0, written.stderr
     assert (out / "gpu" / "kustomization.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scale-window", "20s"], "holds fewer than two scrapes (--scrape-interval 15s)"),
+        (["--scale-window", "30s", "--scrape-interval", "20s"], "holds fewer than two scrapes"),
+        (["--scrape-interval", "often"], "--scrape-interval 'often' is not a Prometheus duration"),
+        (["--prometheus-url", "prometheus:9090"], "is not an http(s) URL with a host"),
+        (["--prometheus-url", "http://:9090/x"], "is not an http(s) URL with a host"),
+        (["--model-store", "pvc:shared", "--storage-class", "fast"], "--storage-class is for the new claim"),
+        (["--model-store", "s3://b/m", "--storage-class", "fast"], "--storage-class is for the new claim"),
+        (["--concurrency", "2", "--load-workers", "3"], "a worker would stay idle"),
+        (["--rate", "9000", "--load-workers", "2"], "raise --load-workers to 3 or more"),
+        (["--namespace", "n" * 64], "is not a Kubernetes namespace"),
+        (["--load-workers", "0"], "--load-workers 0 is below 1"),
+        (["--rate", "100", "--load-workers", "0"], "--load-workers 0 is below 1"),
+        (["--scale-target", "0"], "--scale-target 0 must be above 0"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_in_one_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "deploy"
+    code, _, stderr = _write(out, *args)
+    assert code != 0 and message in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_long_names_of_secrets_and_claims_with_dots_are_taken(tmp_path: Path) -> None:
+    claim = "models." + "c" * 60  # a DNS-1123 subdomain, longer than a label
+    code, _, stderr = _write(tmp_path / "a", "--model-store", f"pvc:{claim}")
+    assert code == 0, stderr
+    code, _, stderr = _write(tmp_path / "b", "--model-store", "gs://b/m", "--store-secret", "gcs.key-1")
+    assert code == 0, stderr
+    code, _, stderr = _write(tmp_path / "c", "--namespace", "n" * 63)
+    assert code == 0, stderr
+
+
+def test_output_may_not_be_the_current_directory_or_overlap_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    for out, message in [
+        (".", "is the current directory or holds it"),
+        ("/", "is the current directory or holds it"),
+        ("repo", "overlaps the model repository"),
+        ("repo/deploy", "overlaps the model repository"),
+    ]:
+        result = runner.invoke(app, ["kubernetes", "repo", "-o", out, "--force"])
+        assert result.exit_code != 0 and message in result.stderr, (out, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    result = runner.invoke(app, ["kubernetes", "repo", "-o", "deploy"])  # relative: resolved
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "deploy" / "gpu" / "kustomization.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "values", "joined"),
+    [
+        (
+            "http://prometheus-operated.monitoring.svc:9090",
+            ("http://prometheus-operated.monitoring.svc", 9090, ""),
+            "http://prometheus-operated.monitoring.svc:9090",
+        ),
+        (
+            "https://prom.example.com/prometheus",
+            ("https://prom.example.com", 443, "/prometheus"),
+            "https://prom.example.com:443/prometheus",
+        ),
+        ("http://10.0.0.9/prom/", ("http://10.0.0.9", 80, "/prom"), "http://10.0.0.9:80/prom"),
+    ],
+)
+def test_helm_values_rebuild_the_prometheus_url(
+    tmp_path: Path, url: str, values: tuple[str, int, str], joined: str
+) -> None:
+    out = tmp_path / "deploy"
+    code, _, stderr = _write(out, "--prometheus-url", url)
+    assert code == 0, stderr
+    prometheus = _docs(out / "prometheus-adapter-values.yaml")[0]["prometheus"]
+    assert (prometheus["url"], prometheus["port"], prometheus["path"]) == values
+    # prometheus-adapter's chart: --prometheus-url={{url}}{{if port}}:{{port}}{{end}}{{path}}
+    assert f"{prometheus['url']}:{prometheus['port']}{prometheus['path']}" == joined
+
+
+def test_memory_request_adds_every_served_models_stub_peak_and_a_server_baseline(tmp_path: Path) -> None:
+    mi = 2**20
+    compare = tmp_path / "compare.json"
+    engines = [
+        {"model": "mlp_onnx", "peak_rss_bytes": 300 * mi},
+        {"model": "mlp_onnx", "peak_rss_bytes": 200 * mi},  # the same model measured twice: its peak
+        {"model": "text_onnx", "peak_rss_bytes": 100 * mi},
+        {"model": "not_served", "peak_rss_bytes": 5000 * mi},
+    ]
+    compare.write_text(json.dumps({"schema": "tritongen.compare/1", "engines": engines}))
+    out = tmp_path / "deploy"
+    code, stdout, stderr = _write(out, "--from", compare)
+    assert code == 0, stderr
+    container = _docs(out / "base" / "deployment.yaml")[0]["spec"]["template"]["spec"]["containers"][0]
+    request = int(container["resources"]["requests"]["memory"].removesuffix("Mi"))
+    assert request == round((300 + 100) * 1.5) + 1024  # both served models, plus tritonserver's baseline
+    assert "fixed_onnx" in stdout  # the served model without a figure is named
+    for overlay in ("gpu", "cpu"):
+        patch = _docs(out / overlay / "accelerator-patch.yaml")[0]
+        limit = patch["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+        assert limit == f"{2 * request + 1024}Mi"  # twice the request, plus the in-memory /dev/shm
+
+
+def test_names_are_set_by_the_options_the_namespace_and_models_outlive_the_server(tmp_path: Path) -> None:
+    out = tmp_path / "my deploy"
+    code, stdout, stderr = _write(out, "--name", "vision", "--namespace", "infer", "--autoscaler", "keda",
+                                  "--storage-class", "rwx-files")  # fmt: skip
+    assert code == 0, stderr
+    for label, obj in _objects(out).items():
+        if obj["kind"] != "Namespace" and "patch" not in label and obj["kind"] != "Kustomization":
+            assert obj["metadata"]["namespace"] == "infer", label
+    (namespace,) = _docs(out / "namespace" / "namespace.yaml")
+    assert namespace["kind"] == "Namespace" and namespace["metadata"]["name"] == "infer"
+    (claim,) = _docs(out / "storage" / "pvc.yaml")
+    assert claim["spec"]["storageClassName"] == "rwx-files"
+    query = _docs(out / "base" / "scaledobject.yaml")[0]["spec"]["triggers"][0]["metadata"]["query"]
+    assert 'namespace="infer",pod=~"vision-[a-z0-9]+-[a-z0-9]+"' in query
+    (master, _) = _docs(out / "loadtest" / "master.yaml")
+    args = master["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--host") + 1] == "vision.infer.svc:8000"
+    monitor = _docs(out / "base" / "podmonitor.yaml")[0]
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["infer"]
+    assert monitor["spec"]["podMetricsEndpoints"][0]["interval"] == "15s"
+    # The copy steps quote paths and wait long enough for a ReadWriteMany volume.
+    assert f"kubectl apply -k '{out}/storage'" in stdout and "--timeout=5m pod/vision-models-copy" in stdout
+    if KUBECTL is not None:  # deleting an overlay deletes the server, never the models or namespace
+        kinds = {o["kind"] for o in _kustomize(out / "gpu")}
+        assert not kinds & {"Namespace", "PersistentVolumeClaim"}
+        assert {o["kind"] for o in _kustomize(out / "storage")} == {"PersistentVolumeClaim"}
+
+
+def test_gcs_secret_volume_names_its_key_and_liveness_tolerates_a_busy_server(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    code, _, stderr = _write(out, "--model-store", "gs://b/m", "--store-secret", "gcs-key")
+    assert code == 0, stderr
+    pod = _docs(out / "base" / "deployment.yaml")[0]["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if "secret" in v]
+    assert volume["secret"]["items"] == [{"key": "credentials.json", "path": "credentials.json"}]
+    liveness = pod["containers"][0]["livenessProbe"]
+    assert liveness["timeoutSeconds"] >= 10 and liveness["periodSeconds"] * liveness["failureThreshold"] >= 60
+
+
+def test_written_without_a_local_locust(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-cluster options are built without looking for the local locust command."""
+    from tritongen.errors import MissingDependencyError
+    from tritongen.loadtest import locust_process
+
+    def missing() -> Path:
+        raise MissingDependencyError("the locust command is not installed in this environment", "x")
+
+    monkeypatch.setattr(locust_process, "locust_binary", missing)
+    code, _, stderr = _write(tmp_path / "deploy", "--no-validate")
+    assert code == 0, stderr
+
+
+def test_a_hanging_kubectl_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tritongen.deploy.kubernetes import validate
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text("#!/bin/sh\nsleep 30\n")
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(validate, "KUSTOMIZE_TIMEOUT_S", 1)
+    code, _, stderr = _write(tmp_path / "deploy")
+    assert code != 0 and "took more than 1 s" in stderr and len(stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
+
+
+class _Interrupting(ManifestFile):
+    def text(self) -> str:
+        raise KeyboardInterrupt
+
+
+def test_staging_leaves_nothing_behind_on_a_failed_write_or_ctrl_c(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    # "base" is written as a directory first, then as a file: the second write fails.
+    unwritable = [ManifestFile("base/a.yaml", "a", [{"a": 1}]), ManifestFile("base", "b", [{"b": 1}])]
+    with pytest.raises(RepositoryError):
+        stage(unwritable, out)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(KeyboardInterrupt):
+        stage([ManifestFile("base/a.yaml", "a", [{"a": 1}]), _Interrupting("base/b.yaml", "b")], out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_between_the_renames_puts_the_old_output_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "deploy"
+    out.mkdir()
+    (out / "old.yaml").write_text("old")
+    staged = stage([ManifestFile("base/a.yaml", "a", [{"a": 1}])], out)
+    real_rename = Path.rename
+    renames = 0
+
+    def rename(self: Path, target: Any) -> Path:
+        nonlocal renames
+        renames += 1
+        if renames == 2:  # the old directory is aside, the new one not yet in place
+            raise KeyboardInterrupt
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(KeyboardInterrupt):
+        publish(staged, out)
+    monkeypatch.undo()
+    assert (out / "old.yaml").read_text() == "old"
+    shutil.rmtree(staged)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deploy"]

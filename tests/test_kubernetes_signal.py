@@ -42,6 +42,8 @@ NAME, NAMESPACE, POD = "triton", "tritongen", "triton-5c9d7b6f4-x2x7q"
 # The labels the PodMonitor's scrape gives each series in a cluster.
 LABELS = f'namespace="{NAMESPACE}",pod="{POD}"'
 WINDOW = "10s"
+SCRAPE = "1s"
+"""The scrape interval of the PodMonitor written, and of the Prometheus below."""
 # One instance answering in 12 ms; 8 requests in flight queue about 7 × 12 ms each.
 MODEL, CONCURRENCY = "sleep_const", 8
 
@@ -84,7 +86,7 @@ def _write(signal: ScalingSignal, autoscaler: str, out: Path) -> Path:
     result = subprocess.run(
         [sys.executable, "-m", "tritongen", "kubernetes", str(ROOT / "model_repository"), "-o", str(out),
          "--name", NAME, "--namespace", NAMESPACE, "--autoscaler", autoscaler, "--scale-on", signal.name,
-         "--scale-window", WINDOW, "--no-validate"],
+         "--scale-window", WINDOW, "--scrape-interval", SCRAPE, "--no-validate"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -99,6 +101,8 @@ def _written(signal: ScalingSignal, work: Path) -> Written:
     (metric,) = yaml.safe_load((hpa / "base" / "hpa.yaml").read_text())["spec"]["metrics"]
     assert metric["pods"]["metric"]["name"] == signal.metric
     (trigger,) = yaml.safe_load((keda / "base" / "scaledobject.yaml").read_text())["spec"]["triggers"]
+    monitor = yaml.safe_load((hpa / "base" / "podmonitor.yaml").read_text())
+    assert monitor["spec"]["podMetricsEndpoints"][0]["interval"] == SCRAPE
     return Written(
         signal=signal,
         # The adapter fills in the pods it is asked about and groups by pod.
@@ -138,7 +142,7 @@ def prometheus(
     target = f"127.0.0.1:{triton_server.metrics_port}"
     config.write_text(
         yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "global": {"scrape_interval": SCRAPE, "evaluation_interval": "1s"},
             "rule_files": [str(rules)],
             "scrape_configs": [{"job_name": "triton", "static_configs": [
                 {"targets": [target], "labels": {"namespace": NAMESPACE, "pod": POD}}]}],

@@ -9,12 +9,15 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,15 @@ from hdrh.histogram import HdrHistogram
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
-from tritongen.loadtest.distributed import WORKER_FAILURE, Distributed, lost_reason, worker_argv
+from tritongen.loadtest.distributed import (
+    MASTER_SILENT_ENV,
+    WORKER_FAILURE,
+    WORKER_JOINED,
+    WORKER_TOTAL,
+    Distributed,
+    WorkerArgs,
+    lost_reason,
+)
 from tritongen.loadtest.locust_process import LocustArgs
 from tritongen.loadtest.windows import LOWEST_US, PERCENTILES, Window, WindowLog
 from tritongen.server.local import LocalTritonServer
@@ -34,9 +45,11 @@ runner = CliRunner()
 MODEL = "sleep_const"
 """12 ms per request: slow enough that few requests are in flight at a window edge."""
 SHORT = ["--warmup", "1s", "--window", "2s"]
-KILL_AFTER_S = 10.0
-"""From a worker joining to its kill: Locust's start (~2 s), the first window and the warm-up (~6 s,
-when measuring starts), then a measured window or two (a run of 12 s measured ends at ~20 s)."""
+RATE_PER_S = 1000 / 12
+"""The model's throughput (one instance, 12 ms a request) whatever the concurrency."""
+MEASURING_AFTER_S = 8.0
+"""Load served before a worker is killed: the first active window (2 s) and the warm-up (1 s, a
+window) are over by then, so the kill falls in the measurement."""
 HEARTBEAT_LOSS_S = (3.0, 6.0)
 """Locust marks a worker missing 3-4 s after its last heartbeat; the master notes it within 0.5 s."""
 
@@ -50,18 +63,37 @@ def _free_port() -> int:
 class Worker:
     """A ``tritongen loadtest --worker`` process, its stderr in a file."""
 
-    def __init__(self, workdir: Path, name: str, port: int, wait: str, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        name: str,
+        port: int,
+        wait: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.stderr_path = workdir / f"{name}.err"
         with self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tritongen", "loadtest", "--worker", "--master-host", "127.0.0.1",
                  "--master-port", str(port), "--worker-wait", wait],
                 stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
-                env={**os.environ, "COLUMNS": "200"},
+                env={**os.environ, "COLUMNS": "200", **(env or {})},
             )  # fmt: skip
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+    def locust_pid(self) -> int:
+        """The Locust worker it runs now."""
+        pid = self.process.pid
+        (child,) = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return int(child)
+
+    def totals(self) -> dict[int, tuple[str, int]]:
+        """Run number -> (worker id, requests it reported), as each Locust worker counted them itself."""
+        found = re.findall(r"^run (\d+): worker (\S+) (\d+) requests reported$", self.stderr(), re.MULTILINE)
+        return {int(run): (worker, int(n)) for run, worker, n in found}
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -78,6 +110,48 @@ def _master(server: LocalTritonServer, port: int, workers: int, *args: str) -> t
     return result.exit_code, result.stdout + result.stderr
 
 
+def _served(server: LocalTritonServer) -> int:
+    """Requests the server has finished for the model (ok and failed), by its own statistics."""
+    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{MODEL}/stats", timeout=10) as reply:
+        stats = json.load(reply)["model_stats"]
+    return sum(
+        int(s["inference_stats"]["success"]["count"]) + int(s["inference_stats"]["fail"]["count"])
+        for s in stats
+    )
+
+
+class Later(threading.Thread):
+    """Do ``action`` once ``condition`` holds (within ``timeout_s``); an error is kept for the test."""
+
+    def __init__(
+        self, condition: Callable[[], bool], action: Callable[[], None], timeout_s: float = 90
+    ) -> None:
+        super().__init__(daemon=True)
+        self.condition, self.action, self.timeout_s = condition, action, timeout_s
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            deadline = time.monotonic() + self.timeout_s
+            while not self.condition():
+                assert time.monotonic() < deadline, "the condition never held"
+                time.sleep(0.2)
+            self.action()
+        except BaseException as e:
+            self.error = e
+
+    def finish(self) -> None:
+        self.join(timeout=self.timeout_s + 30)
+        if self.error is not None:
+            raise self.error
+
+
+def _after_load(server: LocalTritonServer, seconds: float) -> Callable[[], bool]:
+    """Whether the server has served ``seconds`` of this model's throughput since now."""
+    baseline = _served(server)
+    return lambda: _served(server) >= baseline + seconds * RATE_PER_S
+
+
 def _merged(workers: dict[str, dict[str, Any]]) -> HdrHistogram:
     """The workers' histograms merged here, independently of the run's own per-window merge."""
     total = HdrHistogram(LOWEST_US, 120_000_000, 3)
@@ -88,7 +162,8 @@ def _merged(workers: dict[str, dict[str, Any]]) -> HdrHistogram:
 
 
 def _check_merge(run: dict[str, Any]) -> None:
-    """Requests are the sum of the workers'; percentiles are those of the merged worker histograms."""
+    """The run's figures are consistent with its workers' (same windows: a check of the bookkeeping;
+    the independent counts are checked by ``_check_worker_totals`` and ``_check_server_count``)."""
     workers = run["workers"]
     assert run["requests"] == sum(w["requests"] for w in workers.values())
     assert run["errors"] == sum(w["errors"] for w in workers.values())
@@ -97,6 +172,19 @@ def _check_merge(run: dict[str, Any]) -> None:
     for name, percentile in PERCENTILES.items():
         assert run["latency_us"][name] == float(merged.get_value_at_percentile(percentile)), name
     assert run["latency_us"]["max"] == float(merged.get_max_value())
+
+
+def _check_worker_totals(run: dict[str, Any], totals: dict[str, int]) -> None:
+    """Each worker's measured requests against its own count of every request it reported in the run.
+
+    The worker counted its requests itself before sending them; the run measured a part of them:
+    not the first active window, the warm-up nor the stop. With 2 s windows, a 1 s warm-up and 4 s
+    measured, the whole run is at most ~13 s of load (two partial windows, the warm-up window, the
+    measured span, the report grace and the stop): 3.3x the measured span, so 5x leaves a margin.
+    """
+    assert set(totals) == set(run["workers"]), (totals, run["workers"])
+    for worker, figures in run["workers"].items():
+        assert 0 < figures["requests"] <= totals[worker] <= 5 * figures["requests"], (worker, figures, totals)
 
 
 def _check_server_count(run: dict[str, Any]) -> None:
@@ -118,6 +206,7 @@ def test_two_workers_join_every_run_and_their_figures_merge(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
     port = _free_port()
+    served_before = _served(triton_server)
     workers = [Worker(tmp_path, f"w{i}", port, wait="8s") for i in range(2)]
     try:
         out = tmp_path / "run.json"
@@ -126,14 +215,12 @@ def test_two_workers_join_every_run_and_their_figures_merge(
             "--json", str(out),
         )  # fmt: skip
         assert code == 0, output
+        assert (
+            "warning: --url 127.0.0.1:" in output
+            and "workers on other machines would load their own" in output
+        )
         runs = json.loads(out.read_text())["runs"]
         assert [r["concurrency"] for r in runs] == [2, 4]
-        for run in runs:
-            assert run["status"] == "ok"
-            assert len(run["workers"]) == 2 and not any(w["lost"] for w in run["workers"].values())
-            assert all(w["requests"] > 0 for w in run["workers"].values())
-            _check_merge(run)
-            _check_server_count(run)
         # The workers joined both runs' masters, then stopped on their own when no third came.
         for worker in workers:
             assert worker.process.wait(timeout=30) == 0, worker.stderr()
@@ -143,6 +230,20 @@ def test_two_workers_join_every_run_and_their_figures_merge(
                 f"run 2: joined the master at 127.0.0.1:{port}",
             ]
             assert lines[-1] == f"no master at 127.0.0.1:{port} for 8 s: stopping after 2 run(s)"
+        reported = 0
+        for number, run in enumerate(runs, start=1):
+            assert run["status"] == "ok"
+            assert len(run["workers"]) == 2 and not any(w["lost"] for w in run["workers"].values())
+            assert all(window["users"] == run["concurrency"] for window in run["windows"])
+            _check_merge(run)
+            totals = dict(worker.totals()[number] for worker in workers)
+            _check_worker_totals(run, totals)
+            reported += sum(totals.values())
+            _check_server_count(run)
+        # Every request the workers reported reached the server; the server also finished those
+        # in flight when each run's users stopped (at most its concurrency, 2 + 4).
+        served = _served(triton_server) - served_before
+        assert 0 <= served - reported <= 6, (served, reported)
     finally:
         for worker in workers:
             worker.stop()
@@ -150,29 +251,23 @@ def test_two_workers_join_every_run_and_their_figures_merge(
 
 @pytest.mark.triton
 @pytest.mark.slow
-def test_a_killed_worker_is_reported_lost_and_the_run_goes_on(
+def test_a_killed_worker_is_reported_lost_and_the_others_take_its_users(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
     port = _free_port()
     workers = [Worker(tmp_path, f"w{i}", port, wait="30s") for i in range(3)]
+    victim = workers[0]
+    killer = Later(
+        _after_load(triton_server, MEASURING_AFTER_S), lambda: os.kill(victim.process.pid, signal.SIGKILL)
+    )
     try:
         out = tmp_path / "run.json"
-        victim = workers[0]
-
-        def kill_mid_run() -> None:
-            deadline = time.monotonic() + 60
-            while "run 1: joined" not in victim.stderr() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            time.sleep(KILL_AFTER_S)
-            os.kill(victim.process.pid, signal.SIGKILL)  # its Locust worker dies with it
-
-        killer = threading.Thread(target=kill_mid_run)
-        killer.start()
+        killer.start()  # its Locust worker dies with it (no quit message: a lost machine)
         code, output = _master(
             triton_server, port, 3, "--concurrency", "6", "--duration", "12s", "--max-duration", "12s",
             "--json", str(out),
         )  # fmt: skip
-        killer.join()
+        killer.finish()
         assert code == 0, output
         run = json.loads(out.read_text())["runs"][0]
         assert run["status"] == "ok"
@@ -188,17 +283,102 @@ def test_a_killed_worker_is_reported_lost_and_the_run_goes_on(
         _check_merge(run)
         assert any("was lost" in warning for warning in run["warnings"])
         assert "was lost" in output
+        # The two left took over its users: the last window (> 4 s after the loss) ran all 6.
+        assert run["windows"][-1]["users"] == 6, run["windows"]
+        if any(window["users"] < 6 for window in run["windows"]):
+            assert any("the load dropped" in warning for warning in run["warnings"]), run["warnings"]
     finally:
         for worker in workers:
             worker.stop()
 
 
-def _plain_master(server: LocalTritonServer, workdir: Path, port: int) -> subprocess.Popen[bytes]:
+@pytest.mark.triton
+@pytest.mark.slow
+def test_losing_the_last_worker_ends_the_run_with_its_partial_results(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    port = _free_port()
+    worker = Worker(tmp_path, "only", port, wait="30s")
+    killer = Later(
+        _after_load(triton_server, MEASURING_AFTER_S), lambda: os.kill(worker.process.pid, signal.SIGKILL)
+    )
+    try:
+        out = tmp_path / "run.json"
+        killer.start()
+        code, output = _master(
+            triton_server, port, 1, "--concurrency", "2", "--duration", "30s", "--max-duration", "30s",
+            "--json", str(out),
+        )  # fmt: skip
+        killer.finish()
+        assert code != 0, output
+        run = json.loads(out.read_text())["runs"][0]
+        assert run["status"] == "aborted"
+        assert run["reason"].startswith("all 1 load worker(s) were lost"), run["reason"]
+        assert run["requests"] > 0 and run["windows"]
+        (figures,) = run["workers"].values()
+        assert figures["lost"] and figures["requests"] == run["requests"]
+    finally:
+        worker.stop()
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_a_stalled_worker_that_comes_back_is_not_lost(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    port = _free_port()
+    workers = [Worker(tmp_path, f"w{i}", port, wait="30s") for i in range(2)]
+
+    def stall() -> None:  # its Locust worker misses ~6 heartbeats: missing after 3-4, back before 8
+        pid = workers[0].locust_pid()
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(6.0)
+        os.kill(pid, signal.SIGCONT)
+
+    staller = Later(_after_load(triton_server, 4.0), stall)
+    try:
+        out = tmp_path / "run.json"
+        staller.start()
+        code, output = _master(
+            triton_server, port, 2, "--concurrency", "2", "--duration", "12s", "--max-duration", "12s",
+            "--json", str(out),
+        )  # fmt: skip
+        staller.finish()
+        assert code == 0, output
+        run = json.loads(out.read_text())["runs"][0]
+        assert run["status"] == "ok"
+        assert len(run["workers"]) == 2 and not any(w["lost"] for w in run["workers"].values()), run[
+            "workers"
+        ]
+        assert all(w["requests"] > 0 for w in run["workers"].values())
+        assert any("came back" in warning for warning in run["warnings"]), run["warnings"]
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+@pytest.mark.triton
+def test_a_master_port_in_use_is_named_in_one_line(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        started = time.monotonic()
+        code, output = _master(triton_server, port, 1, "--concurrency", "1", "--duration", "2s")
+    assert code != 0
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"port {port} is in use" in errors[0] and "--master-port" in errors[0], output
+    assert time.monotonic() - started < 20  # not the 30 s wait for workers
+
+
+def _plain_master(
+    server: LocalTritonServer, workdir: Path, port: int, run_time_s: int = 6
+) -> subprocess.Popen[bytes]:
     """A Locust master with the package's locustfile whose ``--triton-inputs`` is relative to its own
     directory: a worker elsewhere cannot read it in place, as on another machine."""
     args = LocustArgs(
-        host=server.http_url, model=MODEL, protocol="http", users=2, processes=1, run_time_s=6, window_s=1.0,
-        t0=time.time(), results=workdir / "windows.jsonl", inputs=Path("inputs.npz"),
+        host=server.http_url, model=MODEL, protocol="http", users=2, processes=1, run_time_s=run_time_s,
+        window_s=1.0, t0=time.time(), results=workdir / "windows.jsonl", inputs=Path("inputs.npz"),
         master_args=tuple(Distributed(workers=1, port=port, wait_s=30).master_args()),
     )  # fmt: skip
     with (workdir / "master.log").open("wb") as log:
@@ -207,38 +387,101 @@ def _plain_master(server: LocalTritonServer, workdir: Path, port: int) -> subpro
 
 @pytest.mark.triton
 @pytest.mark.slow
-@pytest.mark.parametrize("has_data", [True, False])
+@pytest.mark.parametrize("data", ["present", "missing", "too large"])
 def test_a_remote_worker_gets_the_request_data_from_the_master(
-    triton_server: LocalTritonServer, tmp_path: Path, has_data: bool
+    triton_server: LocalTritonServer, tmp_path: Path, data: str
 ) -> None:
     master_dir, worker_dir = tmp_path / "master", tmp_path / "worker"
     master_dir.mkdir()
     worker_dir.mkdir()
-    if has_data:
+    if data == "present":
         np.savez(master_dir / "inputs.npz", x=np.arange(4, dtype=np.float32))
+    elif data == "too large":  # sparse: 65 MiB long, nothing written
+        with (master_dir / "inputs.npz").open("wb") as huge:
+            huge.truncate(65 * 2**20)
     port = _free_port()
     master = _plain_master(triton_server, master_dir, port)
     worker = Worker(tmp_path, "remote", port, wait="2s", cwd=worker_dir)
     try:
         code = worker.process.wait(timeout=60)
         lines = worker.stderr().splitlines()
-        if has_data:
+        errors = [line for line in lines if line.startswith("error:")]
+        if data == "present":
             assert code == 0, worker.stderr()
             log = WindowLog(master_dir / "windows.jsonl")
             log.poll()
             assert sum(w.ok for w in log.windows.values()) > 0
             assert sum(w.error_count for w in log.windows.values()) == 0
-        else:  # the worker says in one line that there is no data, and stops
+        elif data == "missing":  # the worker says in one line that there is no data, and stops
             assert code == 1
-            errors = [line for line in lines if line.startswith("error:")]
             assert errors == [
                 "error: the master cannot read --triton-inputs inputs.npz: No such file or directory. "
                 "check the master's options and data, then start the worker again."
             ], worker.stderr()
+        else:
+            assert code == 1
+            assert len(errors) == 1 and "inputs.npz is 65 MiB, more than the 64 MiB" in errors[0], (
+                worker.stderr()
+            )
+            assert "copy the file to the same path on each worker" in errors[0]
     finally:
         worker.stop()
         master.kill()
         master.wait(timeout=10)
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_sigterm_makes_a_worker_tell_its_master_it_quits(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    np.savez(tmp_path / "inputs.npz", x=np.arange(4, dtype=np.float32))
+    port = _free_port()
+    master = _plain_master(triton_server, tmp_path, port, run_time_s=120)
+    worker = Worker(tmp_path, "w", port, wait="30s")
+    try:
+        deadline = time.monotonic() + 60
+        windows = tmp_path / "windows.jsonl"
+        # Mid-run: joined, and a window of its load has reached the master.
+        while "run 1: joined" not in worker.stderr() or not (windows.exists() and windows.stat().st_size):
+            assert time.monotonic() < deadline and worker.process.poll() is None, worker.stderr()
+            time.sleep(0.2)
+        locust_pid = worker.locust_pid()
+        worker.process.send_signal(signal.SIGTERM)
+        assert worker.process.wait(timeout=20) == 130, worker.stderr()
+        assert not Path(f"/proc/{locust_pid}").exists() or "Z" in Path(f"/proc/{locust_pid}/stat").read_text()
+        # Its Locust worker said quit: the headless master, its last worker gone, quits too (a
+        # worker killed without a word would leave it waiting for the rest of its 120 s).
+        assert master.wait(timeout=15) is not None
+    finally:
+        worker.stop()
+        master.kill()
+        master.wait(timeout=10)
+
+
+def test_a_worker_whose_locust_keeps_crashing_stops_after_three_tries(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "sitecustomize.py").write_text(
+        "import sys\n"
+        "if sys.argv and sys.argv[0].endswith('locust'):\n"
+        "    raise SystemExit('locust: broken install')\n"
+    )
+    with socket.socket() as listener:  # a port that accepts connections, but no Locust master
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        port = int(listener.getsockname()[1])
+        worker = Worker(tmp_path, "w", port, wait="5s", env={"PYTHONPATH": str(broken)})
+        try:
+            assert worker.process.wait(timeout=60) == 1, worker.stderr()
+        finally:
+            worker.stop()
+    lines = [line for line in worker.stderr().splitlines() if line.strip()]
+    assert lines == [
+        "error: the Locust worker failed 3 times in a row within 5 s of its start: SystemExit: locust: "
+        "broken install. "
+        "check the worker's install (`make install`) and that the master runs the same tritongen."
+    ], worker.stderr()
 
 
 def test_a_worker_without_master_stops_after_its_wait(tmp_path: Path) -> None:
@@ -258,13 +501,20 @@ def test_a_worker_without_master_stops_after_its_wait(tmp_path: Path) -> None:
         (["m", "--master", "--shared-memory", "system"], "--master and --shared-memory exclude"),
         (["m", "--master", "--processes", "2"], "--master and --processes exclude"),
         (["m", "--master", "--workers", "3", "--concurrency", "2"], "--concurrency 2 is below --workers 3"),
+        (["m", "--master", "--workers", "0"], "--workers 0: a master needs at least 1"),
         (["m", "--master", "--sequences", "4"], "--master does not load sequence models"),
+        (["m", "--master", "--serve", "repo"], "--master and --serve exclude each other"),
+        (["m", "--master", "--worker-wait", "0s"], "--worker-wait must be positive"),
         (["m", "--workers", "2"], "--workers goes with --master"),
         (["m", "--master-host", "h"], "--master-host goes with --worker"),
         (["--worker"], "--worker needs --master-host"),
+        (["--worker", "--master-host", "h", "--worker-wait", "0s"], "--worker-wait must be positive"),
         (["m", "--worker", "--master-host", "h"], "--worker takes no MODEL"),
         (["--worker", "--master-host", "h", "--concurrency", "4"], "no load options (--concurrency)"),
         (["--worker", "--master-host", "h", "--url", "x:1"], "--worker takes no load options (--url)"),
+        (["--worker", "--master-host", "h", "--max-error-rate", "0.5"], "no load options (--max-error-rate)"),
+        (["--worker", "--master-host", "h", "--metrics-url", "x:2"], "no load options (--metrics-url)"),
+        (["--worker", "--master", "--master-host", "h"], "no load options (--master)"),
         ([], "MODEL is missing"),
     ],
 )
@@ -275,33 +525,127 @@ def test_bad_combinations_are_refused_in_one_line(args: list[str], message: str)
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
 
 
-def test_lost_lines_are_read_and_all_lost_ends_the_run(tmp_path: Path) -> None:
+def _window_log(tmp_path: Path, lines: list[dict[str, Any]], keep_reports: bool = False) -> WindowLog:
     path = tmp_path / "windows.jsonl"
-    lines = [
-        {"worker": "a", "index": 3, "ok": 2, "errors": {"http_503": 1}, "sent": 3, "hist": ""},
-        {"worker": "b", "lost": True, "at": 105.0},
-        {"worker": "a", "index": 4, "ok": 0, "errors": {}, "sent": 0, "hist": ""},
-    ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    log = WindowLog(path)
+    log = WindowLog(path, keep_reports=keep_reports)
     log.poll()
+    return log
+
+
+def test_lost_lines_are_read_and_all_lost_ends_the_run(tmp_path: Path) -> None:
+    log = _window_log(
+        tmp_path,
+        [
+            {
+                "worker": "a",
+                "index": 3,
+                "ok": 2,
+                "errors": {"http_503": 1},
+                "sent": 3,
+                "hist": "",
+                "users": 2,
+            },
+            {"worker": "b", "lost": True, "at": 105.0},
+            {"worker": "a", "index": 4, "ok": 0, "errors": {}, "sent": 0, "hist": "", "users": 3},
+        ],
+    )
     assert log.lost == {"b": 105.0} and sorted(log.windows) == [3, 4]
     assert isinstance(log.windows[3], Window) and log.windows[3].workers == {"a"}
+    assert log.windows[3].users == {"a": 2} and log.windows[4].users == {"a": 3}
+    assert log.windows[3].reports == []  # kept only when asked (distributed runs)
     assert lost_reason(log.lost, expected=2, t0=100.0) is None
     assert lost_reason({"a": 104.0, "b": 105.0}, expected=2, t0=100.0) == (
         "all 2 load worker(s) were lost (the last 5.0 s into the run)"
     )
 
 
-def test_worker_command_line_and_shared_constant() -> None:
-    argv = worker_argv("10.0.0.5", 5557)
+def test_a_worker_back_after_missed_heartbeats_is_no_longer_lost(tmp_path: Path) -> None:
+    log = _window_log(
+        tmp_path,
+        [
+            {"worker": "a", "lost": True, "at": 104.0},
+            {"worker": "b", "lost": True, "at": 105.0},
+            {"worker": "a", "lost": False, "at": 108.0},
+        ],
+    )
+    assert log.lost == {"b": 105.0} and log.back == {"a": 108.0}
+    assert lost_reason(log.lost, expected=2, t0=100.0) is None  # "a" is back: the run goes on
+
+
+def test_the_measurement_starts_once_every_worker_sends(tmp_path: Path) -> None:
+    def line(worker: str, index: int, ok: int) -> dict[str, Any]:
+        return {"worker": worker, "index": index, "ok": ok, "errors": {}, "sent": ok, "hist": ""}
+
+    log = _window_log(tmp_path, [line("a", 2, 5), line("b", 2, 0), line("a", 3, 5), line("b", 4, 1)], True)
+    assert log.first_active() == 2  # local processes: the first window in which any request finished
+    assert log.first_active(workers=2) == 4  # distributed: "b" sent its first in window 4
+    assert log.first_active(workers=3) is None
+    assert [r["worker"] for r in log.windows[2].reports] == ["a", "b"]
+
+
+def test_worker_command_line_and_shared_constants() -> None:
+    argv = WorkerArgs("10.0.0.5", 5557).argv()
     assert argv[1:] == [
         "-f", argv[2], "--worker", "--master-host", "10.0.0.5", "--master-port", "5557",
         "--loglevel", "WARNING",
     ]  # fmt: skip
     assert argv[2].endswith("locustfile.py")
-    assert f'WORKER_FAILURE = "{WORKER_FAILURE}"' in (ROOT / "loadtests" / "locustfile.py").read_text()
+    locustfile = (ROOT / "loadtests" / "locustfile.py").read_text()
+    assert f'WORKER_FAILURE = "{WORKER_FAILURE}"' in locustfile
+    assert f'WORKER_JOINED = "{WORKER_JOINED}"' in locustfile
+    assert f'WORKER_TOTAL = "{WORKER_TOTAL}"' in locustfile
+    assert f'MASTER_SILENT_ENV = "{MASTER_SILENT_ENV}"' in locustfile
     assert Distributed(workers=3, port=6000, wait_s=12.5).master_args() == [
         "--master", "--expect-workers", "3", "--expect-workers-max-wait", "13",
-        "--master-bind-host", "*", "--master-bind-port", "6000",
+        "--master-bind-host", "*", "--master-bind-port", "6000", "--enable-rebalancing",
     ]  # fmt: skip
+
+
+def test_a_master_without_workers_or_without_its_port_says_which() -> None:
+    master = Distributed(workers=2, port=6000, wait_s=30)
+    assert master.exit_reason(["x", "[..] ERROR/locust.main: Gave up waiting for workers to connect"]) == (
+        master.no_workers_reason()
+    )
+    busy = "The Locust master port (6000) was busy. Close any applications using that port"
+    assert master.exit_reason([busy]).startswith("port 6000 is in use")
+    bind = "locust.exception.RPCError: Socket bind failure: Address already in use (addr='tcp://*:6000')"
+    assert master.exit_reason([bind]).startswith("port 6000 is in use")
+    assert master.exit_reason(["Traceback", "ValueError: boom", ""]) == (
+        "the Locust master exited early: ValueError: boom"
+    )
+
+
+LEFTOVER_PROBE = r"""
+import importlib.util, json, sys, types
+
+spec = importlib.util.spec_from_file_location("tritongen_locustfile", sys.argv[1])
+lf = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = lf
+spec.loader.exec_module(lf)
+
+recorder = lf.Recorder(t0=100.0, window_s=1.0)
+now = 103.5 - recorder.wall_offset
+recorder.record(now, now + 0.001, None)
+windows = recorder.drain(everything=True)
+collector = lf.Collector(sys.argv[2])
+run = types.SimpleNamespace(runner=None, parsed_options=types.SimpleNamespace(triton_t0=100.0))
+for worker, t0 in (("this-run", 100.0), ("earlier-run", 90.0)):
+    message = lf.WindowMessage(worker=worker, windows=windows, t0=t0, users=1)
+    collector.receive(run, types.SimpleNamespace(node_id="local", data=message))
+"""
+
+
+def test_windows_of_another_run_are_dropped(tmp_path: Path) -> None:
+    """A worker left over from an earlier run (its ``t0``) may reach the next master: not counted."""
+    results = tmp_path / "windows.jsonl"
+    locustfile = ROOT / "loadtests" / "locustfile.py"
+    done = subprocess.run(
+        [sys.executable, "-c", LEFTOVER_PROBE, str(locustfile), str(results)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    log = WindowLog(results)
+    log.poll()
+    assert [sorted(w.workers) for w in log.windows.values()] == [["this-run"]]
+    assert log.windows[3].users == {"this-run": 1}

@@ -57,8 +57,9 @@ recorder.record(now, now, "http_503")
 recorder.sent(now, 0.002)
 recorder.hold(now)
 collector = lf.Collector(sys.argv[2])
-collector.receive(None, types.SimpleNamespace(
-    data=lf.WindowMessage(worker="w1", windows=recorder.drain(everything=True))))
+run = types.SimpleNamespace(runner=None, parsed_options=types.SimpleNamespace(triton_t0=0.0))
+collector.receive(run, types.SimpleNamespace(node_id="local", data=lf.WindowMessage(
+    worker="w1", windows=recorder.drain(everything=True), t0=0.0, users=1)))
 print(json.dumps({
     "message": lf.MESSAGE,
     "bounds": [lf.LOWEST_US, lf.HIGHEST_US, lf.DIGITS],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +15,13 @@ from tritongen.cli.load_options import LoadFlags, RunFlags, load_spec
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.deploy.compose import repository_models
 from tritongen.deploy.kubernetes.load import cluster_load
-from tritongen.deploy.kubernetes.spec import DEFAULT_PROMETHEUS_URL, KubernetesSpec, Scaling, parse_store
+from tritongen.deploy.kubernetes.spec import (
+    DEFAULT_PROMETHEUS_URL,
+    DEFAULT_SCRAPE_INTERVAL,
+    KubernetesSpec,
+    Scaling,
+    parse_store,
+)
 from tritongen.deploy.kubernetes.triton import service_host
 from tritongen.deploy.kubernetes.writer import KubernetesResult, write_kubernetes
 from tritongen.loadtest.spec import parse_duration
@@ -72,7 +79,9 @@ class StoreFlags:
     storage_class: Annotated[
         str | None,
         typer.Option(
-            "--storage-class", help="Storage class of a new claim (ReadWriteMany).", show_default=False
+            "--storage-class",
+            help="Storage class of the new claim (ReadWriteMany; not with --model-store).",
+            show_default=False,
         ),
     ] = None
 
@@ -95,7 +104,12 @@ class ScalingFlags:
             show_default=False,
         ),
     ] = None
-    scale_window: Annotated[str, typer.Option("--scale-window", help="Rate window of the signal.")] = "1m"
+    scale_window: Annotated[
+        str, typer.Option("--scale-window", help="Rate window of the signal (at least 2 scrapes).")
+    ] = "1m"
+    scrape_interval: Annotated[
+        str, typer.Option("--scrape-interval", help="How often Prometheus scrapes each replica (PodMonitor).")
+    ] = DEFAULT_SCRAPE_INTERVAL
     prometheus_url: Annotated[
         str, typer.Option("--prometheus-url", help="Prometheus KEDA and prometheus-adapter query.")
     ] = DEFAULT_PROMETHEUS_URL
@@ -110,6 +124,7 @@ class ScalingFlags:
             target=self.scale_target,
             window=self.scale_window,
             prometheus_url=self.prometheus_url,
+            scrape_interval=self.scrape_interval,
         )
 
 
@@ -123,7 +138,10 @@ class ClusterLoadFlags:
             "--load-model", help="Model the load test sends to (default: the first).", show_default=False
         ),
     ] = None
-    load_workers: Annotated[int, typer.Option("--load-workers", help="Locust worker pods.")] = 2
+    load_workers: Annotated[
+        int,
+        typer.Option("--load-workers", help="Locust worker pods (default concurrency: one user each)."),
+    ] = 2
 
 
 @dataclass(frozen=True)
@@ -172,7 +190,7 @@ def kubernetes_command(
             name=cluster.name,
             namespace=cluster.namespace,
             image=cluster.image,
-            store=parse_store(store.model_store, cluster.name, store.store_secret),
+            store=parse_store(store.model_store, cluster.name, store.store_secret, store.storage_class),
             scaling=scaling.scaling(),
             sources=tuple(sources or ()),
             kubernetes_version=cluster.kubernetes_version,
@@ -180,14 +198,12 @@ def kubernetes_command(
             force=write.force,
             validate=not write.no_validate,
         )
-        if store.storage_class:
-            spec = replace(spec, store=replace(spec.store, storage_class=store.storage_class))
-        spec.check()
-        model = cluster_load_flags.load_model or repository_models(repo)[0][0]
+        model = cluster_load_flags.load_model or repository_models(spec.repo)[0][0]
         url = f"{service_host(spec)}:{DEFAULT_PORTS[load.protocol.value]}"
-        spec = replace(
-            spec, load=cluster_load(load_spec(model, url, load, run), cluster_load_flags.load_workers)
-        )
+        workers = cluster_load_flags.load_workers
+        if not (load.concurrency or load.rate):  # one user per worker pod, none idle
+            load = replace(load, concurrency=str(workers))
+        spec = replace(spec, load=cluster_load(load_spec(model, url, load, run), workers))
         result = write_kubernetes(spec)
     _print_result(spec, result)
 
@@ -216,5 +232,11 @@ def _print_result(spec: KubernetesSpec, result: KubernetesResult) -> None:
         say("  kubectl kustomize: " + (summary.skipped or ", ".join(summary.builds)))
     for note in result.notes:
         say(f"note: {note}")
-    out = spec.output
-    say(f"deploy: kubectl apply -k {out}/gpu (or {out}/cpu); load test: kubectl apply -k {out}/loadtest")
+
+    def where(name: str) -> str:
+        return shlex.quote(str(spec.output / name))
+
+    say(f"deploy: kubectl apply -k {where('gpu')} (or {where('cpu')})")
+    say(f"load test: kubectl apply -k {where('loadtest')}")
+    if spec.load is not None:
+        say(f"load test results: kubectl -n {spec.namespace} logs deploy/{spec.name}-load-master")

@@ -270,7 +270,8 @@ class RunFlags:
 
         Raises:
             ConfigError: ``--workers`` or ``--master-host`` without their mode, or ``--master``
-                with ``--processes`` or ``--mix``.
+                with ``--processes`` or ``--mix``. (``--worker`` never gets here: it is a mode of
+                its own, which refuses ``--master``.)
         """
         if not self.master:
             if self.workers is not None:
@@ -278,15 +279,15 @@ class RunFlags:
             if self.master_host is not None and not self.worker:
                 raise ConfigError("--master-host goes with --worker", "add --worker")
             return None
-        for given, option in ((self.worker, "--worker"), (self.processes != "auto", "--processes")):
-            if given:
-                raise ConfigError(f"--master and {option} exclude each other", f"drop {option}")
+        if self.processes != "auto":
+            raise ConfigError("--master and --processes exclude each other", "drop --processes")
         if self.mix is not None:
             raise ConfigError("--master does not run --mix loads yet", "load one model with --master")
         if self.master_host is not None:
             raise ConfigError("--master binds every address; --master-host is the workers' option", "drop it")
         wait_s = parse_duration(self.worker_wait, "--worker-wait")
-        return Distributed(workers=self.workers or 1, port=self.master_port, wait_s=wait_s)
+        workers = 1 if self.workers is None else self.workers
+        return Distributed(workers=workers, port=self.master_port, wait_s=wait_s)
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from tritongen.cli.common import err_console
+from tritongen.cli.common import err_console, stop_on_signals
 from tritongen.cli.load_options import RunFlags
 from tritongen.errors import ConfigError
-from tritongen.loadtest.distributed import run_worker
+from tritongen.loadtest.distributed import WorkerArgs, check_wait, run_worker
 from tritongen.loadtest.spec import parse_duration
 
 WORKER_OPTIONS = ("worker", "master_host", "master_port", "worker_wait")
@@ -37,7 +37,7 @@ def run_worker_mode(model: str | None, run: RunFlags, others: list[str]) -> None
 
     Raises:
         ConfigError: a MODEL or a load option given, or no ``--master-host``.
-        KeyboardInterrupt: Ctrl-C.
+        KeyboardInterrupt: Ctrl-C or SIGTERM (the Locust worker has told its master it quits).
     """
     if model is not None:
         raise ConfigError(
@@ -53,10 +53,10 @@ def run_worker_mode(model: str | None, run: RunFlags, others: list[str]) -> None
     if not run.master_host:
         raise ConfigError("--worker needs --master-host", "e.g. --worker --master-host 10.0.0.5")
     wait_s = parse_duration(run.worker_wait, "--worker-wait")
-    if wait_s <= 0:
-        raise ConfigError("--worker-wait must be positive", "e.g. --worker-wait 60s")
+    check_wait(wait_s)
 
     def say(line: str) -> None:
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-    run_worker(run.master_host, run.master_port, wait_s, say)
+    with stop_on_signals() as stopping:
+        run_worker(WorkerArgs(run.master_host, run.master_port), wait_s, say, stopping)

@@ -20,10 +20,13 @@ from tritongen.cli.options import Serve, Url, embedded_server
 from tritongen.cli.output_options import OutputFlags
 from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
+from tritongen.loadtest.distributed import loopback_warning
 from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
+
+DEFAULT_MAX_ERROR_RATE = 0.01
 
 
 @option_groups(
@@ -58,12 +61,13 @@ def loadtest_command(
             max=1.0,
             help="Exit 1 when a run's failed requests exceed this fraction (0: any error fails).",
         ),
-    ] = 0.01,
+    ] = DEFAULT_MAX_ERROR_RATE,
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
         if run.worker:  # a load worker of a master elsewhere, which sends the load options
             extra = [o for o, v in (("--url", url), ("--serve", serve), ("--slo-p99-ms", slo_p99_ms)) if v]
+            extra += ["--max-error-rate"] if max_error_rate != DEFAULT_MAX_ERROR_RATE else []
             run_worker_mode(model, run, given_options(load, rounds, output) + extra)
             return
         if model is None:
@@ -71,6 +75,7 @@ def loadtest_command(
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec.check()
+        _check_master(spec, serve)
         mix = Mix.parse(model, run.mix)
         mix.check(spec.mode, spec.levels)
         if spec.rounds > 1:
@@ -81,6 +86,25 @@ def loadtest_command(
         _write_outputs(report, output, slo_p99_ms)
         _print_report(report)
         _finish(report, slo_p99_ms, max_error_rate)
+
+
+def _check_master(spec: LoadSpec, serve: Path | None) -> None:
+    """Refuse ``--serve`` with ``--master``; warn when its workers would load their own loopback.
+
+    Raises:
+        ConfigError: ``--master`` with ``--serve``.
+    """
+    if spec.distributed is None:
+        return
+    if serve is not None:
+        raise ConfigError(
+            "--master and --serve exclude each other: the server would listen on this machine's "
+            "loopback, which workers on other machines cannot reach",
+            "serve the model where the workers reach it and give its address with --url",
+        )
+    warning = loopback_warning(spec.url)
+    if warning is not None:
+        err_console.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
 
 
 def rounds_cost(spec: LoadSpec) -> str:

@@ -3,8 +3,9 @@
 ``tritongen loadtest --master`` runs each level (and round) as a Locust master that waits for
 ``workers`` Locust workers, which may run on other machines; their windows reach the master
 and are merged as those of local processes are. The master notes each worker Locust loses
-(no heartbeat for ~4 s, or it quit) in the results stream; the run stops expecting its
-windows, reports it, and goes on with the others.
+(no heartbeat for ~4 s, or it quit) in the results stream, and each one whose heartbeats come
+back; Locust hands a lost worker's users to the others (``--enable-rebalancing``), and the run
+reports the loss and the users its windows ran.
 
 ``tritongen loadtest --worker --master-host H`` runs ``locust --worker`` with the package's
 locustfile again after each run, since every run has a master of its own.
@@ -13,35 +14,58 @@ locustfile again after each run, since every run has a master of its own.
 from __future__ import annotations
 
 import base64
-import contextlib
+import functools
 import math
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from hdrh.histogram import HdrHistogram
+from urllib.parse import urlsplit
 
 from tritongen.errors import ConfigError, ServerError
-from tritongen.loadtest.locust_process import locust_binary, locustfile_path
-from tritongen.loadtest.windows import Window, new_histogram
-from tritongen.server.process import die_with_parent, tail_lines
+from tritongen.loadtest.locust_process import LocustProcess, locust_binary, locustfile_path
+from tritongen.loadtest.result import RunResult
+from tritongen.loadtest.windows import Window, WindowLog
+from tritongen.server.local import is_loopback
+from tritongen.server.process import tail_lines
 
 DEFAULT_PORT = 5557
 """Locust's own master port."""
 DEFAULT_WAIT_S = 60.0
 WORKER_FAILURE = "tritongen worker: "
 """Prefix of the one line the locustfile prints when a worker cannot load (a copy of its constant)."""
+WORKER_JOINED = "tritongen worker joined the master"
+"""The line the locustfile prints once the master has answered the worker (a copy of its constant)."""
+WORKER_TOTAL = "tritongen worker total: "
+"""Prefix of the line a worker prints when it quits: its id and the requests it reported (a copy)."""
+MASTER_SILENT_ENV = "TRITONGEN_MASTER_SILENT_S"
+"""The locustfile's setting of how long a worker waits on a silent master (a copy of its constant)."""
+WORKER_MASTER_SILENT_S = 8.0
+"""A worker of ``loadtest --worker`` quits when its master is silent this long: the next run has a new one."""
 BETWEEN_RUNS_S = 1.0
 """A worker waits this long after a run before looking for the next master (the last one is exiting)."""
 PROBE_EVERY_S = 0.5
+POLL_S = 0.2
+QUICK_EXIT_S = 5.0
+"""A Locust worker that exits with an error within this long of its start has crashed..."""
+CRASHES_TO_STOP = 3
+"""... and the worker loop stops after this many crashes in a row."""
+
+
+def check_wait(wait_s: float) -> None:
+    """Reject a ``--worker-wait`` that is not positive.
+
+    Raises:
+        ConfigError: zero or negative.
+    """
+    if wait_s <= 0:
+        raise ConfigError("--worker-wait must be positive", "e.g. --worker-wait 60s")
 
 
 @dataclass(frozen=True)
@@ -64,11 +88,12 @@ class Distributed:
                 sequence load (correlation IDs are unique per machine only), or shared memory.
         """
         if self.workers < 1:
-            raise ConfigError("--workers must be at least 1", "e.g. --master --workers 3")
+            raise ConfigError(
+                f"--workers {self.workers}: a master needs at least 1", "e.g. --master --workers 3"
+            )
         if not 0 < self.port < 65536:
             raise ConfigError(f"--master-port {self.port} is not a port", "e.g. --master-port 5557")
-        if self.wait_s <= 0:
-            raise ConfigError("--worker-wait must be positive", "e.g. --worker-wait 60s")
+        check_wait(self.wait_s)
         if shared_memory != "none":
             raise ConfigError(
                 "--master and --shared-memory exclude each other: workers on other machines cannot "
@@ -88,37 +113,73 @@ class Distributed:
             )
 
     def master_args(self) -> list[str]:
-        """Locust's master options of a run (instead of ``--processes``)."""
+        """Locust's master options of a run (instead of ``--processes``).
+
+        With rebalancing, Locust hands a missing worker's users to the others at once (without
+        it, only once it drops the worker a minute later), so the level keeps its load.
+        """
         return [
             "--master",
             "--expect-workers", str(self.workers),
             "--expect-workers-max-wait", str(math.ceil(self.wait_s)),
             "--master-bind-host", self.bind_host,
             "--master-bind-port", str(self.port),
+            "--enable-rebalancing",
         ]  # fmt: skip
 
     def no_workers_reason(self) -> str:
-        """Why a run whose master exited before any window arrived failed."""
+        """Why a run whose master gave up waiting for its workers failed."""
         return (
             f"fewer than {self.workers} load worker(s) connected to port {self.port} within "
             f"{self.wait_s:.0f} s (start them with `tritongen loadtest --worker --master-host THIS_HOST "
             f"--master-port {self.port}`)"
         )
 
+    def exit_reason(self, tail: list[str]) -> str:
+        """Why a run's master exited before any window arrived, from the end of its log."""
+        text = "\n".join(tail)
+        if "Gave up waiting for workers" in text:
+            return self.no_workers_reason()
+        if "Address already in use" in text or ("master port" in text and "was busy" in text):
+            return (
+                f"port {self.port} is in use (another master, or another program, listens on it): "
+                "stop it, or give this master another --master-port"
+            )
+        last = [line for line in tail if line.strip()]
+        return "the Locust master exited early: " + (last[-1] if last else "no output")
 
-def worker_argv(master_host: str, port: int = DEFAULT_PORT) -> list[str]:
+
+def loopback_warning(url: str) -> str | None:
+    """A warning when the workers of a master would load their own machine, not the server."""
+    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    if not is_loopback(host):
+        return None
+    return (
+        f"--url {url} is this machine's loopback: workers on other machines would load their own "
+        "(give --url the server's address as the workers reach it)"
+    )
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
     """The Locust worker command line: a plain ``locust --worker`` with the package's locustfile.
 
     Every ``--triton-*`` option comes from the master; the worker needs only where it is.
     """
-    return [
-        str(locust_binary()),
-        "-f", str(locustfile_path()),
-        "--worker",
-        "--master-host", master_host,
-        "--master-port", str(port),
-        "--loglevel", "WARNING",
-    ]  # fmt: skip
+
+    master_host: str
+    port: int = DEFAULT_PORT
+
+    def argv(self) -> list[str]:
+        """The command line."""
+        return [
+            str(locust_binary()),
+            "-f", str(locustfile_path()),
+            "--worker",
+            "--master-host", self.master_host,
+            "--master-port", str(self.port),
+            "--loglevel", "WARNING",
+        ]  # fmt: skip
 
 
 def lost_reason(lost: dict[str, float], expected: int, t0: float) -> str | None:
@@ -133,40 +194,58 @@ def worker_figures(measured: list[Window], lost: dict[str, float], t0: float) ->
     """Each worker's part of the measured windows by id: requests, errors, ok, lost and when.
 
     ``requests`` of all workers add up to the run's; ``histogram`` is the base64 of the worker's
-    merged HDR latency histogram (µs), so anyone can merge the workers' figures again.
+    merged HDR latency histogram (µs), so anyone can merge the workers' figures again. The windows
+    must come from a ``WindowLog`` that keeps its reports.
     """
-    figures: dict[str, dict[str, Any]] = {}
-    histograms: dict[str, HdrHistogram] = {}
+    totals: dict[str, Window] = {worker: Window(0) for worker in lost}
     for window in measured:
         for report in window.reports:
-            worker = str(report.get("worker", ""))
-            entry = figures.setdefault(worker, {"requests": 0, "errors": 0, "ok": 0})
-            errors = sum(int(n) for n in report.get("errors", {}).values())
-            entry["ok"] += int(report.get("ok", 0))
-            entry["errors"] += errors
-            entry["requests"] += int(report.get("ok", 0)) + errors
-            if report.get("hist"):
-                hist = histograms.setdefault(worker, new_histogram())
-                hist.add(HdrHistogram.decode(base64.b64decode(report["hist"])))
-    for worker in lost:
-        figures.setdefault(worker, {"requests": 0, "errors": 0, "ok": 0})
-    for worker, entry in figures.items():
-        entry["lost"] = worker in lost
-        entry["lost_at_s"] = round(lost[worker] - t0, 3) if worker in lost else None
-        hist = histograms.get(worker)
-        entry["histogram"] = base64.b64encode(hist.encode()).decode() if hist is not None else ""
-    return dict(sorted(figures.items()))
+            totals.setdefault(str(report.get("worker", "")), Window(0)).add(report)
+    figures: dict[str, dict[str, Any]] = {}
+    for worker, total in sorted(totals.items()):
+        figures[worker] = {
+            "requests": total.ok + total.error_count,
+            "errors": total.error_count,
+            "ok": total.ok,
+            "lost": worker in lost,
+            "lost_at_s": round(lost[worker] - t0, 3) if worker in lost else None,
+            "histogram": base64.b64encode(total.histogram.encode()).decode() if total.ok else "",
+        }
+    return figures
 
 
-def lost_warnings(figures: dict[str, dict[str, Any]]) -> list[str]:
-    """One warning per lost worker."""
-    left = sum(1 for entry in figures.values() if not entry["lost"])
-    return [
-        f"load worker {worker} was lost {entry['lost_at_s']:.1f} s into the run (no heartbeat, or it "
-        f"quit); its {entry['requests']} measured requests count, the run went on with {left} worker(s)"
-        for worker, entry in figures.items()
-        if entry["lost"]
-    ]
+def add_worker_figures(
+    result: RunResult, measured: list[Window], log: WindowLog, users: int, t0: float
+) -> None:
+    """A distributed run's figures by worker, the users of each window, and their warnings.
+
+    ``users`` is the level's: a measured window whose workers ran fewer had less load than its
+    label; ``t0`` is the epoch of window 0.
+    """
+    result.workers = worker_figures(measured, log.lost, t0)
+    left = sum(1 for entry in result.workers.values() if not entry["lost"])
+    for worker, entry in result.workers.items():
+        if entry["lost"]:
+            result.warnings.append(
+                f"load worker {worker} was lost {entry['lost_at_s']:.1f} s into the run (no heartbeat, or "
+                f"it quit); its {entry['requests']} measured requests count, the run went on with {left} "
+                "worker(s)"
+            )
+    for worker, at in sorted(log.back.items()):
+        if worker not in log.lost:
+            result.warnings.append(
+                f"load worker {worker} missed heartbeats for a few seconds and came back {at - t0:.1f} s "
+                "into the run (its machine stalled?)"
+            )
+    for entry, window in zip(result.windows, measured, strict=True):
+        entry["users"] = sum(window.users.values())
+    short = [window for window in measured if sum(window.users.values()) < users]
+    if short:
+        fewest = min(sum(window.users.values()) for window in short)
+        result.warnings.append(
+            f"the load dropped: {len(short)} of {len(measured)} measured window(s) ran fewer than the "
+            f"{users} users asked (as few as {fewest}), while the workers took over a lost worker's users"
+        )
 
 
 def master_reachable(host: str, port: int, timeout_s: float = 1.0) -> bool:
@@ -178,10 +257,16 @@ def master_reachable(host: str, port: int, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def wait_for_master(host: str, port: int, wait_s: float) -> bool:
-    """Whether a master appears within ``wait_s``."""
+def wait_for_master(host: str, port: int, wait_s: float, stop: threading.Event | None = None) -> bool:
+    """Whether a master appears within ``wait_s``.
+
+    Raises:
+        KeyboardInterrupt: ``stop`` was set.
+    """
     deadline = time.monotonic() + wait_s
     while True:
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt
         if master_reachable(host, port):
             return True
         if time.monotonic() >= deadline:
@@ -189,61 +274,101 @@ def wait_for_master(host: str, port: int, wait_s: float) -> bool:
         time.sleep(PROBE_EVERY_S)
 
 
-def run_worker(master_host: str, port: int, wait_s: float, say: Callable[[str], None]) -> int:
+@dataclass(frozen=True)
+class WorkerRun:
+    """How one Locust worker run ended."""
+
+    joined: bool
+    """The master answered it (not only a port that accepted a connection)."""
+    code: int
+    seconds: float
+    log: list[str]
+    """The last lines of its log."""
+
+    def failure(self) -> str | None:
+        """The locustfile's one line on why the worker could not load, if it printed one."""
+        failures = [line for line in self.log if line.startswith(WORKER_FAILURE)]
+        return failures[-1][len(WORKER_FAILURE) :] if failures else None
+
+    def crashed(self) -> bool:
+        """Exited with an error soon after its start (Locust itself is broken, or the master refused it)."""
+        return self.code != 0 and self.seconds < QUICK_EXIT_S
+
+    def total(self) -> str | None:
+        """``ID REQUESTS``: the worker's own count of the requests it reported, if it said it."""
+        totals = [line for line in self.log if line.startswith(WORKER_TOTAL)]
+        return totals[-1][len(WORKER_TOTAL) :] if totals else None
+
+
+def run_worker(
+    master: WorkerArgs, wait_s: float, say: Callable[[str], None], stop: threading.Event | None = None
+) -> int:
     """Join each run's master in turn until none appears for ``wait_s``; the number of runs joined.
 
     Raises:
         ConfigError: a worker could not load (e.g. the master could not send its request data).
-        ServerError: Locust could not be started.
-        KeyboardInterrupt: Ctrl-C (the Locust worker is stopped first).
+        ServerError: Locust could not be started, or its worker crashed several times in a row.
+        KeyboardInterrupt: ``stop`` was set (SIGINT, SIGTERM): the Locust worker has quit first.
     """
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-worker-"))
-    runs = 0
+    where = f"{master.master_host}:{master.port}"
+    runs = crashes = 0
     try:
         while True:
-            if not wait_for_master(master_host, port, wait_s):
-                say(f"no master at {master_host}:{port} for {wait_s:.0f} s: stopping after {runs} run(s)")
+            if not wait_for_master(master.master_host, master.port, wait_s, stop):
+                say(f"no master at {where} for {wait_s:.0f} s: stopping after {runs} run(s)")
                 return runs
-            runs += 1
-            say(f"run {runs}: joined the master at {master_host}:{port}")
-            failure = _one_run(worker_argv(master_host, port), workdir / f"worker-{runs}.log")
+            number = runs + 1
+            joined = f"run {number}: joined the master at {where}"
+            run = _one_run(master, workdir / f"worker-{number}.log", functools.partial(say, joined), stop)
+            failure = run.failure()
             if failure is not None:
                 raise ConfigError(failure, "check the master's options and data, then start the worker again")
+            if run.joined:
+                runs = number
+                if run.total() is not None:
+                    say(f"run {number}: worker {run.total()} requests reported")
+            crashes = crashes + 1 if run.crashed() else 0
+            if crashes >= CRASHES_TO_STOP:
+                last = run.log[-1] if run.log else f"exit code {run.code}"
+                raise ServerError(
+                    f"the Locust worker failed {crashes} times in a row within {QUICK_EXIT_S:.0f} s of its "
+                    f"start: {last}",
+                    "check the worker's install (`make install`) and that the master runs the same tritongen",
+                )
             time.sleep(BETWEEN_RUNS_S)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _one_run(argv: list[str], log_path: Path) -> str | None:
-    """Run one Locust worker to its end; the locustfile's one-line failure, if it printed one."""
-    with log_path.open("wb") as log:
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-        except OSError as e:
-            raise ServerError(f"cannot start Locust: {e.strerror}", "reinstall with `make install`") from e
-        try:
-            process.wait()
-        finally:
-            _stop(process)
-    failures = [line for line in tail_lines(log_path, 50) if line.startswith(WORKER_FAILURE)]
-    return failures[-1][len(WORKER_FAILURE) :] if failures else None
+def _one_run(
+    master: WorkerArgs, log_path: Path, on_join: Callable[[], None], stop: threading.Event | None
+) -> WorkerRun:
+    """Run one Locust worker to its end, saying when its master has answered it.
 
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM (the worker tells its master it quits), then SIGKILL the group."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
-            process.wait(timeout=5)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
+    Raises:
+        KeyboardInterrupt: ``stop`` was set; the worker was asked to quit (it tells its master).
+    """
+    started = time.monotonic()
+    locust = LocustProcess(
+        master, log_path, env={**os.environ, MASTER_SILENT_ENV: str(WORKER_MASTER_SILENT_S)}
+    )
+    joined = False
+    try:
+        while True:
+            exited = locust.exited()
+            if not joined and any(line.startswith(WORKER_JOINED) for line in tail_lines(log_path, 50)):
+                joined = True
+                on_join()
+            if exited:
+                break
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt
+            time.sleep(POLL_S)
+    finally:
+        locust.stop()  # SIGTERM first: the worker tells its master it quits
+    code = locust.process.returncode
+    lines = [line.rstrip() for line in tail_lines(log_path, 50) if line.strip()]
+    return WorkerRun(
+        joined=joined, code=code if code is not None else -1, seconds=time.monotonic() - started, log=lines
+    )

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 from tritongen.errors import MissingDependencyError, ServerError
 from tritongen.server.process import die_with_parent, tail_lines
@@ -72,9 +73,11 @@ class LocustArgs:
 
     def argv(self) -> list[str]:
         """The command line."""
+        return [str(locust_binary()), "-f", str(locustfile_path()), *self.options()]
+
+    def options(self) -> list[str]:
+        """The command line's options after the locustfile (no Locust install needed to build them)."""
         argv = [
-            str(locust_binary()),
-            "-f", str(locustfile_path()),
             "--headless",
             "--host", self.host,
             "-u", str(self.users),
@@ -111,10 +114,18 @@ class LocustArgs:
         return argv
 
 
-class LocustProcess:
-    """A running headless Locust (master plus forked workers), in a process group of its own."""
+class LocustCommand(Protocol):
+    """What a ``LocustProcess`` runs: a Locust command line (``LocustArgs``, a worker's, ...)."""
 
-    def __init__(self, args: LocustArgs, log_path: Path) -> None:
+    def argv(self) -> list[str]:
+        """The command line."""
+        ...
+
+
+class LocustProcess:
+    """A running Locust (headless master plus forked workers, or a worker), in a process group of its own."""
+
+    def __init__(self, args: LocustCommand, log_path: Path, env: dict[str, str] | None = None) -> None:
         self.args = args
         self.log_path = log_path
         argv = args.argv()
@@ -127,6 +138,7 @@ class LocustProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 preexec_fn=die_with_parent,
+                env=env,
             )
         except OSError as e:
             self._log.close()
@@ -162,4 +174,4 @@ def locust_options(args: LocustArgs) -> list[str]:
 
     For a Locust that runs elsewhere (a container) with its own copy of the locustfile.
     """
-    return args.argv()[3:]
+    return args.options()

@@ -17,7 +17,7 @@ from tritongen.client.input_data import InputPlan, Step, input_steps
 from tritongen.client.inputs import ModelInterface
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
-from tritongen.loadtest.distributed import lost_reason, lost_warnings, worker_figures
+from tritongen.loadtest.distributed import add_worker_figures, lost_reason
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.sequences import (
@@ -263,7 +263,8 @@ class _LevelRun:
         """Run Locust until the measurement is done, the run fails or the user stops it."""
         t0 = time.time()
         locust = LocustProcess(self._locust_args(t0), self.log_path)
-        watch = _Watch(log=WindowLog(self.results), t0=t0, started=time.monotonic())
+        log = WindowLog(self.results, keep_reports=self.distributed is not None)
+        watch = _Watch(log=log, t0=t0, started=time.monotonic())
         watch.next_health = watch.started + 1.0
         status, reason = "ok", None
         try:
@@ -282,14 +283,13 @@ class _LevelRun:
             watch.measured = self._measured_before(watch, watch.measure_start, stopped_at)
         result = self._result(watch.measured, watch.measure_start, t0, status, reason)
         if self.distributed is not None:
-            result.workers = worker_figures(watch.measured, watch.log.lost, t0)
-            result.warnings += lost_warnings(result.workers)
+            add_worker_figures(result, watch.measured, watch.log, self._locust_users(), t0)
         return result
 
     def _locust_args(self, t0: float) -> LocustArgs:
         """The Locust run of this level, long enough for warm-up, the longest measurement and slack."""
         spec = self.spec
-        users = int(self.level) if spec.mode == "concurrency" else self.processes
+        users = self._locust_users()
         cap_s = spec.warmup_s + spec.effective_max_duration_s + 3 * self.window_s + 30
         return LocustArgs(
             host=spec.url,
@@ -316,6 +316,10 @@ class _LevelRun:
             sequence_ids=id_range_text(spec.sequence_id_range),
             master_args=tuple(self.distributed.master_args()) if self.distributed else (),
         )
+
+    def _locust_users(self) -> int:
+        """Users of the level's Locust run: the concurrency, or one per process (rate)."""
+        return int(self.level) if self.spec.mode == "concurrency" else self.processes
 
     def _follow(self, locust: LocustProcess, watch: _Watch) -> tuple[str, str | None]:
         """Poll until the measurement is done (``ok``) or the run must stop (``aborted`` and why).
@@ -344,7 +348,7 @@ class _LevelRun:
             return None
         watch.log.poll()
         if self.distributed is not None and not watch.log.windows:
-            return self.distributed.no_workers_reason()
+            return self.distributed.exit_reason(locust.log_tail())
         tail = [line for line in locust.log_tail() if line.strip()]
         return "Locust exited early: " + (tail[-1] if tail else f"code {locust.process.returncode}")
 
@@ -367,7 +371,9 @@ class _LevelRun:
 
     def _find_start(self, watch: _Watch) -> str | None:
         """Set the first measured window once a request has finished; why to give up when none does."""
-        first = watch.log.first_active()
+        # Distributed: the measurement starts once every worker still expected is sending.
+        workers = max(1, self.processes - len(watch.log.lost)) if self.distributed is not None else 0
+        first = watch.log.first_active(workers)
         if first is None:
             # Workers report a window once it is over: long windows take longer to show up.
             limit = START_TIMEOUT_S + 2 * self.window_s + (self.distributed.wait_s if self.distributed else 0)

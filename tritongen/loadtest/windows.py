@@ -6,7 +6,7 @@ import base64
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from hdrh.histogram import HdrHistogram
 
@@ -39,6 +39,8 @@ class WindowReport(TypedDict, total=False):
     """Further latency histograms by name (e.g. ``first_response``), encoded like ``hist``."""
     counts: dict[str, int]
     """Further counters by name (e.g. ``responses``)."""
+    users: int
+    """Users running in the worker when it reported the window."""
 
 
 def new_histogram() -> HdrHistogram:
@@ -67,8 +69,10 @@ class Window:
     """Further latencies by name (streaming: ``first_response``, ``between_responses``; ...)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Further counters by name (streaming: ``responses``; ...)."""
+    users: dict[str, int] = field(default_factory=dict)
+    """Users each worker ran when it reported this window."""
     reports: list[WindowReport] = field(default_factory=list)
-    """The workers' own reports of this window, as read (a worker's figures of a distributed run)."""
+    """The workers' own reports of this window (kept by a ``WindowLog`` with ``keep_reports`` only)."""
 
     def add(self, report: WindowReport) -> None:
         """Merge one worker's report for this window."""
@@ -86,8 +90,10 @@ class Window:
             self.extra_histogram(name).add(HdrHistogram.decode(base64.b64decode(encoded)))
         for name, count in report.get("counts", {}).items():
             self.counts[name] = self.counts.get(name, 0) + int(count)
-        self.workers.add(str(report.get("worker", "")))
-        self.reports.append(report)
+        worker = str(report.get("worker", ""))
+        self.workers.add(worker)
+        if "users" in report:
+            self.users[worker] = int(report["users"])
 
     def extra_histogram(self, name: str) -> HdrHistogram:
         """The further latency histogram ``name`` (created empty)."""
@@ -113,7 +119,13 @@ class WindowLog:
     path: Path
     windows: dict[int, Window] = field(default_factory=dict)
     lost: dict[str, float] = field(default_factory=dict)
-    """Workers a Locust master lost (no heartbeat, or they quit) and the epoch it noticed."""
+    """Workers a Locust master lost (no heartbeat, or they quit) and not back, with the epoch it noticed."""
+    back: dict[str, float] = field(default_factory=dict)
+    """Workers that were lost (missed heartbeats) and came back, with the epoch the master noticed."""
+    keep_reports: bool = False
+    """Keep each worker's own reports in its windows (a distributed run's figures by worker)."""
+    firsts: dict[str, int] = field(default_factory=dict)
+    """Each worker's first window in which a request finished."""
     _offset: int = 0
 
     def poll(self) -> None:
@@ -130,15 +142,36 @@ class WindowLog:
             if not line.strip():
                 continue
             entry = json.loads(line)
-            if entry.get("lost"):  # a master's note that it lost ``worker`` at epoch ``at``: no window
-                self.lost.setdefault(str(entry.get("worker", "")), float(entry.get("at", 0.0)))
+            if "lost" in entry:  # a master's note that it lost ``worker`` (or that it is back): no window
+                self._lost_line(entry)
                 continue
             report: WindowReport = entry
             index = int(report["index"])
-            self.windows.setdefault(index, Window(index)).add(report)
+            window = self.windows.setdefault(index, Window(index))
+            window.add(report)
+            if self.keep_reports:
+                window.reports.append(report)
+            worker = str(report.get("worker", ""))
+            if int(report.get("ok", 0)) or any(report.get("errors", {}).values()):
+                self.firsts[worker] = min(index, self.firsts.get(worker, index))
 
-    def first_active(self) -> int | None:
-        """Index of the first window in which any request finished."""
+    def _lost_line(self, entry: dict[str, Any]) -> None:
+        worker, at = str(entry.get("worker", "")), float(entry.get("at", 0.0))
+        if entry["lost"]:
+            self.lost.setdefault(worker, at)
+        elif worker in self.lost:
+            del self.lost[worker]
+            self.back[worker] = at
+
+    def first_active(self, workers: int = 0) -> int | None:
+        """Index of the first window in which any request finished.
+
+        With ``workers``: the first window by which that many workers had each finished a request
+        (None until they have), so that a measurement starts once every worker is sending.
+        """
+        if workers > 0:
+            firsts = sorted(self.firsts.values())
+            return firsts[workers - 1] if len(firsts) >= workers else None
         active = [i for i, w in self.windows.items() if w.ok or w.error_count]
         return min(active) if active else None
 

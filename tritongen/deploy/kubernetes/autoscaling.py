@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from tritongen.deploy.kubernetes.objects import ANNOTATION_PREFIX, metadata
 from tritongen.deploy.kubernetes.scaling import (
     ScalingSignal,
     ScalingTarget,
     adapter_rules,
-    check_window,
     keda_query,
     quantity,
     scaling_target,
     signal_for,
 )
-from tritongen.deploy.kubernetes.spec import KubernetesSpec
-from tritongen.deploy.kubernetes.triton import ANNOTATION_PREFIX, metadata
+from tritongen.deploy.kubernetes.spec import KubernetesSpec, parse_prometheus_url
 
 KEDA_HEADER = """\
 # KEDA ScaledObject written by `tritongen kubernetes`.
@@ -52,21 +50,27 @@ class ScalingPlan:
     window: str
 
 
-def plan_scaling(spec: KubernetesSpec, tune_doc: dict[str, Any] | None) -> ScalingPlan:
+def plan_scaling(spec: KubernetesSpec, tune_doc: dict[str, Any] | None, models: list[str]) -> ScalingPlan:
     """The signal and its target: ``--scale-target``, else the tuned value, else the default.
 
+    The window and target were checked with the spec.
+
     Raises:
-        ConfigError: an unknown signal or a bad window.
+        ConfigError: an unknown signal.
     """
     scaling = spec.scaling
     signal = signal_for(scaling.signal)
-    window = check_window(scaling.window)
     if scaling.target is not None:
         target = ScalingTarget(scaling.target, f"--scale-target {scaling.target:g}")
     else:
         target = scaling_target(signal, tune_doc)
-    quantity(target.value)  # a target of 0 is refused here, before anything is written
-    return ScalingPlan(signal, target, window)
+        if tune_doc is not None and target.source.startswith("tune of") and len(models) > 1:
+            note = (
+                f"; the replica's signal covers all {len(models)} models it serves together, "
+                "the target one model alone"
+            )
+            target = ScalingTarget(target.value, target.source + note)
+    return ScalingPlan(signal, target, scaling.window)
 
 
 def _annotations(plan: ScalingPlan) -> dict[str, str]:
@@ -79,8 +83,11 @@ def _annotations(plan: ScalingPlan) -> dict[str, str]:
 
 
 def pod_selector(spec: KubernetesSpec) -> str:
-    """PromQL label matchers for this deployment's Triton pods."""
-    return f'namespace="{spec.namespace}",pod=~"{spec.name}-.*"'
+    """PromQL label matchers for this Deployment's pods: ``NAME-<ReplicaSet hash>-<5 characters>``.
+
+    Neither another Deployment whose name starts with ``NAME-`` nor the load test's pods match.
+    """
+    return f'namespace="{spec.namespace}",pod=~"{spec.name}-[a-z0-9]+-[a-z0-9]+"'
 
 
 def hpa(spec: KubernetesSpec, plan: ScalingPlan) -> dict[str, Any]:
@@ -136,10 +143,10 @@ def scaled_object(spec: KubernetesSpec, plan: ScalingPlan) -> dict[str, Any]:
 def adapter_files(spec: KubernetesSpec, plan: ScalingPlan) -> dict[str, dict[str, Any]]:
     """prometheus-adapter's rule file (its ``config.yaml``) and Helm values carrying the same rule."""
     rules = adapter_rules(plan.signal, plan.window)
-    parsed = urlsplit(spec.scaling.prometheus_url)
-    base = f"{parsed.scheme}://{parsed.hostname}{parsed.path}".rstrip("/")
+    url = parse_prometheus_url(spec.scaling.prometheus_url)
+    # The chart joins them again as {{url}}{{if port}}:{{port}}{{end}}{{path}}.
     values = {
-        "prometheus": {"url": base, "port": parsed.port or 9090},
+        "prometheus": {"url": url.base, "port": url.port, "path": url.path},
         "rules": {"default": False, "custom": rules["rules"]},
     }
     return {"prometheus-adapter-rules.yaml": rules, "prometheus-adapter-values.yaml": values}

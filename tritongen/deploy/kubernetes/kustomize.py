@@ -61,39 +61,55 @@ def kustomization_file(
 def stage(files: list[ManifestFile], output: Path) -> Path:
     """Write every file into a fresh directory beside ``output`` and return it.
 
+    On any failure, Ctrl-C included, the fresh directory is removed again.
+
     Raises:
         RepositoryError: the parent directory cannot be created or written.
     """
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         staged = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    except OSError as e:
+        raise _unwritable(output, e) from e
+    try:
         for item in files:
             path = staged / item.path
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(item.text(), encoding="utf-8")
-    except OSError as e:
-        raise RepositoryError(
-            f"cannot write under {output.parent}: {e.strerror}", "choose a writable -o"
-        ) from e
+    except BaseException as e:
+        shutil.rmtree(staged, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise _unwritable(output, e) from e
+        raise
     return staged
+
+
+def _unwritable(output: Path, e: OSError) -> RepositoryError:
+    return RepositoryError(f"cannot write under {output.parent}: {e.strerror}", "choose a writable -o")
 
 
 def publish(staged: Path, output: Path) -> None:
     """Replace ``output`` by ``staged`` (renames: the old directory stays until the new one is in place).
 
+    On any failure between the renames, Ctrl-C included, the old directory is put back.
+
     Raises:
         RepositoryError: a rename fails (the old directory is restored).
     """
     old = output.with_name(f".{output.name}-old")
+    moved = False
     try:
         if output.exists():
             shutil.rmtree(old, ignore_errors=True)
             output.rename(old)
+            moved = True
         staged.rename(output)
-    except OSError as e:
-        if old.exists() and not output.exists():
+    except BaseException as e:
+        if moved and old.exists() and not output.exists():
             old.rename(output)
-        raise RepositoryError(
-            f"cannot write {output}: {e.strerror}", "check the directory's permissions"
-        ) from e
+        if isinstance(e, OSError):
+            raise RepositoryError(
+                f"cannot write {output}: {e.strerror}", "check the directory's permissions"
+            ) from e
+        raise
     shutil.rmtree(old, ignore_errors=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.deploy.compose import installed_version
+from tritongen.deploy.kubernetes.objects import labels, metadata
 from tritongen.deploy.kubernetes.spec import ClusterLoad, KubernetesSpec
-from tritongen.deploy.kubernetes.triton import labels, metadata
 from tritongen.errors import ConfigError
 from tritongen.loadtest.locust_process import LocustArgs, locust_options, locustfile_path
 from tritongen.loadtest.spec import LoadSpec, auto_processes
@@ -26,6 +26,8 @@ WEB_PORT = 8089
 _LOCAL_ONLY = {"--triton-inputs", "--triton-results", "--triton-t0", "--processes"}
 _MASTER_ONLY_VALUE = {"-u", "-r", "--run-time", "--stop-timeout"}
 _MASTER_ONLY_FLAG = {"--headless", "--only-summary"}
+_ANY_CPUS = 1 << 20
+"""``auto_processes`` without the local machine's CPU count as a cap."""
 
 
 def _refuse_local_features(spec: LoadSpec) -> None:
@@ -71,12 +73,12 @@ def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:
         ConfigError: settings only a local run supports (several levels, data files, shared
             memory, sequences) or impossible ones.
     """
+    if workers < 1:
+        raise ConfigError(f"--load-workers {workers} is below 1", "give 1 or more workers")
     spec.check()
     _refuse_local_features(spec)
     level = spec.levels[0]
-    users = (
-        int(level) if spec.mode == "concurrency" else max(workers, auto_processes("rate", level, cpus=1024))
-    )
+    users = _users(spec.mode, level, workers)
     args = LocustArgs(
         host=spec.url,
         model=spec.model,
@@ -99,13 +101,46 @@ def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:
     return ClusterLoad(argv=tuple(shared), master_argv=tuple(master), workers=workers, model=spec.model)
 
 
+def _users(mode: str, level: float, workers: int) -> int:
+    """Locust users of the run: the concurrency, or one open-loop user per worker.
+
+    Raises:
+        ConfigError: fewer users than workers (a worker would stay idle), or a rate per worker
+            above what one Locust process drives (``auto_processes``'s rate per process).
+    """
+    if mode == "concurrency":
+        if level < workers:
+            raise ConfigError(
+                f"--concurrency {int(level)} is below --load-workers {workers}: a worker would stay idle",
+                f"give a concurrency of at least {workers}, or fewer --load-workers",
+            )
+        return int(level)
+    if auto_processes("rate", level / workers, cpus=_ANY_CPUS) > 1:
+        need = auto_processes("rate", level, cpus=_ANY_CPUS)
+        raise ConfigError(
+            f"--rate {level:g} is {level / workers:g} requests/s per worker, more than one Locust "
+            "worker process drives",
+            f"raise --load-workers to {need} or more",
+        )
+    return workers
+
+
 def _pip_init(image: str) -> dict[str, Any]:
-    """Init container installing the locustfile's client libraries beside Locust (as compose's image does)."""
+    """Init container installing the locustfile's client libraries beside Locust (as compose's image does).
+
+    They go on ``PYTHONPATH`` ahead of the image's packages, so the packages the image already
+    has are pinned to its versions (constraints from ``pip list``): Locust keeps the gevent,
+    greenlet and urllib3 it was released with.
+    """
     client = installed_version("tritonclient", "2.51.0")
+    script = (
+        "pip list --format=freeze > /tmp/constraints.txt && "
+        f'pip install --no-cache-dir --quiet --target {DEPS} -c /tmp/constraints.txt "$@"'
+    )
     return {
         "name": "client-libraries",
         "image": image,
-        "command": ["pip", "install", "--no-cache-dir", "--quiet", "--target", DEPS],
+        "command": ["/bin/sh", "-c", script, "--"],
         "args": [f"tritonclient[http,grpc]=={client}", "numpy<2", "hdrhistogram"],
         "volumeMounts": [{"name": "deps", "mountPath": DEPS}],
     }
@@ -160,9 +195,10 @@ def _deployment(spec: KubernetesSpec, component: str, replicas: int, args: list[
 def load_objects(spec: KubernetesSpec, load: ClusterLoad) -> list[dict[str, Any]]:
     """ConfigMap (the locustfile), master Deployment and Service, worker Deployment.
 
-    The master starts the run once every worker is connected (``--autostart``: a headless
-    run whose web UI stays up with the results afterwards, so that the Deployment does not
-    restart it into a second run).
+    The master starts the run once every worker is connected (``--autostart``) and keeps
+    running afterwards, so that the Deployment does not restart it into a second run. The
+    locustfile prints the run's merged figures to the master's log when the run stops
+    (Locust's own web UI shows no request counts: the locustfile does not report to it).
     """
     master_host = f"{spec.name}-load-master"
     locustfile = ["-f", f"{MOUNT}/locustfile.py"]

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from tritongen.deploy.kubernetes.objects import metadata, selector
 from tritongen.deploy.kubernetes.spec import KubernetesSpec
-from tritongen.deploy.kubernetes.triton import metadata, selector
-
-SCRAPE_INTERVAL = "15s"
 
 
 def pod_monitor(spec: KubernetesSpec) -> dict[str, Any]:
-    """A PodMonitor selecting the Triton pods, port ``metrics``, path ``/metrics``.
+    """A PodMonitor on the Triton pods: port ``metrics``, path ``/metrics``, every ``--scrape-interval``.
 
     Prometheus keeps the pod's ``namespace`` and ``pod`` labels on every series: the
     autoscaling rules select on them.
     """
+    endpoint = {"port": "metrics", "path": "/metrics", "interval": spec.scaling.scrape_interval}
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
@@ -23,6 +22,6 @@ def pod_monitor(spec: KubernetesSpec) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": selector(spec)},
             "namespaceSelector": {"matchNames": [spec.namespace]},
-            "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": SCRAPE_INTERVAL}],
+            "podMetricsEndpoints": [endpoint],
         },
     }

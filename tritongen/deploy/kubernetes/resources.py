@@ -2,8 +2,10 @@
 
 What each figure means decides whether it is used:
 
-- ``compare``'s per-engine ``peak_rss_bytes`` is the resident memory of the server process
-  with that engine loaded: a memory request (with headroom) can be based on it;
+- ``compare``'s per-engine ``peak_rss_bytes`` is the peak resident memory of that model's
+  Python-backend stub processes (not of ``tritonserver`` itself). Every replica loads every
+  model, so the memory request adds up the peaks of every served model ``compare`` measured
+  (with headroom) and a documented baseline for ``tritonserver`` and its in-process backends;
 - ``tune``'s and ``loadtest``'s ``cpu.util_mean`` / ``mem_max_bytes`` come from Triton's
   ``nv_cpu_*`` metrics, which describe the whole machine, not the server: they are not used;
 - no result records the server's own CPU use, so the CPU request is the documented default.
@@ -22,7 +24,9 @@ from tritongen.errors import ConfigError
 DEFAULT_CPU = "1"
 DEFAULT_MEMORY_MI = 2048
 MEMORY_HEADROOM = 1.5
-"""A replica's memory request is its peak RSS measured by ``compare`` times this."""
+"""The models' stub processes' peak RSS measured by ``compare`` is counted times this."""
+SERVER_BASELINE_MI = 1024
+"""What ``tritonserver`` itself (core, backends loaded in-process, CUDA context) is given on top."""
 MEMORY_FLOOR_MI = 512
 TUNE_SCHEMA = "tritongen.tune/"
 COMPARE_SCHEMA = "tritongen.compare/"
@@ -86,38 +90,40 @@ def read_sources(paths: tuple[Path, ...]) -> Sources:
     )
 
 
-def _peak_rss(compare: dict[str, Any], models: list[str]) -> tuple[int, str] | None:
-    """The largest server RSS ``compare`` measured for an engine that is in the repository."""
-    best: tuple[int, str] | None = None
+def _model_peaks(compare: dict[str, Any], models: list[str]) -> dict[str, int]:
+    """Each served model's largest stub-process peak RSS in ``compare`` (models it measured only)."""
+    peaks: dict[str, int] = {}
     for engine in compare.get("engines") or []:
-        rss = engine.get("peak_rss_bytes")
-        if (
-            engine.get("model") in models
-            and isinstance(rss, int)
-            and rss > 0
-            and (best is None or rss > best[0])
-        ):
-            best = (rss, str(engine["model"]))
-    return best
+        model, rss = engine.get("model"), engine.get("peak_rss_bytes")
+        if model in models and isinstance(rss, int) and rss > 0:
+            peaks[str(model)] = max(rss, peaks.get(str(model), 0))
+    return peaks
 
 
 def plan_resources(sources: Sources, models: list[str]) -> ResourcePlan:
-    """The requests: memory from ``compare``'s server RSS when it covers a served model, else defaults."""
+    """The requests: memory from ``compare``'s stub RSS of the served models plus a server baseline.
+
+    Without a compare result that measured a served model, the documented default.
+    """
     cpu_note = f"cpu {DEFAULT_CPU}: default (no result records the server's own CPU use)"
-    peak = _peak_rss(sources.compare, models) if sources.compare is not None else None
-    if peak is None:
+    peaks = _model_peaks(sources.compare, models) if sources.compare is not None else {}
+    if not peaks:
         why = (
             "default"
             if sources.compare is None
-            else "default (the compare result has no RSS of a served model)"
+            else "default (the compare result has no stub RSS of a served model)"
         )
         memory = f"{DEFAULT_MEMORY_MI}Mi"
         return ResourcePlan(DEFAULT_CPU, memory, f"memory {memory}: {why}; {cpu_note}")
-    rss, model = peak
-    mebi = max(MEMORY_FLOOR_MI, math.ceil(rss * MEMORY_HEADROOM / 2**20))
+    total = sum(peaks.values())
+    mebi = max(MEMORY_FLOOR_MI, math.ceil(total * MEMORY_HEADROOM / 2**20) + SERVER_BASELINE_MI)
+    measured = ", ".join(f"{model} {rss / 2**20:.0f}Mi" for model, rss in sorted(peaks.items()))
+    unmeasured = [m for m in models if m not in peaks]
     note = (
-        f"memory {mebi}Mi: {sources.compare_path}: peak server RSS {rss / 2**20:.0f}Mi ({model}) "
-        f"x {MEMORY_HEADROOM:g} headroom, at least {MEMORY_FLOOR_MI}Mi; {cpu_note}"
+        f"memory {mebi}Mi: {sources.compare_path}: the models' stub processes' peak RSS ({measured}) "
+        f"x {MEMORY_HEADROOM:g} headroom + {SERVER_BASELINE_MI}Mi baseline for tritonserver"
+        + (f" (no figure for {', '.join(unmeasured)})" if unmeasured else "")
+        + f", at least {MEMORY_FLOOR_MI}Mi; {cpu_note}"
     )
     return ResourcePlan(DEFAULT_CPU, f"{mebi}Mi", note)
 

@@ -71,28 +71,47 @@ def signal_for(name: str) -> ScalingSignal:
     try:
         return SIGNALS[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown scaling signal {name!r}", f"use one of: {', '.join(SIGNALS)}"
-        ) from None
+        raise ConfigError(f"unknown scaling signal {name!r}", f"use one of: {', '.join(SIGNALS)}") from None
 
 
-def check_window(text: str) -> str:
-    """Check a Prometheus range (``30s``, ``1m``, ``1m30s``) and return it.
+def duration_seconds(text: str, option: str) -> float:
+    """A Prometheus duration (``15s``, ``1m``, ``1m30s``) in seconds.
 
     Raises:
-        ConfigError: not a Prometheus duration, or shorter than 10 s (a rate needs two scrapes).
+        ConfigError: not a Prometheus duration, or zero.
     """
     if not _WINDOW.match(text):
-        raise ConfigError(f"scaling window {text!r} is not a Prometheus duration", "write e.g. 30s, 1m or 2m")
+        raise ConfigError(f"{option} {text!r} is not a Prometheus duration", "write e.g. 15s, 1m or 2m")
     seconds = 0.0
     for amount, unit in re.findall(r"(\d+)(ms|s|m|h)", text):
         seconds += int(amount) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
-    if seconds < 10:
+    if seconds <= 0:
+        raise ConfigError(f"{option} {text} is zero", "write e.g. 15s, 1m or 2m")
+    return seconds
+
+
+def check_window(text: str, scrape_s: float, scrape_text: str) -> str:
+    """Check the rate window against the scrape interval and return it.
+
+    A rate needs two samples in its window: over a shorter window the signal vanishes
+    between scrapes and the autoscaler sees no value.
+
+    Raises:
+        ConfigError: not a Prometheus duration, or shorter than two scrape intervals.
+    """
+    seconds = duration_seconds(text, "--scale-window")
+    if seconds < 2 * scrape_s:
         raise ConfigError(
-            f"scaling window {text} is too short for a rate",
-            "use 10s or more (at least two scrapes of the metrics port)",
+            f"--scale-window {text} holds fewer than two scrapes (--scrape-interval {scrape_text}), "
+            "so the rate would vanish between scrapes",
+            f"use at least {_duration_text(2 * scrape_s)}; Prometheus advises 4 x the scrape interval "
+            f"({_duration_text(4 * scrape_s)})",
         )
     return text
+
+
+def _duration_text(seconds: float) -> str:
+    return f"{seconds:g}s" if seconds < 60 or seconds % 60 else f"{seconds / 60:g}m"
 
 
 def signal_expression(signal: ScalingSignal, selector: str, window: str, by: str | None = None) -> str:
@@ -140,9 +159,7 @@ def keda_query(signal: ScalingSignal, selector: str, window: str) -> str:
 
 
 def quantity(value: float) -> str:
-    """A Kubernetes quantity for a target value: whole units from 100 up, else milli-units."""
-    if value <= 0:
-        raise ConfigError(f"scaling target {value:g} must be above 0", "pass a positive --scale-target")
+    """A Kubernetes quantity for a target value (above 0): whole units from 100 up, else milli-units."""
     if value >= 100 or (value >= 1 and float(value).is_integer()):
         return str(round(value))
     milli = max(1, round(value * 1000))

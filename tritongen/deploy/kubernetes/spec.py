@@ -6,17 +6,22 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
+from tritongen.deploy.kubernetes.scaling import check_window, duration_seconds
 from tritongen.errors import ConfigError
 
 StoreKind = Literal["s3", "gs", "as", "pvc", "new-pvc", "nfs"]
 Autoscaler = Literal["hpa", "keda", "none"]
 AUTOSCALERS: tuple[str, ...] = ("hpa", "keda", "none")
 DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+DEFAULT_SCRAPE_INTERVAL = "15s"
 MODELS_MOUNT = "/models"
 """Where a volume-backed model repository is mounted in the Triton container."""
 
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAME = re.compile(f"^{_LABEL}$")
+_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
 _BUCKETS = {"s3://": "s3", "gs://": "gs", "as://": "as"}
 SECRET_KEYS: dict[str, str] = {
     "s3": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION (as environment variables)",
@@ -53,7 +58,7 @@ class ModelStore:
 
 
 def check_name(value: str, option: str) -> str:
-    """A Kubernetes object name (RFC 1123 label), at most 40 characters so that suffixes fit.
+    """The deployment's name (a DNS-1123 label), at most 40 characters so that suffixes fit.
 
     Raises:
         ConfigError: not a valid name.
@@ -66,23 +71,61 @@ def check_name(value: str, option: str) -> str:
     return value
 
 
-def parse_store(text: str | None, name: str, secret: str | None = None) -> ModelStore:
+def check_namespace(value: str) -> str:
+    """A namespace (a DNS-1123 label: at most 63 characters).
+
+    Raises:
+        ConfigError: not a valid namespace.
+    """
+    if len(value) > 63 or not _NAME.match(value):
+        raise ConfigError(
+            f"--namespace {value!r} is not a Kubernetes namespace",
+            "use lower-case letters, digits and '-', at most 63 characters, e.g. inference",
+        )
+    return value
+
+
+def check_reference(value: str, option: str) -> str:
+    """The name of an existing Secret, claim or storage class (a DNS-1123 subdomain, dots allowed).
+
+    Raises:
+        ConfigError: not a valid name.
+    """
+    if len(value) > 253 or not _SUBDOMAIN.match(value):
+        raise ConfigError(
+            f"{option} {value!r} is not a Kubernetes object name",
+            "use lower-case letters, digits, '-' and '.', at most 253 characters",
+        )
+    return value
+
+
+def parse_store(
+    text: str | None, name: str, secret: str | None = None, storage_class: str | None = None
+) -> ModelStore:
     """``--model-store``: a bucket URI, ``pvc:CLAIM``, ``nfs:SERVER:/EXPORT``, or None (a new claim).
 
     Raises:
-        ConfigError: an unknown scheme, a malformed value, or a secret given for a volume.
+        ConfigError: an unknown scheme, a malformed value, a secret given for a volume, or a
+            storage class given for a store that creates no claim.
     """
     if secret is not None:
-        check_name(secret, "--store-secret")
+        check_reference(secret, "--store-secret")
+    if storage_class is not None:
+        check_reference(storage_class, "--storage-class")
+        if text:
+            raise ConfigError(
+                f"--storage-class is for the new claim; --model-store {text} creates none",
+                "drop --storage-class (the class of an existing claim is set where it was created)",
+            )
     if text is None or text == "":
-        store = ModelStore(kind="new-pvc", claim=f"{name}-models")
+        store = ModelStore(kind="new-pvc", claim=f"{name}-models", storage_class=storage_class)
     elif text.startswith(tuple(_BUCKETS)):
         kind = _BUCKETS[text[:5]]
         if len(text) <= 5 or text[5] == "/":
             raise ConfigError(f"--model-store {text!r} names no bucket", f"e.g. {text[:5]}my-bucket/models")
         return ModelStore(kind=kind, uri=text, secret=secret)  # type: ignore[arg-type]
     elif text.startswith("pvc:"):
-        store = ModelStore(kind="pvc", claim=check_name(text[4:], "--model-store pvc:"))
+        store = ModelStore(kind="pvc", claim=check_reference(text[4:], "--model-store pvc:"))
     elif text.startswith("nfs:"):
         server, _, export = text[4:].partition(":")
         if not server or not export.startswith("/"):
@@ -104,6 +147,37 @@ def parse_store(text: str | None, name: str, secret: str | None = None) -> Model
 
 
 @dataclass(frozen=True)
+class PrometheusUrl:
+    """``--prometheus-url`` in the parts prometheus-adapter's Helm chart joins again."""
+
+    base: str
+    """``scheme://host``."""
+    port: int
+    path: str
+
+
+def parse_prometheus_url(url: str) -> PrometheusUrl:
+    """Split ``--prometheus-url``; the port is the scheme's when the URL has none.
+
+    Raises:
+        ConfigError: no http(s) scheme, no host, or a bad port.
+    """
+    parsed = urlsplit(url)
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or port == -1:
+        raise ConfigError(
+            f"--prometheus-url {url!r} is not an http(s) URL with a host",
+            "e.g. http://prometheus-operated.monitoring.svc:9090",
+        )
+    host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
+    default = 443 if parsed.scheme == "https" else 80
+    return PrometheusUrl(f"{parsed.scheme}://{host}", port or default, parsed.path.rstrip("/"))
+
+
+@dataclass(frozen=True)
 class Scaling:
     """How the Triton Deployment scales."""
 
@@ -115,12 +189,15 @@ class Scaling:
     """``--scale-target``: overrides the tuned or default target."""
     window: str = "1m"
     prometheus_url: str = DEFAULT_PROMETHEUS_URL
+    scrape_interval: str = DEFAULT_SCRAPE_INTERVAL
+    """How often the PodMonitor has Prometheus scrape each replica."""
 
     def check(self) -> None:
-        """Reject impossible replica counts and unknown autoscalers.
+        """Reject impossible replica counts, unknown autoscalers, and windows or URLs that cannot work.
 
         Raises:
-            ConfigError: min above max, a count below 1, or an unknown autoscaler.
+            ConfigError: min above max, a count below 1, an unknown autoscaler, a target not
+                above 0, a window shorter than two scrapes, or a Prometheus URL without a host.
         """
         if self.autoscaler not in AUTOSCALERS:
             raise ConfigError(f"--autoscaler {self.autoscaler!r} is unknown", "use hpa, keda or none")
@@ -133,6 +210,10 @@ class Scaling:
             )
         if self.target is not None and self.target <= 0:
             raise ConfigError(f"--scale-target {self.target:g} must be above 0", "pass a positive value")
+        scrape_s = duration_seconds(self.scrape_interval, "--scrape-interval")
+        if self.autoscaler != "none":
+            check_window(self.window, scrape_s, self.scrape_interval)
+            parse_prometheus_url(self.prometheus_url)
 
 
 @dataclass(frozen=True)
@@ -149,7 +230,7 @@ class ClusterLoad:
 
 @dataclass(frozen=True)
 class KubernetesSpec:
-    """Everything ``tritongen kubernetes`` writes from."""
+    """Everything ``tritongen kubernetes`` writes from (``repo`` and ``output`` made absolute)."""
 
     repo: Path
     output: Path
@@ -168,22 +249,38 @@ class KubernetesSpec:
     force: bool = False
     validate: bool = True
 
+    def __post_init__(self) -> None:
+        """Resolve the paths: ``-o .`` is the current directory by its name."""
+        object.__setattr__(self, "repo", Path(self.repo).expanduser().resolve())
+        object.__setattr__(self, "output", Path(self.output).expanduser().resolve())
+
     def check(self) -> None:
         """Check every setting before anything is built.
 
         Raises:
-            ConfigError: a bad name, namespace, replica count, timeout, or an existing output.
+            ConfigError: a bad name, namespace, replica count, timeout, or output directory.
         """
         check_name(self.name, "--name")
-        check_name(self.namespace, "--namespace")
+        check_namespace(self.namespace)
         self.scaling.check()
         if self.startup_timeout_s < 30:
             raise ConfigError(
                 f"--startup-timeout {self.startup_timeout_s}s is too short to load models", "give 30s or more"
             )
-        if self.load is not None and self.load.workers < 1:
-            raise ConfigError(f"--load-workers {self.load.workers} is below 1", "give 1 or more workers")
-        out = self.output
+        self._check_output()
+
+    def _check_output(self) -> None:
+        out, repo, cwd = self.output, self.repo, Path.cwd().resolve()
+        if out == cwd or out in cwd.parents:
+            raise ConfigError(
+                f"-o {out} is the current directory or holds it",
+                "give a directory of its own, e.g. -o deploy",
+            )
+        if out == repo or out in repo.parents or repo in out.parents:
+            raise ConfigError(
+                f"-o {out} overlaps the model repository {repo}",
+                "write the manifests outside the repository, e.g. -o deploy",
+            )
         if out.exists() and not out.is_dir():
             raise ConfigError(f"{out} exists and is not a directory", "choose another -o")
         if out.is_dir() and any(out.iterdir()) and not self.force:

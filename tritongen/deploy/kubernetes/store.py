@@ -6,6 +6,7 @@ no value is ever written into a manifest.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,9 @@ def store_pod(store: ModelStore) -> StorePod:
     if store.secret is None:  # workload identity / instance roles: nothing to reference
         return StorePod()
     if store.kind == "gs":
-        volume = {"name": "gcs-credentials", "secret": {"secretName": store.secret}}
+        # Naming the key makes a Secret without it fail at mount time, not at the first read.
+        items = [{"key": GCS_KEY_FILE, "path": GCS_KEY_FILE}]
+        volume = {"name": "gcs-credentials", "secret": {"secretName": store.secret, "items": items}}
         mount = {"name": "gcs-credentials", "mountPath": GCS_KEY_DIR, "readOnly": True}
         env = [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": f"{GCS_KEY_DIR}/{GCS_KEY_FILE}"}]
         return StorePod([volume], [mount], env)
@@ -84,18 +87,23 @@ def copy_pod(store: ModelStore, metadata: dict[str, Any]) -> dict[str, Any] | No
     }
 
 
+COPY_WAIT = "5m"
+"""How long the copy steps wait for the helper pod (a ReadWriteMany volume may take minutes)."""
+
+
 def copy_commands(store: ModelStore, namespace: str, pod: str, repo: str, output: str) -> list[str]:
-    """The shell commands that copy the local repository into the model claim.
+    """The shell commands that create the model claim and copy the local repository into it.
 
     Run them before the server starts: Triton loads what the claim holds when it starts.
     """
     if store.kind not in ("pvc", "new-pvc"):
         return []
-    claim = [f"kubectl apply -f {output}/base/pvc.yaml"] if store.kind == "new-pvc" else []
+    ns, q_pod, q_repo = shlex.quote(namespace), shlex.quote(pod), shlex.quote(repo)
+    claim = [f"kubectl apply -k {shlex.quote(output + '/storage')}"] if store.kind == "new-pvc" else []
     return [
         *claim,
-        f"kubectl apply -f {output}/copy-models-pod.yaml",
-        f"kubectl -n {namespace} wait --for=condition=Ready pod/{pod}",
-        f"tar -C {repo} -cf - . | kubectl -n {namespace} exec -i {pod} -- tar -C {MODELS_MOUNT} -xf -",
-        f"kubectl -n {namespace} delete pod {pod}",
+        f"kubectl apply -f {shlex.quote(output + '/copy-models-pod.yaml')}",
+        f"kubectl -n {ns} wait --for=condition=Ready --timeout={COPY_WAIT} pod/{q_pod}",
+        f"tar -C {q_repo} -cf - . | kubectl -n {ns} exec -i {q_pod} -- tar -C {MODELS_MOUNT} -xf -",
+        f"kubectl -n {ns} delete pod {q_pod}",
     ]

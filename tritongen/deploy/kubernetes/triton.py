@@ -7,6 +7,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from tritongen.deploy.kubernetes.objects import ANNOTATION_PREFIX, labels, metadata, selector
 from tritongen.deploy.kubernetes.resources import ResourcePlan
 from tritongen.deploy.kubernetes.spec import KubernetesSpec
 from tritongen.deploy.kubernetes.store import StorePod
@@ -14,35 +15,14 @@ from tritongen.deploy.kubernetes.store import StorePod
 CONTAINER = "tritonserver"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
 PROBE_PERIOD_S = 10
-SHM_LIMIT = "1Gi"
+SHM_LIMIT_MI = 1024
+"""Size of the ``/dev/shm`` emptyDir (in memory: it counts against the container's memory limit)."""
 MEMORY_LIMIT_FACTOR = 2
-ANNOTATION_PREFIX = "tritongen.io"
-
-
-def labels(spec: KubernetesSpec, component: str) -> dict[str, str]:
-    """The recommended labels of every object of this deployment."""
-    return {
-        "app.kubernetes.io/name": "locust" if component.startswith("load") else "tritonserver",
-        "app.kubernetes.io/instance": spec.name,
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": "tritongen",
-    }
-
-
-def selector(spec: KubernetesSpec, component: str = "server") -> dict[str, str]:
-    """The labels that select this deployment's pods of ``component``."""
-    full = labels(spec, component)
-    return {k: full[k] for k in ("app.kubernetes.io/instance", "app.kubernetes.io/component")}
-
-
-def metadata(
-    spec: KubernetesSpec, name: str, component: str, annotations: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """``metadata`` of one object."""
-    meta: dict[str, Any] = {"name": name, "namespace": spec.namespace, "labels": labels(spec, component)}
-    if annotations:
-        meta["annotations"] = annotations
-    return meta
+ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
+"""The NGC image's entrypoint (CUDA forward compatibility): a command of our own runs through it."""
+DRAIN_S = 10
+"""A stopping replica keeps serving this long, while the Service stops routing to it."""
+TERMINATION_GRACE_S = 60
 
 
 def server_args(spec: KubernetesSpec) -> list[str]:
@@ -59,22 +39,23 @@ def server_args(spec: KubernetesSpec) -> list[str]:
 
 
 def server_command(requirements: list[str]) -> list[str]:
-    """The container command: none (the image's), or a shell that first pip-installs packages.
+    """The container command: none (the image's), or one that first pip-installs packages.
 
     Those are what the repository's Python-backend models need and the image lacks (pip skips
-    them quickly when an ``--image`` already has them).
+    them quickly when an ``--image`` already has them). The shell runs through the image's
+    entrypoint, as the image's own command would, and then execs the server with ``args``.
     """
     if not requirements:
         return []
     install = "pip install --no-cache-dir --quiet " + " ".join(shlex.quote(r) for r in requirements)
-    return ["/bin/sh", "-c", f'{install} && exec "$@"', "--"]
+    return [ENTRYPOINT, "/bin/sh", "-c", f'{install} && exec "$@"', "--"]
 
 
-def _probe(path: str, period_s: int, failures: int) -> dict[str, Any]:
+def _probe(path: str, period_s: int, failures: int, timeout_s: int = 5) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": "http"},
         "periodSeconds": period_s,
-        "timeoutSeconds": 5,
+        "timeoutSeconds": timeout_s,
         "failureThreshold": failures,
     }
 
@@ -98,7 +79,10 @@ def _container(spec: KubernetesSpec, parts: ServerParts) -> dict[str, Any]:
         "ports": [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in PORTS],
         "startupProbe": _probe("/v2/health/ready", PROBE_PERIOD_S, startup_failures),
         "readinessProbe": _probe("/v2/health/ready", 5, 3),
-        "livenessProbe": _probe("/v2/health/live", 10, 3),
+        # A server busy at peak answers slowly: restart it only after a minute without an answer.
+        "livenessProbe": _probe("/v2/health/live", 10, 6, timeout_s=10),
+        # Keep serving while the endpoints controller takes the pod out of the Service.
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(DRAIN_S)]}}},
         "resources": {"requests": {"cpu": parts.resources.cpu, "memory": parts.resources.memory}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *parts.store.mounts],
     }
@@ -118,7 +102,7 @@ def deployment(spec: KubernetesSpec, parts: ServerParts, annotations: dict[str, 
     pod_spec: dict[str, Any] = {
         "containers": [_container(spec, parts)],
         "volumes": [
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_LIMIT}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_LIMIT_MI}Mi"}},
             *parts.store.volumes,
         ],
         "topologySpreadConstraints": [
@@ -129,7 +113,7 @@ def deployment(spec: KubernetesSpec, parts: ServerParts, annotations: dict[str, 
                 "labelSelector": {"matchLabels": selector(spec)},
             }
         ],
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
     }
     dep_spec: dict[str, Any] = {
         "selector": {"matchLabels": selector(spec)},
@@ -172,8 +156,8 @@ def disruption_budget(spec: KubernetesSpec) -> dict[str, Any]:
 
 
 def service_host(spec: KubernetesSpec) -> str:
-    """The Triton Service's DNS name inside the cluster."""
-    return f"{spec.name}.{spec.namespace}.svc.cluster.local"
+    """The Triton Service's DNS name inside the cluster (whatever the cluster's domain)."""
+    return f"{spec.name}.{spec.namespace}.svc"
 
 
 def accelerator_deployment(base: dict[str, Any], accelerator: str) -> dict[str, Any]:
@@ -195,13 +179,12 @@ def accelerator_deployment(base: dict[str, Any], accelerator: str) -> dict[str, 
 def accelerator_patch(base: dict[str, Any], accelerator: str) -> dict[str, Any]:
     """Strategic-merge patch of an overlay.
 
-    Both set a memory limit (twice the request); ``gpu`` adds one GPU and the toleration of
-    GPU nodes' taint.
+    Both set a memory limit: twice the request, plus the ``/dev/shm`` emptyDir, whose pages
+    count against it; ``gpu`` adds one GPU and the toleration of GPU nodes' taint.
     """
     requests = base["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
-    limits: dict[str, str] = {
-        "memory": f"{MEMORY_LIMIT_FACTOR * int(requests['memory'].removesuffix('Mi'))}Mi"
-    }
+    request_mi = int(requests["memory"].removesuffix("Mi"))
+    limits: dict[str, str] = {"memory": f"{MEMORY_LIMIT_FACTOR * request_mi + SHM_LIMIT_MI}Mi"}
     pod: dict[str, Any] = {"containers": [{"name": CONTAINER, "resources": {"limits": limits}}]}
     if accelerator == "gpu":
         limits["nvidia.com/gpu"] = "1"

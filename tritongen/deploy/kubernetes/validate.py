@@ -15,6 +15,7 @@ from tritongen.errors import ConfigError, MissingDependencyError
 CUSTOM_KINDS = {("monitoring.coreos.com/v1", "PodMonitor"), ("keda.sh/v1alpha1", "ScaledObject")}
 """Custom resources: their schemas come with the operators' CRDs, not with Kubernetes."""
 INSTALL_HINT = "pip install 'tritongen[kubernetes]' (or pass --no-validate)"
+KUSTOMIZE_TIMEOUT_S = 120
 
 
 def _validator() -> Any:
@@ -116,9 +117,19 @@ def kustomize_build(directory: Path, version: str, summary: ValidationSummary) -
     if kubectl is None:
         summary.skipped = "kubectl is not on PATH: kustomize builds skipped"
         return False
-    result = subprocess.run(
-        [kubectl, "kustomize", str(directory)], capture_output=True, text=True, check=False, timeout=120
-    )
+    try:
+        result = subprocess.run(
+            [kubectl, "kustomize", str(directory)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=KUSTOMIZE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise ConfigError(
+            f"kubectl kustomize {directory.name} took more than {KUSTOMIZE_TIMEOUT_S} s",
+            "check kubectl (or pass --no-validate)",
+        ) from e
     if result.returncode != 0:
         reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise ConfigError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from tritongen.deploy.kubernetes.autoscaling import (
 from tritongen.deploy.kubernetes.kustomize import HEADER, ManifestFile, kustomization_file, publish, stage
 from tritongen.deploy.kubernetes.load import load_objects
 from tritongen.deploy.kubernetes.monitoring import pod_monitor
+from tritongen.deploy.kubernetes.objects import ANNOTATION_PREFIX, metadata, namespace_object
 from tritongen.deploy.kubernetes.resources import (
     ResourcePlan,
     plan_resources,
@@ -28,13 +30,11 @@ from tritongen.deploy.kubernetes.resources import (
 from tritongen.deploy.kubernetes.spec import SECRET_KEYS, KubernetesSpec
 from tritongen.deploy.kubernetes.store import copy_commands, copy_pod, model_claim, store_pod
 from tritongen.deploy.kubernetes.triton import (
-    ANNOTATION_PREFIX,
     ServerParts,
     accelerator_deployment,
     accelerator_patch,
     deployment,
     disruption_budget,
-    metadata,
     service,
 )
 from tritongen.deploy.kubernetes.validate import (
@@ -47,7 +47,16 @@ from tritongen.deploy.kubernetes.validate import (
 from tritongen.errors import ConfigError
 from tritongen.lint.repository import LintUsageError, lint_paths
 
-KUSTOMIZATIONS = ("base", "gpu", "cpu", "loadtest")
+KUSTOMIZATIONS = ("namespace", "storage", "base", "gpu", "cpu", "loadtest")
+"""Every kustomization the layout may hold: the first two are applied once and outlive the server."""
+ADAPTER_PURPOSES = {
+    "prometheus-adapter-rules.yaml": "prometheus-adapter config: the signal rule",
+    "prometheus-adapter-values.yaml": "prometheus-adapter Helm values: Prometheus URL and the signal rule",
+}
+OVERLAY_PURPOSES = {
+    "gpu": "gpu overlay patch: nvidia.com/gpu limit, toleration, memory limit",
+    "cpu": "cpu overlay patch: no GPU, memory limit",
+}
 
 
 @dataclass
@@ -79,11 +88,15 @@ def lint_repository(repo: Path) -> None:
         )
 
 
-def _server_files(spec: KubernetesSpec, parts: ServerParts, plan: ScalingPlan | None) -> list[ManifestFile]:
+def _base_files(spec: KubernetesSpec, parts: ServerParts) -> list[ManifestFile]:
+    """The server's objects, which ``kubectl delete -k`` of an overlay removes (never the models)."""
     annotations = {f"{ANNOTATION_PREFIX}/resources-from": parts.resources.provenance}
-    base = deployment(spec, parts, annotations)
-    files = [
-        ManifestFile("base/deployment.yaml", "Triton Deployment: image, server args, probes, spread", [base]),
+    return [
+        ManifestFile(
+            "base/deployment.yaml",
+            "Triton Deployment: image, server args, probes, spread",
+            [deployment(spec, parts, annotations)],
+        ),
         ManifestFile("base/service.yaml", "Service: http 8000, grpc 8001, metrics 8002", [service(spec)]),
         ManifestFile(
             "base/pdb.yaml", "PodDisruptionBudget: one replica evicted at a time", [disruption_budget(spec)]
@@ -92,52 +105,75 @@ def _server_files(spec: KubernetesSpec, parts: ServerParts, plan: ScalingPlan | 
             "base/podmonitor.yaml", "PodMonitor: Prometheus scrapes the metrics port", [pod_monitor(spec)]
         ),
     ]
-    claim = model_claim(spec.store, metadata(spec, spec.store.claim, "models"), repository_size_gi(spec.repo))
-    if claim is not None:
-        files.append(
-            ManifestFile("base/pvc.yaml", "PersistentVolumeClaim holding the model repository", [claim])
-        )
-    if plan is not None and spec.scaling.autoscaler == "hpa":
-        files.append(
-            ManifestFile(
-                "base/hpa.yaml", "HPA on the Triton queue signal (prometheus-adapter)", [hpa(spec, plan)]
-            )
-        )
-        for name, doc in adapter_files(spec, plan).items():
-            files.append(
-                ManifestFile(
-                    name,
-                    f"prometheus-adapter {name.split('-')[-1][:-5]}: the signal rule",
-                    [doc],
-                    validate=False,
-                )
-            )
-    if plan is not None and spec.scaling.autoscaler == "keda":
+
+
+def _autoscaler_files(spec: KubernetesSpec, plan: ScalingPlan | None) -> list[ManifestFile]:
+    """The HPA and the adapter's configuration, or KEDA's ScaledObject (nothing without an autoscaler)."""
+    if plan is None:
+        return []
+    if spec.scaling.autoscaler == "keda":
         keda = ManifestFile(
             "base/scaledobject.yaml",
             "KEDA ScaledObject on the Triton queue signal",
             [scaled_object(spec, plan)],
         )
         keda.header = HEADER + KEDA_HEADER
-        files.append(keda)
-    files.append(kustomization_file("base", files))
-    for accelerator in ("gpu", "cpu"):
-        files.append(
-            ManifestFile(
-                f"{accelerator}/accelerator-patch.yaml",
-                f"{accelerator} overlay patch"
-                + (": nvidia.com/gpu limit, toleration" if accelerator == "gpu" else ": no GPU"),
-                [accelerator_patch(base, accelerator)],
-                validate=False,
-            )
+        return [keda]
+    files = [
+        ManifestFile(
+            "base/hpa.yaml", "HPA on the Triton queue signal (prometheus-adapter)", [hpa(spec, plan)]
         )
+    ]
+    for name, doc in adapter_files(spec, plan).items():
+        files.append(ManifestFile(name, ADAPTER_PURPOSES[name], [doc], validate=False))
+    return files
+
+
+def _overlay_files(base: dict[str, Any]) -> list[ManifestFile]:
+    """The ``gpu`` and ``cpu`` overlays: a patch of the base Deployment each."""
+    files = []
+    for accelerator in ("gpu", "cpu"):
+        patch = accelerator_patch(base, accelerator)
+        path = f"{accelerator}/accelerator-patch.yaml"
+        files.append(ManifestFile(path, OVERLAY_PURPOSES[accelerator], [patch], validate=False))
         files.append(kustomization_file(accelerator, [], patches=["accelerator-patch.yaml"]))
+    return files
+
+
+def _once_files(spec: KubernetesSpec) -> list[ManifestFile]:
+    """What is applied once and outlives the server: the namespace, the model claim, its copy pod."""
+    files: list[ManifestFile] = []
+    namespace = namespace_object(spec)
+    if namespace is not None:
+        item = ManifestFile("namespace/namespace.yaml", f"Namespace {spec.namespace}", [namespace])
+        files += [item, kustomization_file("namespace", [item])]
+    if spec.store.kind == "new-pvc":  # the repository is walked only for a claim to size
+        meta = metadata(spec, spec.store.claim, "models")
+        claim = model_claim(spec.store, meta, repository_size_gi(spec.repo))
+        if claim is not None:
+            item = ManifestFile(
+                "storage/pvc.yaml", "PersistentVolumeClaim holding the model repository", [claim]
+            )
+            files += [item, kustomization_file("storage", [item])]
     pod = copy_pod(spec.store, metadata(spec, f"{spec.name}-models-copy", "models"))
     if pod is not None:
         files.append(
             ManifestFile("copy-models-pod.yaml", "helper pod to copy the repository into the claim", [pod])
         )
     return files
+
+
+def _server_files(spec: KubernetesSpec, parts: ServerParts, plan: ScalingPlan | None) -> list[ManifestFile]:
+    base = [*_base_files(spec, parts), *_autoscaler_files(spec, plan)]
+    in_base = [f for f in base if f.path.startswith("base/")]
+    deployment_doc = in_base[0].objects[0]
+    return [
+        *_once_files(spec),
+        *in_base,
+        kustomization_file("base", in_base),
+        *_overlay_files(deployment_doc),
+        *(f for f in base if not f.path.startswith("base/")),
+    ]
 
 
 def _load_files(spec: KubernetesSpec) -> list[ManifestFile]:
@@ -148,7 +184,7 @@ def _load_files(spec: KubernetesSpec) -> list[ManifestFile]:
         ManifestFile("loadtest/locustfile.yaml", "ConfigMap: loadtests/locustfile.py", [config_map]),
         ManifestFile(
             "loadtest/master.yaml",
-            "Locust master Deployment + Service (5557, web 8089)",
+            "Locust master Deployment + Service (5557, web 8089); results in its log",
             [master, master_service],
         ),
         ManifestFile("loadtest/worker.yaml", f"Locust workers ({spec.load.workers} replicas)", [worker]),
@@ -163,15 +199,17 @@ def _objects_to_validate(files: list[ManifestFile]) -> list[dict[str, Any]]:
 
 
 def _prove_and_publish(spec: KubernetesSpec, files: list[ManifestFile], summary: ValidationSummary) -> None:
-    staged = stage(files, spec.output)
+    staged: Path | None = None
     try:
+        staged = stage(files, spec.output)
         if spec.validate:
             for name in KUSTOMIZATIONS:
                 if (staged / name).is_dir() and not kustomize_build(staged / name, summary.version, summary):
                     break
         publish(staged, spec.output)
     finally:
-        shutil.rmtree(staged, ignore_errors=True)
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
 
 
 def write_kubernetes(spec: KubernetesSpec) -> KubernetesResult:
@@ -192,7 +230,7 @@ def write_kubernetes(spec: KubernetesSpec) -> KubernetesResult:
     image = spec.image or default_triton_image()
     check_repository_plans(spec.repo, image)
     sources = read_sources(spec.sources)
-    plan = plan_scaling(spec, sources.tune) if spec.scaling.autoscaler != "none" else None
+    plan = plan_scaling(spec, sources.tune, models) if spec.scaling.autoscaler != "none" else None
     resources = plan_resources(sources, models)
     parts = ServerParts(
         image=image, requirements=requirements, resources=resources, store=store_pod(spec.store)
@@ -206,9 +244,10 @@ def write_kubernetes(spec: KubernetesSpec) -> KubernetesResult:
 
 
 def _notes(spec: KubernetesSpec, requirements: list[str]) -> list[str]:
-    notes = copy_commands(
-        spec.store, spec.namespace, f"{spec.name}-models-copy", str(spec.repo), str(spec.output)
-    )
+    out = str(spec.output)
+    first = f"first, once: kubectl apply -k {shlex.quote(out + '/namespace')}"
+    notes = [first] if namespace_object(spec) else []
+    notes += copy_commands(spec.store, spec.namespace, f"{spec.name}-models-copy", str(spec.repo), out)
     if spec.store.is_bucket:
         keys = SECRET_KEYS[spec.store.kind]
         notes.append(

@@ -1,0 +1,155 @@
+"""The in-cluster load test as written: its master prints the merged result and keeps running;
+its workers draw different open-loop schedules from one seed.
+
+The master and worker run here with the arguments ``tritongen kubernetes`` writes into their
+pods (the locustfile's path, the server's address and the ports made local).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.loadtest.locust_process import locust_binary
+from tritongen.server.local import LocalTritonServer
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+MODEL = "sleep_const"
+"""12 ms per request: few requests are in flight when the users stop."""
+SUMMARY = re.compile(
+    r"^tritongen: (\d+) requests in [\d.]+ s \([\d.]+ req/s\), errors (\d+); p50 \d+ µs, .*p99\.9 \d+ µs; "
+    r"max \d+ µs; per worker: (.+)$"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _success_count(server: LocalTritonServer, model: str) -> int:
+    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/{model}/stats", timeout=10) as response:
+        stats = json.load(response)
+    return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+
+
+def _local_args(pod: dict[str, Any], values: dict[str, str], extra: list[str]) -> list[str]:
+    """A written pod's arguments made local: this checkout's locustfile, ``values`` and ``extra``."""
+    args = list(pod["spec"]["template"]["spec"]["containers"][0]["args"])
+    args[args.index("-f") + 1] = str(ROOT / "loadtests" / "locustfile.py")
+    for option, value in values.items():
+        args[args.index(option) + 1] = value
+    return [*args, *extra]
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_the_in_cluster_master_prints_the_merged_result_and_keeps_running(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
+) -> None:
+    concurrency = 4
+    out = tmp_path / "deploy"
+    written = runner.invoke(
+        app,
+        ["kubernetes", str(served_repository), "-o", str(out), "--load-model", MODEL, "--load-workers", "2",
+         "--concurrency", str(concurrency), "--duration", "3s", "--warmup", "1s", "--no-validate"],
+    )  # fmt: skip
+    assert written.exit_code == 0, written.stderr
+    master_doc = next(yaml.safe_load_all((out / "loadtest" / "master.yaml").read_text()))
+    (worker_doc,) = yaml.safe_load_all((out / "loadtest" / "worker.yaml").read_text())
+    port, web = _free_port(), _free_port()
+    master_args = _local_args(
+        master_doc, {"--host": triton_server.http_url},
+        ["--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--web-host", "127.0.0.1",
+         "--web-port", str(web)],
+    )  # fmt: skip
+    worker_args = _local_args(
+        worker_doc,
+        {"--host": triton_server.http_url, "--master-host": "127.0.0.1"},
+        ["--master-port", str(port)],
+    )
+    locust = str(locust_binary())
+    before = _success_count(triton_server, MODEL)
+    logs = [tmp_path / name for name in ("master.log", "worker0.log", "worker1.log")]
+    processes = []
+    try:
+        for log, args in zip(logs, [master_args, worker_args, worker_args], strict=True):
+            with log.open("wb") as sink:
+                processes.append(subprocess.Popen([locust, *args], stdout=sink, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 60
+        while not (lines := [ln for ln in logs[0].read_text().splitlines() if SUMMARY.match(ln)]):
+            assert processes[0].poll() is None, logs[0].read_text()[-3000:]
+            assert time.monotonic() < deadline, logs[0].read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(1.0)
+        # The run's figures are in the master's log while the master (and its web UI) stays up.
+        assert processes[0].poll() is None
+        assert len(lines) == 1
+        match = SUMMARY.match(lines[0])
+        assert match is not None
+        requests, errors, per_worker = match.groups()
+        counts = [int(part.rsplit(" ", 1)[1]) for part in per_worker.split(", ")]
+        assert len(counts) == 2 and all(n > 0 for n in counts) and sum(counts) == int(requests)
+        assert int(errors) == 0
+        # The server counted the same requests, but for those in flight when the users stopped
+        # (at most one per user; twice that as a margin).
+        served = _success_count(triton_server, MODEL) - before
+        assert 0 <= served - int(requests) <= 2 * concurrency, (served, requests)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait(timeout=10)
+
+
+PROBE = r"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("tritongen_locustfile", sys.argv[1])
+lf = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = lf
+spec.loader.exec_module(lf)
+from locust.runners import WorkerRunner
+
+
+class Environment:
+    def __init__(self, index):
+        self.runner = WorkerRunner.__new__(WorkerRunner)
+        self.runner.worker_index = index
+
+
+keys = [lf.worker_key(Environment(i)) for i in (0, 1)]
+print(json.dumps({
+    "keys": keys,
+    "seeds": [lf.schedule_seed(7, key, 0) for key in keys],
+    "again": lf.schedule_seed(7, keys[0], 0),
+    "users": [lf.schedule_seed(7, keys[0], user) for user in (0, 1)],
+    "seed": [lf.schedule_seed(seed, keys[0], 0) for seed in (7, 8)],
+}))
+"""
+
+
+def test_two_workers_draw_different_open_loop_schedules_from_one_seed() -> None:
+    """In every worker pod Locust is process 1: the schedules' seeds come from the worker's index."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT / "loadtests" / "locustfile.py")],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["keys"] == ["worker-0", "worker-1"]
+    assert found["seeds"][0] != found["seeds"][1]  # two workers, one --triton-seed
+    assert found["again"] == found["seeds"][0]  # deterministic for a seed and a worker
+    assert found["users"][0] != found["users"][1] and found["seed"][0] != found["seed"][1]
