@@ -124,8 +124,12 @@ def served_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def triton_server(served_repository: Path) -> Iterator[LocalTritonServer]:
-    """The real embedded Triton server on ``served_repository``, one per test module, auto ports."""
+    """The real embedded Triton server on ``served_repository``, one per test session, auto ports.
+
+    It starts once (about 8 s for its models) and is shared by every module: a test that
+    changes what the server serves (a model's config, loaded or not) puts it back.
+    """
     with LocalTritonServer(served_repository, http_port=0, grpc_port=0, metrics_port=0) as server:
         yield server
