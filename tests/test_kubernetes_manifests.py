@@ -497,3 +497,37 @@ def test_ctrl_c_between_the_renames_puts_the_old_output_back(
     assert (out / "old.yaml").read_text() == "old"
     shutil.rmtree(staged)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deploy"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--load-model", "nope"], "--load-model nope is not in the repository"),
+        (["--autoscaler", "none", "--scale-target", "3"], "need an autoscaler"),
+        (["--autoscaler", "none", "--scale-on", "queue-ratio"], "need an autoscaler"),
+        (["--concurrency", "8,32"], "runs one load level, not 2"),
+    ],
+)
+def test_options_the_deployment_would_ignore_or_fail_on_are_refused(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "deploy"
+    code, _, stderr = _write(out, *args)
+    assert code != 0 and message in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    assert not out.exists()
+
+
+def test_the_load_test_defaults_to_the_tuned_model(tmp_path: Path) -> None:
+    """With a tune result and no --load-model, the load goes to the model whose target it set."""
+    tune = tmp_path / "tune.json"
+    tune.write_text(json.dumps({"schema": "tritongen.tune/2", "model": "mlp_onnx", "load_model": "mlp_onnx"}))
+    out = tmp_path / "deploy"
+    code, _, stderr = _write(out, "--from", tune, "--no-validate")
+    assert code == 0, stderr
+    (worker,) = _docs(out / "loadtest" / "worker.yaml")
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--triton-model") + 1] == "mlp_onnx"
+    code, _, stderr = _write(tmp_path / "other", "--no-validate")
+    (worker,) = _docs(tmp_path / "other" / "loadtest" / "worker.yaml")
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--triton-model") + 1] == "fixed_onnx"  # the first, without a tune

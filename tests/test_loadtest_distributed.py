@@ -92,7 +92,8 @@ class Worker:
 
     def totals(self) -> dict[int, tuple[str, int]]:
         """Run number -> (worker id, requests it reported), as each Locust worker counted them itself."""
-        found = re.findall(r"^run (\d+): worker (\S+) (\d+) requests reported$", self.stderr(), re.MULTILINE)
+        line = r"^run (\d+): worker (\S+) sent (\d+) requests \(warm-up included\)$"
+        found = re.findall(line, self.stderr(), re.MULTILINE)
         return {int(run): (worker, int(n)) for run, worker, n in found}
 
     def stop(self) -> None:

@@ -14,7 +14,8 @@ from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RunFlags, load_spec
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.deploy.compose import repository_models
-from tritongen.deploy.kubernetes.load import cluster_load
+from tritongen.deploy.kubernetes.load import choose_load_model, cluster_load
+from tritongen.deploy.kubernetes.resources import read_sources
 from tritongen.deploy.kubernetes.spec import (
     DEFAULT_PROMETHEUS_URL,
     DEFAULT_SCRAPE_INTERVAL,
@@ -135,7 +136,9 @@ class ClusterLoadFlags:
     load_model: Annotated[
         str | None,
         typer.Option(
-            "--load-model", help="Model the load test sends to (default: the first).", show_default=False
+            "--load-model",
+            help="Model the load test sends to (default: the model of --from tune.json, else the first).",
+            show_default=False,
         ),
     ] = None
     load_workers: Annotated[
@@ -167,6 +170,10 @@ Sources = Annotated[
     load=Pick(
         only=("concurrency", "rate", "batch_size", "duration", "warmup", "protocol", "seed", "string_length"),
         defaults={"duration": "60s"},
+        helps={
+            "concurrency": "Closed loop: in-flight requests of the in-cluster run (one level), e.g. 64.",
+            "rate": "Open loop: requests/s of the in-cluster run (one level), e.g. 500.",
+        },
     ),
     run=Pick(only=("arrival", "window", "request_timeout")),
 )
@@ -198,7 +205,9 @@ def kubernetes_command(
             force=write.force,
             validate=not write.no_validate,
         )
-        model = cluster_load_flags.load_model or repository_models(spec.repo)[0][0]
+        model = choose_load_model(
+            repository_models(spec.repo)[0], cluster_load_flags.load_model, read_sources(spec.sources).tune
+        )
         url = f"{service_host(spec)}:{DEFAULT_PORTS[load.protocol.value]}"
         workers = cluster_load_flags.load_workers
         if not (load.concurrency or load.rate):  # one user per worker pod, none idle

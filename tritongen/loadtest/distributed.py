@@ -326,8 +326,10 @@ def run_worker(
                 raise ConfigError(failure, "check the master's options and data, then start the worker again")
             if run.joined:
                 runs = number
-                if run.total() is not None:
-                    say(f"run {number}: worker {run.total()} requests reported")
+                total = run.total()
+                if total is not None:
+                    worker, _, count = total.partition(" ")
+                    say(f"run {number}: worker {worker} sent {count} requests (warm-up included)")
             crashes = crashes + 1 if run.crashed() else 0
             if crashes >= CRASHES_TO_STOP:
                 last = run.log[-1] if run.log else f"exit code {run.code}"

@@ -31,12 +31,12 @@ _ANY_CPUS = 1 << 20
 
 
 def _refuse_local_features(spec: LoadSpec) -> None:
-    local = [
-        (
-            len(spec.levels) != 1,
-            "one load level per in-cluster run",
+    if len(spec.levels) != 1:
+        raise ConfigError(
+            f"the in-cluster load test runs one load level, not {len(spec.levels)}",
             "give one --concurrency or --rate value",
-        ),
+        )
+    local = [
         (spec.input_data != "random", "--input-data other than random", "drop --input-data"),
         (bool(spec.input_values), "--input-value", "drop --input-value"),
         (bool(spec.shapes), "--shape", "drop --shape (dynamic dims get the locustfile's default)"),
@@ -64,6 +64,22 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
             shared.append(option)
         i += 1
     return shared, master
+
+
+def choose_load_model(models: list[str], asked: str | None, tune: dict[str, Any] | None) -> str:
+    """The model the in-cluster load test sends to: ``--load-model``, else the tuned one, else the first.
+
+    Raises:
+        ConfigError: ``--load-model`` names a model the repository does not hold.
+    """
+    if asked is not None:
+        if asked not in models:
+            raise ConfigError(
+                f"--load-model {asked} is not in the repository", f"use one of: {', '.join(models)}"
+            )
+        return asked
+    tuned = (tune or {}).get("load_model") or (tune or {}).get("model")
+    return str(tuned) if tuned in models else models[0]
 
 
 def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:

@@ -210,6 +210,11 @@ class Scaling:
             )
         if self.target is not None and self.target <= 0:
             raise ConfigError(f"--scale-target {self.target:g} must be above 0", "pass a positive value")
+        if self.autoscaler == "none" and (self.target is not None or self.signal != "queue-time"):
+            raise ConfigError(
+                "--scale-on and --scale-target need an autoscaler",
+                "drop them, or pass --autoscaler hpa or keda",
+            )
         scrape_s = duration_seconds(self.scrape_interval, "--scrape-interval")
         if self.autoscaler != "none":
             check_window(self.window, scrape_s, self.scrape_interval)
