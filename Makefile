@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
 
-.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus clean
+.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus cross-aarch64 clean
 
 install: $(STAMP)
 
@@ -26,6 +26,10 @@ $(EXAMPLES)/%.onnx: | $(STAMP)
 # per-request path, not the arithmetic, is the cost), and write one HTML report of it all.
 DEMO_LOAD := --duration 2s --warmup 0.5s --concurrency 1,4 --rounds 3
 DEMO_MLP := $(DEMO)/mlp/model_repository/mlp_onnx
+# MiniLM's TVM engine: one tuned library per shape the demo sends at seq 64. P99 uses batch-1
+# requests at concurrency 1; throughput sends batch-16 requests at concurrency 1 and 4, which
+# dynamic batching merges up to the max batch of 32 (max(32, --batch-size-throughput)).
+DEMO_TVM := --tvm-buckets "batch=1,16,32;seq=64" --tvm-pad seq=attention_mask:1 --tvm-tune-minutes 3
 
 demo: install $(EXAMPLES)/mlp.onnx
 	rm -rf $(DEMO)
@@ -39,8 +43,8 @@ demo: install $(EXAMPLES)/mlp.onnx
 		set -x; $(BIN)/tritongen example minilm --count 64 --seq 64 -o $(EXAMPLES)/minilm.npz; \
 		$(BIN)/tritongen compare tritongen.examples.minilm:encoder --name minilm \
 			--input-spec input_ids:INT64:-1,-1 --input-spec attention_mask:INT64:-1,-1 \
-			--output-names embedding --formats onnx --precision fp32,int8-dynamic \
-			--verify-data $(EXAMPLES)/minilm.npz --seq 64 --batch-size-throughput 16 \
+			--output-names embedding --formats onnx,tvm --precision fp32,int8-dynamic \
+			$(DEMO_TVM) --verify-data $(EXAMPLES)/minilm.npz --seq 64 --batch-size-throughput 16 \
 			$(DEMO_LOAD) --out $(DEMO)/minilm; \
 	fi
 	$(BIN)/tritongen render $(DEMO_MLP) --no-dynamic-batching --instances 1
@@ -88,6 +92,16 @@ prometheus:
 		$$SUDO apt-get update -qq && \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
+
+# Debian's cross gcc and C library for 64-bit Arm, which link TVM libraries built with
+# --tvm-target aarch64 (or rpi4, rk3588) here; the tests that cross-compile are skipped without them.
+cross-aarch64:
+	@[ -f "$$(aarch64-linux-gnu-gcc -print-file-name=crti.o 2>/dev/null)" ] || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			gcc-aarch64-linux-gnu libc6-dev-arm64-cross >/dev/null; }
+	@aarch64-linux-gnu-gcc --version | head -1
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

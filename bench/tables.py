@@ -269,7 +269,14 @@ def _tuning_text(model: str, tuning: dict[str, Any] | None) -> str:
 
 
 def render_engines(doc: Document) -> list[str]:
-    """In-process latency per model, batch and engine, with the ratio to ONNX Runtime."""
+    """In-process latency per model, batch and engine, with the ratio to ONNX Runtime (schema 1 or 2)."""
+    if doc.get("schema") == ENGINES_V2:
+        return render_engines_v2(doc)
+    return render_engines_v1(doc)
+
+
+def render_engines_v1(doc: Document) -> list[str]:
+    """Schema 1: one median per model, batch and engine; TVM's symbolic or tuned library."""
     results: list[dict[str, Any]] = doc["results"]
     engines = list(dict.fromkeys(r["engine"] for r in results))
     tunings = doc.get("tvm_tuning") or {}
@@ -301,6 +308,135 @@ def render_engines(doc: Document) -> list[str]:
         if found:
             errors.append(f"{ENGINE_LABELS.get(engine, engine)} {max(found):.1e}")
     lines = [caption, "", *_table(header, rows)]
+    if errors:
+        lines += ["", "Largest absolute error against the PyTorch source: " + ", ".join(errors) + "."]
+    return lines
+
+
+ENGINES_V2 = "tritongen.bench.engines/2"
+
+
+def _bucket(name: str | None) -> str:
+    return "symbolic library" if not name else "bucket " + name.replace("x", "×")
+
+
+def _engines_tuning(tvm: dict[str, Any]) -> str:
+    """``buckets 1×128, 8×128, 32×128; tuned 24.8 min, 1,234 trials`` (or ``untuned``)."""
+    buckets = tvm.get("buckets") or {}
+    first = buckets.get("batch_dim") or "batch"
+    names = [
+        "×".join(str(lib["dims"][d]) for d in sorted(lib["dims"], key=lambda d: (d != first, d)))
+        for lib in buckets.get("libraries") or []
+    ]
+    text = "buckets " + ", ".join(names) if names else "symbolic library only"
+    tuning = tvm.get("tuning")
+    if not tuning:
+        return f"{text}; untuned"
+    cached = ", cached records" if tuning.get("cache_hit") else ""
+    minutes = (tuning.get("tune_s") or 0) / 60
+    return f"{text}; tuned {minutes:.1f} min, {tuning.get('trials', 0):,} MetaSchedule trials{cached}"
+
+
+def _engine_cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "–"
+    notes = [] if row["engine"] == "onnxruntime" else [f"{row['ratio_vs_onnxruntime']:.2f}×"]
+    if row["engine"] == "tvm":
+        notes.append(_bucket(row.get("bucket")))
+    return f"{_ms(row['median_us'])} ms" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _target_cell(entry: dict[str, Any] | None) -> str:
+    if entry is None or entry.get("target") is None:
+        return "–"
+    return f"≤ {entry['target']:g}×: {entry.get('verdict') or '–'}"
+
+
+def _padded_cell(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "–"
+    return f"b{entry['batch']} × s{entry['seq']}: {_paired(entry['ratio'])}"
+
+
+def _engines_model(doc: Document, model: str) -> list[str]:
+    """One model's table: a column per batch, a row per engine, then the ratio, target and padded rows."""
+    results = [r for r in doc["results"] if r["model"] == model]
+    exact = [r for r in results if not r.get("padded")]
+    batches = sorted({r["batch"] for r in exact})
+    engines = list(dict.fromkeys(r["engine"] for r in results))
+    ratios = [e for e in doc.get("ratios") or [] if e["model"] == model]
+    exact_ratio = {e["batch"]: e for e in ratios if not e.get("padded")}
+    tvm_bucket = {r["batch"]: r.get("bucket") for r in exact if r["engine"] == "tvm"}
+    padded = {e.get("bucket"): e for e in ratios if e.get("padded")}
+
+    def at(engine: str, batch: int) -> dict[str, Any] | None:
+        return next((r for r in exact if (r["engine"], r["batch"]) == (engine, batch)), None)
+
+    rows = [[ENGINE_LABELS.get(e, e), *(_engine_cell(at(e, b)) for b in batches)] for e in engines]
+    rows.append(
+        [
+            "TVM / ONNX Runtime, paired [95% CI]",
+            *(_paired((exact_ratio.get(b) or {}).get("ratio")) for b in batches),
+        ]
+    )
+    if any(e.get("target") is not None for e in exact_ratio.values()):
+        rows.append(["target", *(_target_cell(exact_ratio.get(b)) for b in batches)])
+    if padded:
+        cells = [_padded_cell(padded.get(tvm_bucket.get(b))) for b in batches]
+        rows.append(["TVM / ONNX Runtime, padded request in the same bucket", *cells])
+    seq = next((r["seq"] for r in exact if r.get("seq")), None)
+    tvm = (doc.get("tvm") or {}).get(model) or {}
+    title = f"**{_model_label(model, seq)}**" + (f" — TVM: {_engines_tuning(tvm)}." if tvm else "")
+    return [title, "", *_table(["engine", *(f"batch {b}" for b in batches)], rows)]
+
+
+def _engines_tasks(doc: Document, model: str, top: int = 3) -> str | None:
+    """Where TVM's time goes when a target is not met: the largest tasks of each bucket."""
+    verdicts = [e.get("verdict") for e in doc.get("ratios") or [] if e["model"] == model and e.get("target")]
+    tasks: list[dict[str, Any]] = ((doc.get("tvm_tasks") or {}).get(model)) or []
+    if not tasks or all(v == "met" for v in verdicts):
+        return None
+    parts = []
+    for bucket in dict.fromkeys(t["bucket"] for t in tasks):
+        largest = sorted((t for t in tasks if t["bucket"] == bucket), key=lambda t: -t["total_us"])[:top]
+        shown = ", ".join(
+            f"`{t['task']}` {_pct(t.get('share'), 0)} ({t['calls']} calls × {_num(t.get('best_us'), 1)} µs, "
+            f"{t['trials']} trials)"
+            for t in largest
+        )
+        parts.append(f"{bucket.replace('x', '×')}: {shown}")
+    label = MODEL_LABELS.get(model, model)
+    return (
+        f"Where {label}'s TVM time goes (tuned tasks by calls × best kernel time, share of the bucket): "
+        + "; ".join(parts)
+        + "."
+    )
+
+
+def render_engines_v2(doc: Document) -> list[str]:
+    """Schema 2: interleaved rounds, TVM over shape buckets, the paired ratio and the target's verdict."""
+    caption = (
+        f"In-process, {doc['threads']} threads, median time per call over {doc.get('rounds')} interleaved "
+        "rounds; TVM is the served wrapper, and the bucket that served each shape is named. "
+        "TVM / ONNX Runtime is paired by round (geometric mean [95% CI]); a target is met when the "
+        "whole interval is within it."
+    )
+    lines = [caption]
+    models = list(dict.fromkeys(r["model"] for r in doc["results"]))
+    for model in models:
+        lines += ["", *_engines_model(doc, model)]
+        where = _engines_tasks(doc, model)
+        if where:
+            lines += ["", where]
+    errors = []
+    for engine in dict.fromkeys(r["engine"] for r in doc["results"]):
+        found = [
+            r["max_abs_err"]
+            for r in doc["results"]
+            if r["engine"] == engine and r.get("max_abs_err") is not None
+        ]
+        if found:
+            errors.append(f"{ENGINE_LABELS.get(engine, engine)} {max(found):.1e}")
     if errors:
         lines += ["", "Largest absolute error against the PyTorch source: " + ", ".join(errors) + "."]
     return lines

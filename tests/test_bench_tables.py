@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,3 +306,107 @@ def test_a_readme_without_a_block_is_refused(tmp_path: Path, capsys: pytest.Capt
     assert "README.md has no <!-- bench:convert_speed --> … <!-- /bench:convert_speed --> block" in (
         capsys.readouterr().err
     )
+
+
+def _load_engines() -> ModuleType:
+    sys.path.insert(0, str(ROOT / "bench"))  # engines.py imports provenance from its folder
+    try:
+        spec = importlib.util.spec_from_file_location("bench_engines", ROOT / "bench" / "engines.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    return module
+
+
+MINILM_FACTS: dict[str, Any] = {
+    "library": "tvm_model.so",
+    "inputs": [
+        {"name": "input_ids", "shape": ["batch", "dim1"]},
+        {"name": "attention_mask", "shape": ["batch", "dim1"]},
+    ],
+    "buckets": {
+        "dims": {"batch": [1, 8, 32], "dim1": [128]},
+        "padded": {"dim1": {"input": "attention_mask", "axis": 1, "alias": "seq"}},
+        "strict": False,
+        "libraries": [
+            {"dims": {"batch": b, "dim1": 128}, "library": f"tvm_bucket_{b}x128.so"} for b in (1, 8, 32)
+        ],
+    },
+    "tuning": {
+        "trials": 1234,
+        "tune_s": 1488.0,
+        "cache_hit": False,
+        "tasks": [
+            {"bucket": "32x128", "name": "fused_matmul_add", "calls": 36, "trials": 300, "best_us": 9000.0},
+            {"bucket": "32x128", "name": "softmax", "calls": 6, "trials": 40, "best_us": 6000.0},
+            {"bucket": "1x128", "name": "fused_matmul_add", "calls": 36, "trials": 200, "best_us": 300.0},
+        ],
+    },
+}
+
+
+def test_engines_bench_picks_the_serving_bucket_and_judges_the_target() -> None:
+    engines = _load_engines()
+    feed = {"input_ids": np.zeros((5, 100), np.int64), "attention_mask": np.zeros((5, 100), np.int64)}
+    assert engines.bucket_name(engines.serving_bucket(MINILM_FACTS, feed)) == "8x128"
+    big = {name: np.zeros((33, 128), np.int64) for name in feed}
+    assert engines.serving_bucket(MINILM_FACTS, big) is None  # the symbolic library serves it
+    longer = {name: np.zeros((1, 200), np.int64) for name in feed}
+    assert engines.serving_bucket(MINILM_FACTS, longer) is None
+    assert engines._padded_batches((1, 8, 32)) == [1, 5, 24]
+    ratio = engines.Ratio((1.2, 1.4), 1.3, 1.1, 1.45)
+    assert [engines.verdict(ratio, t) for t in (1.5, 1.3, 1.05)] == ["met", "tie with target", "missed"]
+    tasks = engines.task_breakdown(MINILM_FACTS["tuning"])
+    assert [(t["bucket"], t["task"]) for t in tasks][:2] == [
+        ("1x128", "fused_matmul_add"),
+        ("32x128", "fused_matmul_add"),
+    ]
+    assert tasks[1]["share"] == pytest.approx(324_000 / 360_000)
+
+
+def _engines_v2_doc(engines: ModuleType) -> dict[str, Any]:
+    model = engines.MODELS["minilm"]
+    cases = engines._cases(model)
+    context = {"errors": {"onnxruntime": 6e-7, "tvm": 1e-6}, "facts": MINILM_FACTS}
+    speed = {"onnxruntime": 1.0, "tvm": 1.2}
+    rows = [
+        engines._row(case, engine, [[1000.0 * case.batch * f * (1 + i / 100)] for i in range(5)], context)
+        for case in cases
+        for engine, f in speed.items()
+    ]
+    for row in rows:
+        row["ratio_vs_onnxruntime"] = speed[row["engine"]]
+    return {
+        "schema": engines.SCHEMA,
+        "threads": 2,
+        "rounds": 5,
+        "tvm": {"minilm": {"buckets": MINILM_FACTS["buckets"], "tuning": MINILM_FACTS["tuning"]}},
+        "tvm_tasks": {"minilm": engines.task_breakdown(MINILM_FACTS["tuning"])},
+        "results": rows,
+        "ratios": engines._ratios(model, cases, rows),
+    }
+
+
+def test_engines_v2_table_has_a_column_per_batch_the_bucket_and_the_verdicts() -> None:
+    doc = _engines_v2_doc(_load_engines())
+    lines = tables.render_engines(doc)
+    assert "5 interleaved rounds" in lines[0]
+    tuning = "buckets 1×128, 8×128, 32×128; tuned 24.8 min, 1,234 MetaSchedule trials"
+    assert f"**MiniLM-L6, seq 128** — TVM: {tuning}." in lines
+    assert "| engine | batch 1 | batch 8 | batch 32 |" in lines
+    cells = [
+        "1.22 ms (1.20×, bucket 1×128)",
+        "9.79 ms (1.20×, bucket 8×128)",
+        "39.2 ms (1.20×, bucket 32×128)",
+    ]
+    assert "| TVM | " + " | ".join(cells) + " |" in lines
+    assert "| target | ≤ 1.5×: met | ≤ 1.5×: met | ≤ 1.3×: met |" in lines
+    padded = next(line for line in lines if line.startswith("| TVM / ONNX Runtime, padded"))
+    assert "b5 × s100: 1.20× [1.20, 1.20]" in padded and "b24 × s100" in padded
+    assert not any(line.startswith("Where MiniLM-L6") for line in lines)  # every target met
+    doc["ratios"][2]["verdict"] = "missed"
+    where = next(line for line in tables.render_engines(doc) if line.startswith("Where MiniLM-L6"))
+    assert "32×128: `fused_matmul_add` 90% (36 calls × 9,000.0 µs, 300 trials)" in where

@@ -17,11 +17,13 @@ import pytest
 from tritongen.client.inputs import InputSpec, ModelInterface
 from tritongen.compare.measure import MeasureSettings, request_shapes
 from tritongen.compare.recommend import rank, recommend
-from tritongen.compare.result import SCHEMA, CompareReport, EngineResult, Recommendation
+from tritongen.compare.result import SCHEMA, CompareReport, EngineResult, Recommendation, build_note
+from tritongen.compare.runner import apply_metadata
 from tritongen.errors import ConfigError
 from tritongen.metrics.hardware import describe_host, server_gpus
 from tritongen.metrics.process_memory import backend_processes, local_server_pid
 from tritongen.report.tables import compare_table, to_markdown
+from tritongen.triton.repository import METADATA_FILE
 
 SPREAD = (-1.2, -0.5, 0.0, 0.5, 1.2)
 """Round-to-round deviations in units of the noise: symmetric, so the median is the nominal figure."""
@@ -225,6 +227,42 @@ def test_table_and_markdown_show_every_engine_with_reasons() -> None:
     lines = markdown.splitlines()
     assert lines[2].count("|") == 11 and lines[3].startswith("|---:|:---|")
     assert "no TensorRT \\| here" in markdown  # a pipe in a reason does not break the table
+
+
+TVM_FACTS: dict[str, Any] = {
+    "metadata_version": 2,
+    "library": "tvm_model.so",
+    "buckets": {
+        "dims": {"batch": [1, 8, 32], "dim1": [128]},
+        "padded": {"dim1": {"input": "attention_mask", "axis": 1, "alias": "seq"}},
+        "strict": False,
+        "libraries": [
+            {"dims": {"batch": b, "dim1": 128}, "library": f"tvm_bucket_{b}x128.so"} for b in (1, 8, 32)
+        ],
+    },
+    "tuning": {"trials": 1234, "tune_s": 1500.0, "cache_hit": False, "tasks": []},
+}
+
+
+def test_a_tvm_row_says_which_buckets_were_built_and_tuned(tmp_path: Path) -> None:
+    assert build_note("tvm", TVM_FACTS) == "buckets 1,8,32 × 128, tuned 25.0 min / 1,234 trials"
+    assert build_note("tvm", {**TVM_FACTS, "tuning": None}) == "buckets 1,8,32 × 128, untuned"
+    assert build_note("tvm", {"library": "tvm_model.so", "buckets": None, "tuning": None}) == "symbolic only"
+    assert build_note("onnx", TVM_FACTS) is None
+    model_dir = tmp_path / "m_tvm"
+    model_dir.mkdir()
+    (model_dir / METADATA_FILE).write_text(json.dumps({"engine": TVM_FACTS}), encoding="utf-8")
+    report = CompareReport(
+        source="s", name="m", hardware={}, settings={"batch_size_throughput": 32, "rank_by": "throughput"},
+        engines=[_engine("onnx", 2.0, 1000.0, 70.0), _engine("tvm", 2.5, 800.0, 90.0)],
+    )  # fmt: skip
+    apply_metadata(report, tmp_path)  # the onnx model has no directory: unavailable
+    tvm = report.engine("m_tvm")
+    assert tvm.build == "buckets 1,8,32 × 128, tuned 25.0 min / 1,234 trials"
+    assert report.to_json()["engines"][1]["build"] == tvm.build
+    assert CompareReport.from_json(report.to_json()).engine("m_tvm").build == tvm.build
+    row = next(r for r in compare_table(report).rows if r[1].startswith("TVM"))
+    assert row[1] == "TVM (buckets 1,8,32 × 128, tuned 25.0 min / 1,234 trials)"
 
 
 def test_request_shapes_fill_dynamic_dims_from_seq_after_explicit_shapes() -> None:

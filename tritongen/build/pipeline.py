@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -130,11 +130,12 @@ def _open_session(
     Raises:
         TritongenError: impossible TensorRT options.
     """
+    preferred = tuple(request.options.preferred_batch_sizes or ())
     convert_options = ConvertOptions(
         target=request.target,
         max_batch_size=max_batch,
         torchscript_mode=request.torchscript_mode,
-        tvm=request.tvm,
+        tvm=replace(request.tvm, preferred_batch_sizes=request.tvm.preferred_batch_sizes or preferred),
         tensorrt=request.tensorrt,
         precision=request.precision,
     )
@@ -280,7 +281,12 @@ class _ModelBuild:
 
         A reduced-precision variant is judged on data like production's where there is some.
         """
-        checked = self.shared.batches + shaped_batches(self.session.source.signature, _tuned_shapes(artifact))
+        signature = self.session.source.signature
+        checked = self.shared.batches + [
+            feed
+            for index, shapes in enumerate(_specialised_shapes(artifact))
+            for feed in shaped_batches(signature, shapes, seed=index + 1)
+        ]
         if report is not None:
             evaluation = self.session.reduced().evaluation()
             if evaluation.representative:
@@ -392,8 +398,32 @@ def _measure_accuracy(
         report.accuracy_data = f"not measured: {engine_error(e)}"
 
 
-def _tuned_shapes(artifact: Artifact) -> dict[str, tuple[int, ...]]:
-    """Input shapes an engine was specialised for (TVM tuning): verified on top of the random batches."""
-    tuning = artifact.engine.get("tuning")
-    shapes = tuning.get("shapes") if isinstance(tuning, dict) else None
-    return {str(k): tuple(int(d) for d in v) for k, v in shapes.items()} if isinstance(shapes, dict) else {}
+def _specialised_shapes(artifact: Artifact) -> list[dict[str, tuple[int, ...]]]:
+    """Input shapes an engine was compiled for (TVM buckets), each also shrunk to need padding.
+
+    Verified on top of the random batches: every bucket at its exact shape, and a request
+    a quarter smaller in every dim the bucket pads (batch rows and declared dims), which
+    the served wrapper pads up and slices back.
+    """
+    plan = artifact.engine.get("buckets")
+    if not isinstance(plan, dict):
+        return []
+    paddable = {str(d) for d in plan.get("padded") or {}} | (
+        {str(plan["batch_dim"])} if plan.get("batch_dim") else set()
+    )
+    specs: list[dict[str, Any]] = artifact.engine.get("inputs") or []  # type: ignore[assignment]
+    dims_of = {spec["name"]: spec.get("shape", []) for spec in specs}
+    out: list[dict[str, tuple[int, ...]]] = []
+    for library in plan.get("libraries", []):
+        exact = {str(k): tuple(int(d) for d in v) for k, v in library["shapes"].items()}
+        padded = {
+            name: tuple(
+                max(1, value - max(1, value // 4))
+                if isinstance(dim, str) and dim in paddable and value > 1
+                else value
+                for dim, value in zip(dims_of.get(name, []), shape, strict=False)
+            )
+            for name, shape in exact.items()
+        }
+        out += [exact] + ([padded] if padded != exact else [])
+    return out

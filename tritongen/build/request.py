@@ -192,5 +192,3 @@ def build_plan(
     if not planned:
         raise ConfigError(skipped[0][2], "add --formats onnx, or choose --precision fp32")
     return planned, skipped
-
-

@@ -21,6 +21,7 @@ from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.options import Templates
 from tritongen.cli.output_options import OutputFlags
 from tritongen.convert.formats import FORMATS, parse_formats
+from tritongen.convert.tvm import foreign_arch
 from tritongen.errors import TritongenError
 from tritongen.sources.model_source import source_kind
 from tritongen.triton.model_config import ModelConfig
@@ -187,6 +188,10 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
     console.print(verification_table(result, skipped=request.verify.skip))
     print_precision(result)
     for model in result.models:
+        if model.format == "tvm" and (arch := foreign_arch(model.engine)):
+            console.print(
+                f"[bold]{escape(model.name)}[/]: cross-compiled for {arch}, not verified here", soft_wrap=True
+            )
         commands = model.engine.get("commands") if model.engine.get("dry_run") else None
         if isinstance(commands, dict):
             console.print(

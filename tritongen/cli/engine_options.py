@@ -54,7 +54,8 @@ TvmTarget = Annotated[
     str | None,
     typer.Option(
         "--tvm-target",
-        help="TVM target: llvm (this CPU, the default), cuda, or a JSON target dict.",
+        help="TVM target: llvm (this CPU, the default), cuda, an Arm board cross-compiled here "
+        "(aarch64, rpi4, rk3588), or a JSON target dict.",
         show_default=False,
         rich_help_panel="TVM",
     ),
@@ -72,6 +73,43 @@ TvmTuneMinutes = Annotated[
         help="Tune TVM for about this many minutes.",
         min=0.0,
         show_default=False,
+        rich_help_panel="TVM",
+    ),
+]
+TvmBuckets = Annotated[
+    str | None,
+    typer.Option(
+        "--tvm-buckets",
+        help="Shape buckets, one library each: 'batch=1,8,32;seq=64,128' (dims by ONNX name or "
+        "--tvm-pad alias). Default when tuning: batch 1, the preferred batch sizes and the max batch "
+        "size; 128 for other dims.",
+        show_default=False,
+        rich_help_panel="TVM",
+    ),
+]
+TvmPad = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tvm-pad",
+        help="[ALIAS=]INPUT:AXIS, repeatable: that dim may be padded up to a bucket; INPUT is its mask "
+        "(0 at padding), e.g. seq=attention_mask:1. Undeclared dims are never padded.",
+        show_default=False,
+        rich_help_panel="TVM",
+    ),
+]
+TvmStrictBuckets = Annotated[
+    bool,
+    typer.Option(
+        "--tvm-strict-buckets",
+        help="Refuse requests no bucket holds (default: run them on the symbolic library, warned once).",
+        rich_help_panel="TVM",
+    ),
+]
+TvmExactMath = Annotated[
+    bool,
+    typer.Option(
+        "--tvm-exact-math",
+        help="Keep erf, exp and softmax exact (default: TVM's fast approximations, checked by verification).",
         rich_help_panel="TVM",
     ),
 ]
@@ -289,6 +327,10 @@ class EngineFlags:
     tvm_target: TvmTarget = None
     tvm_tune_trials: TvmTuneTrials = 0
     tvm_tune_minutes: TvmTuneMinutes = None
+    tvm_buckets: TvmBuckets = None
+    tvm_pad: TvmPad = None
+    tvm_strict_buckets: TvmStrictBuckets = False
+    tvm_exact_math: TvmExactMath = False
 
     def specs(self) -> tuple[str, ...]:
         """``--input-spec`` values in order."""
@@ -305,7 +347,13 @@ class EngineFlags:
     def tvm(self) -> TvmOptions:
         """The TVM options."""
         return TvmOptions(
-            target=self.tvm_target, tune_trials=self.tvm_tune_trials, tune_minutes=self.tvm_tune_minutes
+            target=self.tvm_target,
+            tune_trials=self.tvm_tune_trials,
+            tune_minutes=self.tvm_tune_minutes,
+            buckets=self.tvm_buckets,
+            pads=tuple(self.tvm_pad or ()),
+            strict_buckets=self.tvm_strict_buckets,
+            fast_math=not self.tvm_exact_math,
         )
 
 

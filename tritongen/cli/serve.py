@@ -81,8 +81,7 @@ def _serve_until_stopped(server: LocalTritonServer) -> None:
             while not stopping.wait(0.5):
                 if not server.is_running():
                     err_console.print(
-                        "[bold red]error:[/] the Triton server exited unexpectedly. "
-                        f"See {server.log_path}.",
+                        f"[bold red]error:[/] the Triton server exited unexpectedly. See {server.log_path}.",
                         soft_wrap=True,
                     )
                     raise typer.Exit(1)

@@ -33,6 +33,36 @@ def engine_label(fmt: str, precision: str | None = None) -> str:
     return f"{label} {precision.replace('-', ' ')}" if precision and precision != "fp32" else label
 
 
+def build_note(fmt: str, facts: dict[str, Any] | None) -> str | None:
+    """What an engine was built as, where tables should say it: TVM's shape buckets and tuning.
+
+    ``buckets 1,8,32 × 128, tuned 24.8 min / 1,234 trials``, ``symbolic only``, or ``None``
+    for formats with nothing to say; ``facts`` is the artifact's engine metadata.
+    """
+    if fmt != "tvm" or not isinstance(facts, dict):
+        return None
+    buckets = facts.get("buckets") if isinstance(facts.get("buckets"), dict) else None
+    tuning = facts.get("tuning") if isinstance(facts.get("tuning"), dict) else None
+    if buckets:
+        dims: dict[str, list[int]] = buckets.get("dims") or {}
+        first = buckets.get("batch_dim") or "batch"
+        order = sorted(dims, key=lambda d: (d != first, d))  # batch first, then the dims by name
+        text = "buckets " + " × ".join(",".join(str(v) for v in dims[d]) for d in order)
+        if buckets.get("strict"):
+            text += " (strict)"
+    else:
+        text = "symbolic only"
+        shapes = (tuning or {}).get("shapes")  # metadata version 1: one tuned shape
+        if isinstance(shapes, dict) and shapes:
+            shape = " × ".join(str(d) for d in next(iter(shapes.values())))
+            text = f"symbolic + {shape}"
+    if not tuning:
+        return text if text == "symbolic only" else f"{text}, untuned"
+    cached = ", cached records" if tuning.get("cache_hit") else ""
+    minutes = float(tuning.get("tune_s") or 0) / 60
+    return f"{text}, tuned {minutes:.1f} min / {int(tuning.get('trials') or 0):,} trials{cached}"
+
+
 @dataclass
 class EngineResult:
     """One engine's measurements (``None`` where not measured)."""
@@ -42,6 +72,8 @@ class EngineResult:
     status: EngineStatus = "pending"
     reason: str | None = None
     precision: str | None = None
+    build: str | None = None
+    """What it was built as, where that matters (TVM: shape buckets and tuning; see :func:`build_note`)."""
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     tolerance: dict[str, float | None] | None = None

@@ -34,7 +34,7 @@ from tritongen.compare.measure import (
     engine_spec,
 )
 from tritongen.compare.recommend import RANK_KEYS, rank, recommend
-from tritongen.compare.result import CompareReport, EngineResult
+from tritongen.compare.result import CompareReport, EngineResult, build_note
 from tritongen.convert.precision import FP32, Variant
 from tritongen.errors import ConfigError, TritongenError, first_line
 from tritongen.intervals import DEFAULT_CONFIDENCE
@@ -192,6 +192,8 @@ def apply_build(report: CompareReport, build: BuildResult) -> None:
         except KeyError:
             continue  # a combination no format takes: already listed as unavailable
         engine.convert_s = round(outcome.seconds, 3)
+        if outcome.model is not None:
+            engine.build = build_note(outcome.format, outcome.model.engine)
         _apply_verification(engine, outcome)
         if outcome.precision is not None:
             engine.apply_precision(outcome.precision.to_json())
@@ -231,6 +233,7 @@ def apply_metadata(report: CompareReport, repo: Path) -> None:
             continue  # built elsewhere: measured, but precision and error are unknown
         facts = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
         engine.precision = _precision(facts)
+        engine.build = build_note(engine.format, facts)
         if isinstance(meta.get("precision"), dict):
             engine.apply_precision(meta["precision"])
         verification = meta.get("verification")

@@ -9,6 +9,7 @@ against.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -264,8 +265,11 @@ class ConvertSession:
 
             return torchscript_runner(version_dir, signature)
         if fmt == "tvm":  # the served wrapper itself: same libraries, same input conversion
+            from tritongen.convert.tvm import METADATA, foreign_arch
             from tritongen.convert.wrappers import wrapper_runner
 
+            if foreign_arch(json.loads((version_dir / METADATA).read_text(encoding="utf-8"))):
+                return None  # cross-compiled: it runs only on a machine of its architecture
             return wrapper_runner(version_dir, signature, self.options.max_batch_size)
         if fmt == "tensorrt":
             from tritongen.convert.tensorrt import tensorrt_runner

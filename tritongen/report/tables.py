@@ -65,7 +65,7 @@ def compare_table(report: CompareReport) -> TableData:
         rows.append(
             (
                 rank,
-                engine.label,
+                f"{engine.label} ({engine.build})" if engine.build else engine.label,
                 engine.status,
                 _over_rounds(engine, "p99_ms_b1"),
                 _over_rounds(engine, "infer_per_s_b32"),

@@ -5,25 +5,54 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tritongen.convert.tvm.cross import cross_compiler, cross_toolchain_hint, is_cross, target_arch
 from tritongen.convert.tvm.options import CompileTarget, first_line
 from tritongen.errors import ConversionError
 
 
-def legalize_and_fuse(module: Any, target: Any) -> Any:
-    """Dispatch library ops, legalize the rest to TIR, fold constants and fuse ``module`` for ``target``."""
+def legalize(module: Any, target: Any, *, fast_math: bool = False) -> Any:
+    """Dispatch library ops and legalize the rest of ``module`` to TIR for ``target`` (no fusion yet).
+
+    ``fast_math`` first swaps ``erf``, ``exp`` and ``softmax`` for TVM's fast
+    approximations; it must run before legalization, which removes those ops.
+    """
     import tvm
     from tvm import relax
 
     with target:
         passes = [
+            *([relax.transform.FastMathTransform()] if fast_math else []),
             *relax.pipeline.library_dispatch_passes(target),
             relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
         ]
         return tvm.transform.Sequential(passes)(module)
+
+
+def fuse(module: Any, target: Any, bind: dict[str, int] | None = None) -> Any:
+    """Fold constants and fuse a legalized ``module``; ``bind`` first fixes its dynamic dims.
+
+    Binding after legalization (not before) keeps the kernels' names equal in every
+    bucket, which lets tuning records move between buckets by name.
+    """
+    import tvm
+    from tvm import relax
+
+    t = relax.transform
+    with target:
+        passes = [
+            *([t.BindSymbolicVars(bind), t.CanonicalizeBindings()] if bind else []),
+            t.AnnotateTIROpPattern(),
+            t.FoldConstant(),
+            t.FuseOps(),
+            t.FuseTIR(),
+            t.DeadCodeElimination(),
+        ]
+        return tvm.transform.Sequential(passes)(module)
+
+
+def legalize_and_fuse(module: Any, target: Any, *, fast_math: bool = False) -> Any:
+    """Legalize, fold constants and fuse ``module`` for ``target``."""
+    return fuse(legalize(module, target, fast_math=fast_math), target)
 
 
 def compile_module(
@@ -33,6 +62,7 @@ def compile_module(
     *,
     legalized: bool = False,
     applied: dict[str, int] | None = None,
+    fast_math: bool = False,
 ) -> Any:
     """Legalize, fuse, apply tuned schedules where the database has them, dlight for the rest.
 
@@ -55,7 +85,7 @@ def compile_module(
     @tvm.transform.module_pass(opt_level=0)  # type: ignore[untyped-decorator]
     def pipeline(mod: Any, _ctx: Any) -> Any:
         if not legalized:
-            mod = legalize_and_fuse(mod, tvm_target)
+            mod = legalize_and_fuse(mod, tvm_target, fast_math=fast_math)
         with tvm_target:
             if database is not None:
                 mod = relax.transform.MetaScheduleApplyDatabase()(mod)
@@ -145,16 +175,25 @@ def _lowering_passes(target: Any) -> list[Any]:
     ]
 
 
-def export_library(executable: Any, path: Path) -> None:
-    """Write the compiled ``executable`` to ``path`` as a shared library.
+def export_library(executable: Any, path: Path, target: CompileTarget) -> None:
+    """Write the compiled ``executable`` to ``path`` as a shared library for ``target``'s machine.
+
+    A target for another architecture is linked by its cross gcc (see :mod:`.cross`).
 
     Raises:
-        ConversionError: TVM cannot write it (for a cuda target, usually no ``nvcc`` here).
+        ConversionError: no cross gcc for a cross target, or TVM cannot write the library
+            (for a cuda target, usually no ``nvcc`` here).
     """
+    arch = target_arch(target.spec)
+    linker = {"cc": cross_compiler(arch)} if is_cross(target.spec) else {}
     try:
-        executable.export_library(str(path))
+        executable.export_library(str(path), **linker)
     except Exception as e:
+        hint = (
+            cross_toolchain_hint(arch)
+            if linker
+            else "a cuda target needs the CUDA toolkit (nvcc) on this machine"
+        )
         raise ConversionError(
-            f"TVM failed to write {path.name}: {first_line(str(e)) or type(e).__name__}",
-            "a cuda target needs the CUDA toolkit (nvcc) on this machine",
+            f"TVM failed to write {path.name}: {first_line(str(e)) or type(e).__name__}", hint
         ) from e

@@ -6,15 +6,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from tritongen.convert.onnx import graph_inputs
-from tritongen.convert.tvm.options import TvmOptions, first_line
+from tritongen.convert.tvm.options import first_line
 from tritongen.errors import ConversionError
 from tritongen.sources.signature import Signature
 
 if TYPE_CHECKING:
     import onnx
-
-DEFAULT_DIM_VALUE = 128
-"""Value of a dynamic non-batch dim (e.g. sequence length) during tuning, unless given."""
 
 
 def check_supported_ops(model: onnx.ModelProto) -> None:
@@ -81,24 +78,29 @@ def input_dims(model: onnx.ModelProto, signature: Signature) -> dict[str, tuple[
     return dims
 
 
-def tuning_shapes(
-    inputs: dict[str, tuple[int | str, ...]], signature: Signature, options: TvmOptions, max_batch_size: int
-) -> dict[str, list[int]]:
-    """The static shape of each input during tuning.
+def relax_dims(
+    module: Any,
+) -> tuple[dict[str, tuple[int | str | None, ...]], list[tuple[int | str | None, ...]]]:
+    """The dims of ``main``'s inputs (by name) and outputs (in order) as the Relax import sees them.
 
-    The batch dim takes the tuning batch size; other dynamic dims take ``dim_values``,
-    else :data:`DEFAULT_DIM_VALUE`.
+    A dim is an int when static, its variable's name when dynamic (the ONNX dim name), and
+    ``None`` for a computed extent (such as ``dim1 * 2``), which no bucket can slice back.
     """
-    batch = options.tune_batch_size or (max_batch_size if signature.batched and max_batch_size > 0 else 1)
-    shapes: dict[str, list[int]] = {}
-    for name, dims in inputs.items():
-        shape = []
-        for index, dim in enumerate(dims):
-            if isinstance(dim, int):
-                shape.append(dim)
-            elif index == 0 and signature.batched:
-                shape.append(batch)
-            else:
-                shape.append(options.dim_values.get(dim, DEFAULT_DIM_VALUE))
-        shapes[name] = shape
-    return shapes
+    function = module["main"]
+    arg_types = list(function.ty.params)
+    inputs = {str(var): _dims(arg_type) for var, arg_type in zip(function.params, arg_types, strict=True)}
+    ret = function.ty.ret
+    fields = list(ret.fields) if hasattr(ret, "fields") else [ret]
+    return inputs, [_dims(field) for field in fields]
+
+
+def _dims(tensor_type: Any) -> tuple[int | str | None, ...]:
+    shape = getattr(tensor_type, "shape", None)
+    values = getattr(shape, "values", None)
+    if values is None:
+        return ()
+    dims: list[int | str | None] = []
+    for value in values:
+        kind = type(value).__name__
+        dims.append(int(value) if kind == "IntImm" else str(value) if kind in ("Var", "SizeVar") else None)
+    return tuple(dims)

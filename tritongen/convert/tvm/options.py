@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tritongen.convert.tvm.cross import host_arch, is_cross, target_arch
 from tritongen.errors import ConversionError, MissingDependencyError
 
 
@@ -17,15 +19,25 @@ class TvmOptions:
     """How to compile (and optionally tune) a model with TVM."""
 
     target: str | None = None
-    """``None`` or ``llvm``: this host's CPU; ``cuda``; or a TVM target as JSON dict text."""
+    """``None`` or ``llvm``: this host's CPU; ``cuda``; an edge preset of :data:`TARGET_PRESETS`
+    (cross-compiled: ``aarch64``, ``rpi4``, ``rk3588``); or a TVM target as JSON dict text."""
     tune_trials: int = 0
     """MetaSchedule measurement trials over all tasks; 0 with no ``tune_minutes`` skips tuning."""
     tune_minutes: float | None = None
     """Wall-clock budget for tuning; tuning stops at whichever budget ends first."""
-    tune_batch_size: int | None = None
-    """Batch size tuning is done at; default the model's max batch size."""
+    buckets: str | None = None
+    """Shape buckets, ``batch=1,8,32;seq=64,128`` (see :mod:`.buckets`); ``None``: the defaults
+    when tuning, else the symbolic library only."""
+    pads: tuple[str, ...] = ()
+    """Dims that may be padded, each ``[ALIAS=]INPUT:AXIS`` (the input masks padding with 0)."""
+    strict_buckets: bool = False
+    """Refuse requests no bucket holds instead of running them on the symbolic library."""
+    preferred_batch_sizes: tuple[int, ...] = ()
+    """The model's preferred batch sizes: default batch buckets."""
+    fast_math: bool = True
+    """Replace ``erf``, ``exp`` and ``softmax`` by TVM's fast approximations before compiling."""
     dim_values: dict[str, int] = field(default_factory=dict)
-    """Values of other dynamic dims during tuning, by ONNX dim name; default 128 each."""
+    """Default values of non-batch dynamic dims in buckets, by ONNX dim name; default 128 each."""
     cache_dir: Path | None = None
     """Tuning-record cache; default ``$TRITONGEN_CACHE_DIR`` or ``~/.cache/tritongen/tvm``."""
 
@@ -33,6 +45,11 @@ class TvmOptions:
     def tunes(self) -> bool:
         """Whether these options ask for MetaSchedule tuning."""
         return self.tune_trials > 0 or (self.tune_minutes is not None and self.tune_minutes > 0)
+
+    @property
+    def bucketed(self) -> bool:
+        """Whether static bucket libraries are built (asked for, or implied by tuning)."""
+        return self.buckets is not None or self.tunes or self.strict_buckets or bool(self.pads)
 
 
 @dataclass(frozen=True)
@@ -68,11 +85,21 @@ def tvm_requirements() -> tuple[str, ...]:
     )
 
 
+_AARCH64: dict[str, Any] = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}
+
+TARGET_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "aarch64": ("any 64-bit Arm Linux board with NEON (generic core)", _AARCH64),
+    "rpi4": ("Raspberry Pi 4 (Cortex-A72)", {**_AARCH64, "mcpu": "cortex-a72"}),
+    "rk3588": ("Rockchip RK3588 boards, e.g. Orange Pi 5 (Cortex-A76)", {**_AARCH64, "mcpu": "cortex-a76"}),
+}
+"""Edge targets by name: a one-line description and the TVM target dict (cross-compiled here)."""
+
+
 def resolve_target(text: str | None) -> dict[str, Any]:
     """Turn ``TvmOptions.target`` into a TVM target dict.
 
     Raises:
-        ConversionError: the text is neither ``llvm``, ``cuda`` nor a JSON object with a ``kind``.
+        ConversionError: the text is neither ``llvm``, ``cuda``, a preset nor a JSON object with a ``kind``.
     """
     spec = (text or "llvm").strip()
     if spec == "llvm":
@@ -82,6 +109,8 @@ def resolve_target(text: str | None) -> dict[str, Any]:
         return {"kind": "llvm", "mcpu": cpu, "num-cores": usable_cores()}
     if spec == "cuda":
         return {"kind": "cuda"}
+    if spec in TARGET_PRESETS:
+        return copy.deepcopy(TARGET_PRESETS[spec][1])  # callers may change theirs
     try:
         parsed = json.loads(spec)
     except json.JSONDecodeError:
@@ -89,7 +118,8 @@ def resolve_target(text: str | None) -> dict[str, Any]:
     if not isinstance(parsed, dict) or not isinstance(parsed.get("kind"), str):
         raise ConversionError(
             f"unknown TVM target {spec!r}",
-            'use llvm, cuda or a JSON target such as {"kind": "llvm", "mcpu": "znver3"}',
+            f"use llvm (this CPU), cuda, {', '.join(TARGET_PRESETS)} "
+            'or a JSON target such as {"kind": "llvm", "mcpu": "znver3"}',
         )
     return parsed
 
@@ -122,11 +152,15 @@ def check_options(options: TvmOptions) -> None:
         raise ConversionError(f"tune_trials must be >= 0, not {options.tune_trials}")
     if options.tune_minutes is not None and options.tune_minutes < 0:
         raise ConversionError(f"tune_minutes must be >= 0, not {options.tune_minutes}")
-    if options.tune_batch_size is not None and options.tune_batch_size < 1:
-        raise ConversionError(f"tune_batch_size must be >= 1, not {options.tune_batch_size}")
     bad = {k: v for k, v in options.dim_values.items() if v < 1}
     if bad:
         raise ConversionError(f"dim_values must be >= 1: {bad}")
+    if options.tunes and is_cross(spec := resolve_target(options.target)):
+        raise ConversionError(
+            f"TVM cannot tune for {target_arch(spec)} on this {host_arch()} machine: tuning measures"
+            " kernels where it runs, so it needs the board itself",
+            "build without --tvm-tune-trials/--tvm-tune-minutes, or convert on the board with tuning",
+        )
     if options.tunes:
         try:
             import xgboost  # noqa: F401

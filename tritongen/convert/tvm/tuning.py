@@ -1,31 +1,75 @@
-"""MetaSchedule tuning of one static shape, with its records cached per model, target and shape."""
+"""MetaSchedule tuning of every bucket in one budget, with records shared and cached.
+
+The budget runs in two phases over one database and one cost model:
+
+1. the largest bucket's matmuls (and dense layers, convolutions), which hold most FLOPs;
+2. their schedules are moved to the other buckets (:mod:`.transfer`); every bucket is
+   then compiled and profiled, and the kernels that take most of its measured run time
+   (up to 90%, at most :data:`TASKS_PER_BUCKET`) are tuned together for the rest of the
+   budget, starting from the moved schedules. Task weights are calls per inference, so
+   MetaSchedule's scheduler spends trials where they cut the most run time.
+
+Records live in one database per model, target and TVM version (any bucket set reuses
+them); a run's summary is kept by bucket set and budget, so the same build again tunes
+nothing.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tritongen.convert.artifact import Progress
-from tritongen.convert.tvm.compile import compile_module, legalize_and_fuse
-from tritongen.convert.tvm.frontend import import_onnx
+from tritongen.convert.tvm.budget import Budget, Tracker
+from tritongen.convert.tvm.compile import compile_module
+from tritongen.convert.tvm.measure import mean_seconds, persistent_builder
 from tritongen.convert.tvm.options import CompileTarget, TvmOptions, first_line, usable_cores
+from tritongen.convert.tvm.profile import kernel_times
+from tritongen.convert.tvm.transfer import transfer_records
 from tritongen.errors import ConversionError
 
-if TYPE_CHECKING:
-    import onnx
-
 CACHE_ENV = "TRITONGEN_CACHE_DIR"
-BUILD_TIMEOUT_S = 300.0
-"""Per-candidate build limit while tuning (a worker's first build also imports TVM)."""
+FIRST_PHASE_SHARE = 0.5
+"""Share of the budget for the largest bucket's matmuls before schedules move to the others."""
+TASKS_PER_BUCKET = 8
+"""At most this many kernels per bucket are tuned in the second phase."""
+COVERAGE = 0.9
+"""The second phase tunes the kernels that make up this share of a bucket's measured time."""
 
 
-def _cache_dir(options: TvmOptions) -> Path:
+@dataclass(frozen=True)
+class Bucket:
+    """One static shape of the model: its label (``8x128``), dim values, input shapes and module."""
+
+    label: str
+    dims: dict[str, int]
+    shapes: dict[str, list[int]]
+    module: Any
+    """The legalized and fused Relax module with every dim bound."""
+
+
+@dataclass(frozen=True)
+class TuningJob:
+    """What is tuned and how: the model's hash, target, options and input dtypes."""
+
+    model_sha256: str
+    target: CompileTarget
+    options: TvmOptions
+    dtypes: dict[str, str]
+
+
+def cache_dir(options: TvmOptions) -> Path:
+    """Where tuning records are kept: the options' folder, ``$TRITONGEN_CACHE_DIR/tvm`` or ``~/.cache``."""
     if options.cache_dir is not None:
         return options.cache_dir
     env = os.environ.get(CACHE_ENV)
@@ -34,55 +78,69 @@ def _cache_dir(options: TvmOptions) -> Path:
     return Path.home() / ".cache" / "tritongen" / "tvm"
 
 
-def tune_and_compile(
-    model: onnx.ModelProto,
-    data: bytes,
-    shapes: dict[str, list[int]],
-    target: CompileTarget,
-    options: TvmOptions,
-    say: Progress,
-) -> dict[str, Any]:
-    """Tune the static ``shapes`` (or reuse cached records) and compile them with the records."""
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def tune_buckets(buckets: list[Bucket], job: TuningJob, say: Progress) -> tuple[Any, dict[str, Any]]:
+    """Tune ``buckets`` (smallest first) within the options' budget, or reuse a cached run.
+
+    Returns the database of records and the facts ``tvm_metadata.json`` keeps.
+
+    Raises:
+        ConversionError: tuning fails for another reason than the deadline.
+    """
+    options = job.options
+    work_dir = cache_dir(options) / _digest(
+        {
+            "model_sha256": job.model_sha256,
+            "target": job.target.spec,
+            "tvm": metadata.version("apache-tvm"),
+            "fast_math": options.fast_math,
+        }
+    )
+    work_dir.mkdir(parents=True, exist_ok=True)
+    labels = [b.label for b in buckets]
+    summary = work_dir / f"run-{_digest(labels)}.json"
+    with _locked(work_dir, say):
+        previous = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else None
+        database = _open_database(work_dir)
+        if previous is not None and _budget_covered(previous, options):
+            say(f"TVM: reusing cached tuning records ({previous['trials']} trials) from {work_dir}")
+            return database, dict(previous, cache_hit=True, cache_dir=str(work_dir))
+        facts = _tune(buckets, job, work_dir, database, say)
+    facts.update(requested_trials=options.tune_trials, requested_minutes=options.tune_minutes, buckets=labels)
+    summary.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    return database, dict(facts, cache_hit=False, cache_dir=str(work_dir))
+
+
+@contextmanager
+def _locked(work_dir: Path, say: Progress) -> Iterator[None]:
+    """Hold ``work_dir``'s lock: two builds of one model must not write one database at once."""
+    with open(work_dir / "lock", "w", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"TVM: waiting for another build tuning the same model ({work_dir})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _open_database(work_dir: Path) -> Any:
+    """The records in ``work_dir``.
+
+    Raises:
+        ConversionError: the files cannot be read back.
+    """
     from tvm.s_tir import meta_schedule as ms
 
-    key_text = json.dumps(
-        {
-            "model_sha256": hashlib.sha256(data).hexdigest(),
-            "target": target.spec,
-            "shapes": shapes,
-            "tvm": metadata.version("apache-tvm"),
-        },
-        sort_keys=True,
-    )
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:20]
-    work_dir = _cache_dir(options) / key
-    work_dir.mkdir(parents=True, exist_ok=True)
-    summary_path = work_dir / "tuning.json"
-    previous = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else None
-
-    static = legalize_and_fuse(import_onnx(model, "the model", shapes), target.tvm)
-    started = time.perf_counter()
-    if previous is not None and _budget_covered(previous, options):
-        say(f"TVM: reusing cached tuning records ({previous['trials']} trials) from {work_dir}")
-        database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
-        facts = dict(previous, cache_hit=True)
-    else:
-        database, facts = _tune(static, target.tvm, work_dir, options, say)
-        facts["cache_hit"] = False
-        summary_path.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
-    say("TVM: compiling the tuned library")
-    applied: dict[str, int] = {}
-    executable = compile_module(static, target, database, legalized=True, applied=applied)
-    say(f"TVM: tuning records scheduled {applied.get('kernels', 0)} kernels")
-    facts.update(
-        shapes=shapes,
-        tuned_kernels=applied.get("kernels", 0),
-        cache_key=key,
-        cache_dir=str(work_dir),
-        compile_s=round(time.perf_counter() - started, 3),
-        executable=executable,
-    )
-    return facts
+    try:
+        return ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
+    except Exception as e:
+        raise ConversionError(
+            f"the TVM tuning cache {work_dir} is unreadable: {first_line(str(e)) or type(e).__name__}",
+            f"delete {work_dir} and build again (its records are tuned again)",
+        ) from e
 
 
 def _budget_covered(previous: dict[str, Any], options: TvmOptions) -> bool:
@@ -94,184 +152,147 @@ def _budget_covered(previous: dict[str, Any], options: TvmOptions) -> bool:
 
 
 def _tune(
-    module: Any, target: Any, work_dir: Path, options: TvmOptions, say: Progress
-) -> tuple[Any, dict[str, Any]]:
-    """Tune ``module``'s heavy kernels within the options' budget; the records and a summary."""
-    tasks = _tuning_tasks(module, target)
-    budget = _Budget(options, [t.task_name for t in tasks], say)
-    say(f"TVM: tuning {len(tasks)} tasks, {_budget_text(options)}")
+    buckets: list[Bucket], job: TuningJob, work_dir: Path, database: Any, say: Progress
+) -> dict[str, Any]:
+    """Both phases; the facts of the run (trials, seconds, and per task: calls, trials, best time)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    target = job.target.tvm
+    tasks = {b.label: _tunable_tasks(b.module, target) for b in buckets}
+    anchor = buckets[-1]
+    heavy = [t for t in tasks[anchor.label] if _heavy(t)] or tasks[anchor.label]
+    tracker = Tracker(say)
+    builder = persistent_builder()
+    cost_model = ms.CostModel.create("xgb", num_tuning_cores=usable_cores())
+    runner = _Runner(work_dir, database, builder, cost_model)
     started = time.perf_counter()
-    database = _run_tuning(tasks, work_dir, budget)
+    say(
+        f"TVM: tuning {len(buckets)} bucket(s) ({', '.join(b.label for b in buckets)}), "
+        f"{_budget_text(job.options)}"
+    )
+    first = Budget.first(job.options, FIRST_PHASE_SHARE)
+    say(f"TVM: phase 1: the {len(heavy)} matmul kernels of bucket {anchor.label}")
+    runner.run([(anchor.label, t) for t in heavy], first, tracker)
+    sources = {t.task_name: t for t in tasks[anchor.label]}
+    for bucket in buckets[:-1]:
+        moved = transfer_records(sources, tasks[bucket.label], database, target, builder)
+        say(f"TVM: moved {len(moved)} tuned schedule(s) from {anchor.label} to {bucket.label}")
+    chosen: list[tuple[str, Any]] = []
+    for bucket in buckets:
+        chosen += [(bucket.label, t) for t in _slowest_tasks(bucket, tasks[bucket.label], job, database)]
+    rest = first.rest(tracker.total_trials)
+    if rest is not None and chosen:
+        say(f"TVM: phase 2: {len(chosen)} kernels that take most of each bucket's time")
+        runner.run(chosen, rest, tracker)
     seconds = time.perf_counter() - started
-    say(f"TVM: tuned {budget.trials} trials in {seconds:.0f} s")
-    return database, {
-        "tasks": len(tasks),
-        "trials": budget.trials,
-        "requested_trials": options.tune_trials,
-        "requested_minutes": options.tune_minutes,
+    say(f"TVM: tuned {tracker.total_trials} trials in {seconds:.0f} s")
+    return {
+        "trials": tracker.total_trials,
         "tune_s": round(seconds, 3),
+        "tasks": _task_facts(buckets, tasks, database, target, tracker),
     }
 
 
-def _tuning_tasks(module: Any, target: Any) -> list[Any]:
-    """The tasks worth tuning: the matmuls, dense layers and convolutions when there are any.
+class _Runner:
+    """Runs tuning phases over one database, builder and cost model."""
 
-    The matmuls hold nearly all the FLOPs of dense and transformer models; a budget spread
-    over every element-wise task reaches them too late. The rest keep the dlight schedules.
-    """
-    from tvm.s_tir import meta_schedule as ms
+    def __init__(self, work_dir: Path, database: Any, builder: Any, cost_model: Any) -> None:
+        self.work_dir = work_dir
+        self.database = database
+        self.builder = builder
+        self.cost_model = cost_model
 
-    tasks = [t for t in ms.relax_integration.extract_tasks(module, target) if not _is_scheduled(t)]
-    heavy = [t for t in tasks if any(k in t.task_name for k in ("matmul", "dense", "conv"))]
-    return heavy or tasks
-
-
-class _Budget:
-    """The tuning budget: trials over all tasks, and a wall-clock deadline; counts what is done."""
-
-    def __init__(self, options: TvmOptions, task_names: list[str], say: Progress) -> None:
-        self.max_trials = options.tune_trials if options.tune_trials > 0 else 1_000_000
-        # Small rounds spread a time budget over every task instead of a few.
-        self.per_round = (
-            min(64, max(2, self.max_trials // max(1, len(task_names)))) if options.tune_trials > 0 else 16
-        )
-        self.deadline = (
-            time.monotonic() + 60.0 * options.tune_minutes if options.tune_minutes else float("inf")
-        )
-        self.task_names = task_names
-        self.say = say
-        self.trials = 0
-        self.stopped = False
-
-    def measured(self, task_id: int, candidates: int) -> None:
-        """Count a round of measured candidates; raise once the time budget is spent.
+    def run(self, entries: list[tuple[str, Any]], budget: Budget, tracker: Tracker) -> None:
+        """Tune ``entries`` (bucket label, extracted task) within ``budget``; records go to the database.
 
         Raises:
-            TimeoutError: the deadline has passed.
+            ConversionError: tuning fails for another reason than the budget's deadline.
         """
-        self.trials += candidates
-        self.say(f"TVM: {self.trials} trials done ({self.task_names[task_id]})")
-        if time.monotonic() > self.deadline:
-            self.stopped = True
-            raise TimeoutError("tuning time budget spent")
+        from tvm.s_tir import meta_schedule as ms
 
-    def callback(self) -> Any:
-        """A MetaSchedule measure callback that reports each round to :meth:`measured`."""
-        from tvm.ir.utils import derived_object
-        from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+        # MetaSchedule prints its task table to stdout after every round; the progress
+        # lines say what matters, and its full logs stay in the work dir's logs/.
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            extracted_tasks=[task for _, task in entries],
+            work_dir=str(self.work_dir),
+            space="post-order-apply",
+            strategy="evolutionary",
+            seed=0,
+        )
+        tracker.start_phase([(label, task.task_name) for label, task in entries], budget)
+        try:
+            ms.tune_tasks(
+                tasks=contexts,
+                task_weights=weights,
+                work_dir=str(self.work_dir),
+                max_trials_global=budget.max_trials,
+                num_trials_per_iter=budget.per_round(len(entries)),
+                builder=self.builder,
+                database=self.database,
+                measure_callbacks=[*ms.MeasureCallback.create("default"), tracker.callback()],
+                cost_model=self.cost_model,
+            )
+        except Exception as e:
+            if tracker.stopped:
+                return
+            raise ConversionError(
+                f"TVM tuning failed: {first_line(str(e)) or type(e).__name__}",
+                "build without tuning, or check apache-tvm-ffi<0.1.15 and psutil are installed",
+            ) from e
 
-        budget = self
 
-        @derived_object
-        class Budget(PyMeasureCallback):  # type: ignore[misc]
-            """Reports progress and stops tuning once the time budget is spent.
-
-            Terminating tasks does not stop the task scheduler mid-round, so the callback
-            raises; the records measured so far are already in the JSON database.
-            """
-
-            def apply(
-                self,
-                task_scheduler: Any,
-                task_id: int,
-                measure_candidates: Sequence[Any],
-                builder_results: Sequence[Any],
-                runner_results: Sequence[Any],
-            ) -> None:
-                budget.measured(task_id, len(measure_candidates))
-
-        return Budget()
-
-
-def _run_tuning(tasks: list[Any], work_dir: Path, budget: _Budget) -> Any:
-    """Run MetaSchedule over ``tasks``; the database of records (partial when the deadline stopped it).
-
-    Raises:
-        ConversionError: tuning fails for another reason than the deadline.
-    """
+def _tunable_tasks(module: Any, target: Any) -> list[Any]:
     from tvm.s_tir import meta_schedule as ms
 
-    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        extracted_tasks=tasks,
-        work_dir=str(work_dir),
-        space="post-order-apply",
-        strategy="evolutionary",
-        seed=0,
+    return [t for t in ms.relax_integration.extract_tasks(module, target) if not _is_scheduled(t)]
+
+
+def _heavy(task: Any) -> bool:
+    return any(k in task.task_name for k in ("matmul", "dense", "conv"))
+
+
+def _slowest_tasks(bucket: Bucket, tasks: list[Any], job: TuningJob, database: Any) -> list[Any]:
+    """The tasks that take most of ``bucket``'s measured run time with today's records."""
+    with job.target.tvm, database:
+        executable = compile_module(bucket.module, job.target, database, legalized=True)
+    profile = kernel_times(executable, bucket.shapes, job.dtypes, runs=1)
+    by_name = {t.task_name: t for t in tasks}
+    kernels = sorted(
+        ((k, v["seconds"]) for k, v in profile["kernels"].items() if k in by_name), key=lambda kv: -kv[1]
     )
-    try:
-        return ms.tune_tasks(
-            tasks=contexts,
-            task_weights=weights,
-            work_dir=str(work_dir),
-            max_trials_global=budget.max_trials,
-            num_trials_per_iter=budget.per_round,
-            builder=_persistent_builder(),
-            measure_callbacks=[*ms.MeasureCallback.create("default"), budget.callback()],
-            cost_model="xgb",
-        )
-    except Exception as e:
-        if budget.stopped:
-            return ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=True)
-        raise ConversionError(
-            f"TVM tuning failed: {first_line(str(e)) or type(e).__name__}",
-            "build without tuning, or check apache-tvm-ffi<0.1.15 and psutil are installed",
-        ) from e
+    total = sum(v["seconds"] for v in profile["kernels"].values()) or 1.0
+    chosen: list[Any] = []
+    covered = 0.0
+    for name, seconds in kernels:
+        if covered >= COVERAGE * total or len(chosen) >= TASKS_PER_BUCKET:
+            break
+        chosen.append(by_name[name])
+        covered += seconds
+    return chosen
 
 
-def _build_candidate(job: tuple[Any, Any]) -> str:
-    """Build one tuning candidate into a tar file (runs in a builder worker process)."""
-    import tempfile
-
-    import tvm
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-    from tvm.support.tar import tar
-
-    mod, target = job
-    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    built = tvm.compile(mod, target=target)
-    path = os.path.join(tempfile.mkdtemp(prefix="tritongen-tvm-"), f"candidate.{tar.output_format}")
-    built.export_library(path, fcompile=tar)
-    return path
-
-
-def _persistent_builder() -> Any:
-    """A MetaSchedule builder whose worker processes live for the whole tuning run.
-
-    TVM's ``LocalBuilder`` starts fresh workers for every batch of candidates and each
-    imports all of TVM's tensor intrinsics first (about a minute of CPU here), often
-    past the build timeout. These workers start once and skip that import: the fp32
-    schedules tuned here use no tensor intrinsics.
-    """
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
-    from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
-
-    cores = usable_cores()
-
-    @derived_object
-    class PersistentBuilder(PyBuilder):  # type: ignore[misc]
-        """Builds candidates in long-lived worker processes."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.pool = PopenPoolExecutor(max_workers=max(1, min(cores, 4)), timeout=BUILD_TIMEOUT_S)
-
-        def build(self, build_inputs: Sequence[Any]) -> list[Any]:
-            jobs = [(item.mod, item.target) for item in build_inputs]
-            results = []
-            for outcome in self.pool.map_with_error_catching(_build_candidate, jobs):
-                if outcome.status == StatusKind.COMPLETE:
-                    results.append(BuilderResult(artifact_path=outcome.value, error_msg=None))
-                else:
-                    results.append(
-                        BuilderResult(
-                            artifact_path=None,
-                            error_msg=f"build failed ({outcome.status.name}): {outcome.value}",
-                        )
-                    )
-            return results
-
-    return PersistentBuilder()
+def _task_facts(
+    buckets: list[Bucket], tasks: dict[str, list[Any]], database: Any, target: Any, tracker: Tracker
+) -> list[dict[str, Any]]:
+    """Per bucket and task with a record: calls per inference, trials spent here, best time."""
+    facts = []
+    for bucket in buckets:
+        for task in tasks[bucket.label]:
+            record = database.query_tuning_record(task.dispatched[0], target, "main")
+            best = mean_seconds(record.run_secs) if record is not None else None
+            if best is None:
+                continue
+            facts.append(
+                {
+                    "bucket": bucket.label,
+                    "name": task.task_name,
+                    "calls": int(task.weight),
+                    "trials": tracker.trials.get((bucket.label, task.task_name), 0),
+                    "best_us": round(best * 1e6, 2),
+                }
+            )
+    return facts
 
 
 def _is_scheduled(task: Any) -> bool:

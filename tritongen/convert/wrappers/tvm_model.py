@@ -1,9 +1,13 @@
-"""Triton Python-backend model serving ``tvm_model.so`` (a TVM Relax library) (written by tritongen).
+"""Triton Python-backend model serving TVM Relax libraries (written by tritongen).
 
 ``tvm_metadata.json`` beside this file names the libraries: ``tvm_model.so`` takes any
-batch size and dynamic dim; ``tvm_model_tuned.so``, when present, was tuned for one static
-shape and runs requests of exactly that shape. Batching across requests lives in
-``tritongen_runtime.py``. ``intra_op_thread_count`` sets TVM's threads per instance.
+shape (the symbolic library); each ``tvm_bucket_<dims>.so`` was compiled, and maybe tuned,
+for one static shape (a bucket). A request runs on the smallest bucket that holds it:
+extra batch rows repeat a real row, a dim declared paddable is padded with zeros (its
+mask input is 0 there), and the outputs are sliced back. A request no bucket holds runs
+on the symbolic library (a warning, once, in the server log), or is refused when the
+buckets are strict. Batching across requests lives in ``tritongen_runtime.py``;
+``intra_op_thread_count`` sets TVM's threads per instance.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tritongen_runtime import Array, BatchingModel
+from tritongen_runtime import Array, BatchingModel, pb_utils
 
 ALIGNMENT = 64  # TVM takes a numpy array without copying only at this alignment
 
@@ -41,8 +45,56 @@ def shareable(array: Array, dtype: np.dtype[Any]) -> bool:
     )
 
 
+def check_machine(path: str) -> None:
+    """Refuse, in one line, a library built for another machine (``tritongen --tvm-target aarch64``).
+
+    Reads the ELF header: ``e_machine`` at offset 18, in the byte order ``EI_DATA`` (offset 5) says.
+    """
+    import platform
+
+    machines = {3: "x86", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return  # loading it says what is wrong
+    if len(header) < 20 or header[:4] != b"\x7fELF":
+        return
+    machine = int.from_bytes(header[18:20], "big" if header[5] == 2 else "little")
+    built = machines.get(machine, f"e_machine {machine}")
+    here = platform.machine().lower()
+    here = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(here, here)
+    here = "arm" if here.startswith("armv") else "x86" if here in ("i386", "i486", "i586", "i686") else here
+    if built != here:
+        raise RuntimeError(
+            f"{os.path.basename(path)} is built for {built} but this machine is {here}: convert again "
+            f"with --tvm-target llvm here, or serve it on an {built} machine"
+        )
+
+
+def warn(message: str) -> None:
+    """A warning in the server log (on stderr outside Triton)."""
+    if pb_utils is not None:
+        pb_utils.Logger.log_warn(message)
+    else:
+        sys.stderr.write(f"warning: {message}\n")
+
+
+def pad_axis(array: Array, axis: int, size: int, repeat: bool) -> Array:
+    """``array`` grown to ``size`` along ``axis``: with copies of its last entry, or with zeros."""
+    extra = size - array.shape[axis]
+    if extra <= 0:
+        return array
+    if repeat:
+        last = np.take(array, [array.shape[axis] - 1], axis=axis)
+        return np.concatenate([array, np.repeat(last, extra, axis=axis)], axis=axis)
+    widths = [(0, 0)] * array.ndim
+    widths[axis] = (0, extra)
+    return np.pad(array, widths)
+
+
 class TritonPythonModel(BatchingModel):
-    """A TVM Relax virtual machine behind Triton's Python backend."""
+    """TVM Relax virtual machines (one per bucket, plus the symbolic one) behind Triton's Python backend."""
 
     def load(self, args: dict[str, Any]) -> None:
         """Load the libraries on the instance's device, with this instance's thread count."""
@@ -58,16 +110,23 @@ class TritonPythonModel(BatchingModel):
         self.tvm = tvm
         self.on_cuda = self.facts.get("device") == "cuda"
         self.device = tvm.cuda(self.device_id) if self.on_cuda else tvm.cpu(0)
-        self.main = self._function(relax, self.facts["library"])
+        library = self.facts.get("library")
+        self.main = self._function(relax, library) if library else None
         self.dtypes = {spec["name"]: np.dtype(spec["dtype"]) for spec in self.facts["inputs"]}
-        self.tuned_main: Any = None
-        self.tuned_shapes: dict[str, tuple[int, ...]] = {}
-        tuning = self.facts.get("tuning") or None
-        if tuning:
-            self.tuned_main = self._function(relax, tuning["library"])
-            self.tuned_shapes = {name: tuple(shape) for name, shape in tuning["shapes"].items()}
+        self.input_dims = {spec["name"]: spec.get("shape", []) for spec in self.facts["inputs"]}
+        self.output_dims = [spec.get("shape", []) for spec in self.facts["outputs"]]
+        plan = self.facts.get("buckets") or {}
+        self.batch_dim = plan.get("batch_dim")
+        self.padded = set(plan.get("padded") or {})
+        self.strict = bool(plan.get("strict"))
+        self.buckets = [
+            (lib["dims"], lib["label"], self._function(relax, lib["library"]))
+            for lib in plan.get("libraries", [])
+        ]
+        self.warned = False
 
     def _function(self, relax: Any, library: str) -> Any:
+        check_machine(os.path.join(self.version_dir, library))
         module = self.tvm.runtime.load_module(os.path.join(self.version_dir, library))
         return relax.VirtualMachine(module, self.device)["main"]
 
@@ -78,20 +137,81 @@ class TritonPythonModel(BatchingModel):
             array = aligned_copy(array, dtype)
         return self.tvm.runtime.from_dlpack(array)
 
+    def _request_dims(self, feed: dict[str, Array]) -> dict[str, int]:
+        """The value of each dynamic dim in this request, read from the inputs' shapes."""
+        values: dict[str, int] = {}
+        for name, array in feed.items():
+            for axis, dim in enumerate(self.input_dims.get(name, [])):
+                if isinstance(dim, str) and axis < array.ndim:
+                    values.setdefault(dim, int(array.shape[axis]))
+        return values
+
+    def _bucket(self, dims: dict[str, int]) -> tuple[dict[str, int], Any] | None:
+        """The smallest bucket holding a request with ``dims``, and its function."""
+        for bucket, _label, function in self.buckets:
+            fits = all(
+                value <= bucket[dim] if dim == self.batch_dim or dim in self.padded else value == bucket[dim]
+                for dim, value in dims.items()
+                if dim in bucket
+            )
+            if fits:
+                return bucket, function
+        return None
+
+    def _fallback(self, dims: dict[str, int]) -> Any:
+        """The symbolic library for a request no bucket holds (refused under strict buckets)."""
+        shape = ", ".join(f"{dim}={value}" for dim, value in sorted(dims.items()))
+        largest = self.buckets[-1][1] if self.buckets else "none"
+        if not self.buckets:
+            return self.main
+        if self.strict or self.main is None:
+            raise ValueError(
+                f"request ({shape}) fits no TVM bucket (largest {largest}) and the buckets are strict: "
+                "convert again with a larger --tvm-buckets, or without --tvm-strict-buckets"
+            )
+        if not self.warned:
+            self.warned = True
+            warn(
+                f"{self.facts.get('library')}: request ({shape}) fits no TVM bucket (largest {largest}); "
+                "running it on the slower symbolic library (said once; add a bucket with --tvm-buckets)"
+            )
+        return self.main
+
     def run(self, feed: dict[str, Array]) -> list[Array]:
-        """Run one batch; CPU outputs are returned without a copy."""
+        """Run one batch on the smallest bucket that holds it, padded and sliced back; else symbolic."""
         names = [name for name in self.input_names if name in feed]
-        use_tuned = self.tuned_main is not None and all(
-            feed[name].shape == self.tuned_shapes.get(name) for name in names
-        )
-        function = self.tuned_main if use_tuned else self.main
+        dims = self._request_dims(feed)
+        chosen = self._bucket(dims)
+        if chosen is None:
+            function = self._fallback(dims)
+            bucket = dims
+        else:
+            bucket, function = chosen
+            feed = {name: self._pad(name, feed[name], bucket) for name in names}
         result = function(*(self._to_tvm(feed[name], self.dtypes[name]) for name in names))
         values = [result] if hasattr(result, "numpy") else list(result)
-        if self.on_cuda:
-            return [value.numpy() for value in values]
-        return [np.from_dlpack(value) for value in values]
+        outputs = [value.numpy() for value in values] if self.on_cuda else [np.from_dlpack(v) for v in values]
+        if bucket is dims:
+            return outputs
+        return [self._slice(index, output, dims, bucket) for index, output in enumerate(outputs)]
+
+    def _pad(self, name: str, array: Array, bucket: dict[str, int]) -> Array:
+        for axis, dim in enumerate(self.input_dims.get(name, [])):
+            if isinstance(dim, str) and dim in bucket and array.shape[axis] < bucket[dim]:
+                array = pad_axis(array, axis, bucket[dim], repeat=dim == self.batch_dim)
+        return array
+
+    def _slice(self, index: int, output: Array, dims: dict[str, int], bucket: dict[str, int]) -> Array:
+        shape = self.output_dims[index] if index < len(self.output_dims) else []
+        cut = tuple(
+            slice(0, dims[dim])
+            if isinstance(dim, str) and dim in dims and dims[dim] < bucket.get(dim, 0)
+            else slice(None)
+            for dim in shape
+        )
+        return output[cut] if cut else output
 
     def finalize(self) -> None:
         """Release the virtual machines."""
         self.main = None
-        self.tuned_main = None
+        self.buckets = []
