@@ -76,11 +76,11 @@ class Tracker:
         self._deadline = budget.deadline
         self.stopped = False
 
-    def measured(self, task_id: int, runner_results: Sequence[Any]) -> None:
-        """Count a round of one task; report a new best; raise once the phase's time is spent.
+    def measured(self, scheduler: Any, task_id: int, runner_results: Sequence[Any]) -> None:
+        """Count a round of one task; report a new best; end the phase once its time is spent.
 
-        Raises:
-            TimeoutError: the phase's deadline has passed.
+        Past the deadline every task is terminated: the scheduler then stops handing out
+        rounds, and still collects the rounds already measured into the database.
         """
         key = self._entries[task_id]
         self.trials[key] = self.trials.get(key, 0) + len(runner_results)
@@ -95,9 +95,11 @@ class Tracker:
                 f"TVM: {key[0]} {key[1]}: best {_time_text(best)}{was} "
                 f"after {self.trials[key]} trials; {self.total_trials} in all"
             )
-        if time.monotonic() > self._deadline:
+        if time.monotonic() > self._deadline and not self.stopped:
             self.stopped = True
-            raise TimeoutError("tuning time budget spent")
+            for index, task in enumerate(scheduler.tasks_):
+                if not task.is_terminated:
+                    scheduler.terminate_task(index)
 
     def callback(self) -> Any:
         """A MetaSchedule measure callback that reports each round to :meth:`measured`."""
@@ -108,11 +110,7 @@ class Tracker:
 
         @derived_object
         class Progressing(PyMeasureCallback):  # type: ignore[misc]
-            """Reports progress and stops tuning once the phase's time is spent.
-
-            Terminating tasks does not stop the task scheduler mid-round, so the callback
-            raises; the records measured so far are already in the database.
-            """
+            """Reports progress and stops tuning once the phase's time is spent."""
 
             def apply(
                 self,
@@ -122,7 +120,7 @@ class Tracker:
                 builder_results: Sequence[Any],
                 runner_results: Sequence[Any],
             ) -> None:
-                tracker.measured(task_id, runner_results)
+                tracker.measured(task_scheduler, task_id, runner_results)
 
         return Progressing()
 

@@ -46,6 +46,9 @@ def fuse(module: Any, target: Any, bind: dict[str, int] | None = None) -> Any:
             t.FuseOps(),
             t.FuseTIR(),
             t.DeadCodeElimination(),
+            # Kernels left unfused keep symbolic shapes after binding; give each call its
+            # own static copy, so that every kernel of a bucket can be tuned.
+            *([t.SpecializePrimFuncBasedOnCallSite(), t.DeadCodeElimination()] if bind else []),
         ]
         return tvm.transform.Sequential(passes)(module)
 

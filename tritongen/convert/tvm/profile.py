@@ -10,12 +10,18 @@ import numpy as np
 
 
 def kernel_times(
-    executable: Any, shapes: dict[str, list[int]], dtypes: dict[str, str], runs: int = 2
+    executable: Any,
+    shapes: dict[str, list[int]],
+    dtypes: dict[str, str],
+    runs: int = 2,
+    *,
+    warmup: bool = True,
 ) -> dict[str, Any]:
     """Run ``executable`` (a compiled Relax module) on this CPU; per kernel: calls and seconds per run.
 
     Integer inputs are zeros (a valid token id and index everywhere), float inputs are
-    random. The first run warms up; the next ``runs`` are timed kernel by kernel.
+    random. A first run warms up (unless ``warmup`` is off); the next ``runs`` are timed
+    kernel by kernel.
     Returns ``{"total_s": float, "kernels": {name: {"calls": n, "seconds": s}}}``.
     """
     import tvm
@@ -32,7 +38,8 @@ def kernel_times(
             rng.standard_normal(shape).astype(dtype) if dtype.kind == "f" else np.zeros(shape, dtype=dtype)
         )
         args.append(tvm.runtime.tensor(array, device=device))
-    vm["main"](*args)
+    if warmup:
+        vm["main"](*args)
     seconds: defaultdict[str, float] = defaultdict(float)
     calls: Counter[str] = Counter()
     started: dict[str, float] = {}

@@ -177,11 +177,11 @@ def _tune(
     for bucket in buckets[:-1]:
         moved = transfer_records(sources, tasks[bucket.label], database, target, builder)
         say(f"TVM: moved {len(moved)} tuned schedule(s) from {anchor.label} to {bucket.label}")
-    chosen: list[tuple[str, Any]] = []
-    for bucket in buckets:
-        chosen += [(bucket.label, t) for t in _slowest_tasks(bucket, tasks[bucket.label], job, database)]
     rest = first.rest(tracker.total_trials)
-    if rest is not None and chosen:
+    if rest is not None:
+        chosen: list[tuple[str, Any]] = []
+        for bucket in buckets:
+            chosen += [(bucket.label, t) for t in _slowest_tasks(bucket, tasks[bucket.label], job, database)]
         say(f"TVM: phase 2: {len(chosen)} kernels that take most of each bucket's time")
         runner.run(chosen, rest, tracker)
     seconds = time.perf_counter() - started
@@ -234,8 +234,6 @@ class _Runner:
                 cost_model=self.cost_model,
             )
         except Exception as e:
-            if tracker.stopped:
-                return
             raise ConversionError(
                 f"TVM tuning failed: {first_line(str(e)) or type(e).__name__}",
                 "build without tuning, or check apache-tvm-ffi<0.1.15 and psutil are installed",
@@ -256,7 +254,7 @@ def _slowest_tasks(bucket: Bucket, tasks: list[Any], job: TuningJob, database: A
     """The tasks that take most of ``bucket``'s measured run time with today's records."""
     with job.target.tvm, database:
         executable = compile_module(bucket.module, job.target, database, legalized=True)
-    profile = kernel_times(executable, bucket.shapes, job.dtypes, runs=1)
+    profile = kernel_times(executable, bucket.shapes, job.dtypes, runs=1, warmup=False)
     by_name = {t.task_name: t for t in tasks}
     kernels = sorted(
         ((k, v["seconds"]) for k, v in profile["kernels"].items() if k in by_name), key=lambda kv: -kv[1]
