@@ -94,7 +94,8 @@ def test_too_many_buckets_are_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("factors", "extent"), [([4, 8, 1, 16], 512), ([32, 1, 1, 16], 8), ([3, 5], 7), ([1, 1], 1), ([2, 64], 96)]
+    ("factors", "extent"),
+    [([4, 8, 1, 16], 512), ([32, 1, 1, 16], 8), ([3, 5], 7), ([1, 1], 1), ([2, 64], 96)],
 )
 def test_tile_factors_refit_to_a_new_extent(factors: list[int], extent: int) -> None:
     refit = refit_tiles(factors, extent)
@@ -106,3 +107,39 @@ def test_tile_factors_refit_to_a_new_extent(factors: list[int], extent: int) -> 
     assert product == extent
     for old, new in zip(factors[1:], refit[1:], strict=True):
         assert old % new == 0  # inner tiles never grow past the tuned ones
+
+
+def test_dims_named_differently_per_input_are_one_dim() -> None:
+    inputs = {"a": ("unk__0", "sequence"), "b": ("unk__1", "seq")}
+    plan = plan_buckets(_request("batch=1,8;seq=16,32", ("seq=b:1", "seq=a:1")), inputs, batched=True)
+    assert plan.values == {"unk__0": (1, 8), "seq": (16, 32)}
+    bucket = plan.buckets()[-1]
+    assert plan.bind(bucket) == {"unk__0": 8, "unk__1": 8, "seq": 32, "sequence": 32}
+    facts = plan.as_json()
+    assert facts["batch_dims"] == ["unk__0", "unk__1"]
+    assert facts["padded_dims"] == ["seq", "sequence"]
+    assert plan.label(bucket) == "8x32"
+
+
+@pytest.mark.parametrize(
+    ("pads", "message"),
+    [
+        (("batch=attention_mask:1",), "alias 'batch' is already the name of another dim"),
+        (("seq=attention_mask:1", "len=input_ids:1"), "declares dim 'seq' twice"),
+    ],
+)
+def test_pad_declarations_that_contradict_each_other_are_refused(pads: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConversionError, match=message):
+        plan_buckets(_request(None, pads), TEXT, batched=True)
+
+
+def test_an_alias_may_not_take_another_dims_name() -> None:
+    inputs = {"ids": ("batch", "seq"), "mask": ("batch", "len")}
+    with pytest.raises(ConversionError, match="alias 'seq' is already the name of another dim"):
+        plan_buckets(_request(None, ("seq=mask:1",)), inputs, batched=True)
+
+
+def test_a_model_without_dynamic_dims_has_one_static_bucket() -> None:
+    plan = plan_buckets(_request(), {"x": (4, 16)}, batched=False)
+    assert plan.buckets() == [{}]
+    assert plan.label({}) == "static"

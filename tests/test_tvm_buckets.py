@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tritongen.build.pipeline import _specialised_shapes
 from tritongen.convert.artifact import Artifact, OnnxBuild
 from tritongen.convert.tvm import LIBRARY, METADATA, TvmOptions, tvm_unavailable_reason, write_tvm_artifact
+from tritongen.convert.tvm.samples import bucket_feeds, bucket_shapes
 from tritongen.errors import ConversionError
 from tritongen.sources.onnx_source import load_onnx
 
@@ -66,7 +66,9 @@ class Served:
             }
         )
         self.used: Counter[str] = Counter()
-        self.model.buckets = [(dims, label, self._counted(label, fn)) for dims, label, fn in self.model.buckets]
+        self.model.buckets = [
+            (dims, label, self._counted(label, fn)) for dims, label, fn in self.model.buckets
+        ]
         if self.model.main is not None:
             self.model.main = self._counted("symbolic", self.model.main)
 
@@ -116,7 +118,15 @@ def test_every_bucket_has_a_library_and_the_metadata_says_how_requests_fit(padde
 
 @pytest.mark.parametrize(
     ("batch", "seq", "bucket"),
-    [(1, 8, "1x8"), (1, 3, "1x8"), (2, 8, "4x8"), (3, 5, "4x8"), (4, 16, "4x16"), (1, 9, "1x16"), (3, 12, "4x16")],
+    [
+        (1, 8, "1x8"),
+        (1, 3, "1x8"),
+        (2, 8, "4x8"),
+        (3, 5, "4x8"),
+        (4, 16, "4x16"),
+        (1, 9, "1x16"),
+        (3, 12, "4x16"),
+    ],
 )
 def test_a_request_runs_on_the_smallest_bucket_padded_and_sliced_back(
     padded: Path, example_models: dict[str, Path], batch: int, seq: int, bucket: str
@@ -142,22 +152,31 @@ def test_a_request_no_bucket_holds_runs_symbolic_with_one_warning(
     warnings = [line for line in capsys.readouterr().err.splitlines() if "fits no TVM bucket" in line]
     assert len(warnings) == 1
     assert "(largest 4x16)" in warnings[0] and "--tvm-buckets" in warnings[0]
+    assert warnings[0].startswith("warning: the TVM model:")  # Triton passes the model's name
 
 
-def test_verification_covers_every_bucket_and_a_padded_request(padded: Path) -> None:
+def test_verification_covers_every_bucket_and_a_request_it_pads(
+    padded: Path, example_models: dict[str, Path]
+) -> None:
     facts = json.loads((padded / METADATA).read_text())
-    artifact = Artifact(format="tvm", backend="python", files=(), engine=facts)
-    shapes = [s["input_ids"] for s in _specialised_shapes(artifact)]
+    shapes = [s["input_ids"] for s in bucket_shapes(facts)]
     for lib in facts["buckets"]["libraries"]:
         assert tuple(lib["shapes"]["input_ids"]) in shapes
-    assert (3, 12) in shapes  # 4x16 shrunk by a quarter in both padded dims
-    assert (1, 6) in shapes  # 1x8: the batch cannot shrink, the sequence can
+    # one more than the next smaller bucket in each padded dim: each lands in its own bucket, padded
+    assert {(1, 7), (1, 9), (2, 7), (2, 9)} <= set(shapes)
     assert len(shapes) == 8
+    feeds = bucket_feeds(facts, load_onnx(example_models["text"]).signature)
+    assert len(feeds) == 8
+    assert all((feed["attention_mask"][:, 0] == 1).all() for feed in feeds)  # never an all-padding row
 
 
-def test_strict_buckets_refuse_a_request_they_cannot_hold(example_models: dict[str, Path], tmp_path: Path) -> None:
+def test_strict_buckets_refuse_a_request_they_cannot_hold(
+    example_models: dict[str, Path], tmp_path: Path
+) -> None:
     artifact = _build(
-        example_models["text"], tmp_path / "m", TvmOptions(buckets="batch=2;seq=8", pads=PAD, strict_buckets=True)
+        example_models["text"],
+        tmp_path / "m",
+        TvmOptions(buckets="batch=2;seq=8", pads=PAD, strict_buckets=True),
     )
     version = tmp_path / "m" / "1"
     assert not (version / LIBRARY).exists()
@@ -167,13 +186,17 @@ def test_strict_buckets_refuse_a_request_they_cannot_hold(example_models: dict[s
     np.testing.assert_allclose(
         served.run(feed), _ort(example_models["text"]).run(None, feed)[0], rtol=1e-4, atol=1e-5
     )
-    with pytest.raises(ValueError, match=r"request \(batch=1, seq=9\) fits no TVM bucket \(largest 2x8\)") as info:
+    with pytest.raises(
+        ValueError, match=r"request \(batch=1, seq=9\) fits no TVM bucket \(largest 2x8\)"
+    ) as info:
         served.run(_feed(1, 9))
     assert "--tvm-strict-buckets" in str(info.value) and "\n" not in str(info.value)
     sys.modules.pop("tritongen_runtime", None)
 
 
-def test_an_undeclared_dim_is_matched_exactly_never_padded(example_models: dict[str, Path], tmp_path: Path) -> None:
+def test_an_undeclared_dim_is_matched_exactly_never_padded(
+    example_models: dict[str, Path], tmp_path: Path
+) -> None:
     messages: list[str] = []
     source = load_onnx(example_models["text"])
     write_tvm_artifact(
@@ -199,10 +222,22 @@ def test_impossible_buckets_are_refused_before_anything_is_written(
     from tritongen.cli.main import app
 
     repo = tmp_path / "repo"
-    base = ["convert", str(example_models["text"]), "--repo", str(repo), "--formats", "tvm", "--max-batch-size", "4"]
+    base = [
+        "convert",
+        str(example_models["text"]),
+        "--repo",
+        str(repo),
+        "--formats",
+        "tvm",
+        "--max-batch-size",
+        "4",
+    ]
     cases = [
         (["--tvm-buckets", "batch=1,8"], "batch 8 is above the max batch size 4"),
-        (["--tvm-pad", "seq=token_type_ids:1"], "names input 'token_type_ids', which the model does not have"),
+        (
+            ["--tvm-pad", "seq=token_type_ids:1"],
+            "names input 'token_type_ids', which the model does not have",
+        ),
         (["--tvm-pad", "seq=attention_mask:5"], "has no axis 5"),
     ]
     for extra, message in cases:
@@ -216,3 +251,29 @@ def test_bucket_options_alone_need_no_tuning(example_models: dict[str, Path], tm
     with pytest.raises(ConversionError, match="is above the max batch size"):
         _build(example_models["text"], tmp_path / "m", TvmOptions(buckets="batch=8"))
     assert not (tmp_path / "m").exists()
+
+
+def test_a_token_id_outside_the_vocabulary_does_not_crash_the_instance(padded: Path) -> None:
+    served = Served(padded)
+    feed = _feed(1, 8)
+    feed["input_ids"][0, 3] = 10**9  # far past the embedding table: clipped, never read out of bounds
+    feed["input_ids"][0, 4] = -(10**9)
+    out = served.run(feed)
+    assert out.shape[0] == 1 and np.isfinite(out).all()
+    sys.modules.pop("tritongen_runtime", None)
+
+
+def test_strict_buckets_verify_on_their_own_shapes(example_models: dict[str, Path], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tritongen.cli.main import app
+
+    repo = tmp_path / "repo"
+    result = CliRunner().invoke(
+        app,
+        ["convert", str(example_models["text"]), "--repo", str(repo), "--formats", "tvm",
+         "--max-batch-size", "4", "--tvm-buckets", "batch=1,4;seq=16", "--tvm-strict-buckets"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    meta = json.loads((repo / "text_tvm" / "tritongen.json").read_text())
+    assert meta["verification"]["passed"] is True

@@ -154,6 +154,20 @@ def test_tuning_a_cross_target_is_refused() -> None:
     assert "needs the board itself" in caught.value.message
 
 
+def test_compare_refuses_an_engine_built_for_another_machine(
+    example_models: dict[str, Path], tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["compare", str(example_models["mlp"]), "--formats", "onnx,tvm", "--tvm-target", "rpi4",
+         "--out", str(tmp_path / "cmp")],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "compare measures engines on this machine" in result.stderr
+    assert "--tvm-target rpi4 builds for aarch64" in result.stderr
+    assert not (tmp_path / "cmp").exists()
+
+
 @pytest.fixture(scope="module")
 def cross_built(example_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """``tritongen convert`` of the example MLP for ``--tvm-target aarch64``: exit code, output, model."""

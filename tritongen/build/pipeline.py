@@ -25,11 +25,11 @@ from tritongen.convert.formats import FORMATS, ConvertOptions, ConvertSession, d
 from tritongen.convert.precision import Variant
 from tritongen.convert.reduced import PrecisionReport, onnxruntime_runner
 from tritongen.convert.tensorrt import EngineUnavailableError
+from tritongen.convert.tvm.samples import bucket_feeds, strict_buckets
 from tritongen.convert.verify import (
     Verification,
     broken_verification,
     load_verify_data,
-    shaped_batches,
     verification_batches,
     verify_artifact,
 )
@@ -281,12 +281,10 @@ class _ModelBuild:
 
         A reduced-precision variant is judged on data like production's where there is some.
         """
-        signature = self.session.source.signature
-        checked = self.shared.batches + [
-            feed
-            for index, shapes in enumerate(_specialised_shapes(artifact))
-            for feed in shaped_batches(signature, shapes, seed=index + 1)
-        ]
+        facts = artifact.engine
+        specialised = bucket_feeds(facts, self.session.source.signature)
+        # strict buckets refuse the random batches no bucket holds; their own feeds cover them
+        checked = specialised if strict_buckets(facts) else self.shared.batches + specialised
         if report is not None:
             evaluation = self.session.reduced().evaluation()
             if evaluation.representative:
@@ -396,34 +394,3 @@ def _measure_accuracy(
         session.reduced().measure(runner, report)
     except Exception as e:  # reported with the verification; the build goes on
         report.accuracy_data = f"not measured: {engine_error(e)}"
-
-
-def _specialised_shapes(artifact: Artifact) -> list[dict[str, tuple[int, ...]]]:
-    """Input shapes an engine was compiled for (TVM buckets), each also shrunk to need padding.
-
-    Verified on top of the random batches: every bucket at its exact shape, and a request
-    a quarter smaller in every dim the bucket pads (batch rows and declared dims), which
-    the served wrapper pads up and slices back.
-    """
-    plan = artifact.engine.get("buckets")
-    if not isinstance(plan, dict):
-        return []
-    paddable = {str(d) for d in plan.get("padded") or {}} | (
-        {str(plan["batch_dim"])} if plan.get("batch_dim") else set()
-    )
-    specs: list[dict[str, Any]] = artifact.engine.get("inputs") or []  # type: ignore[assignment]
-    dims_of = {spec["name"]: spec.get("shape", []) for spec in specs}
-    out: list[dict[str, tuple[int, ...]]] = []
-    for library in plan.get("libraries", []):
-        exact = {str(k): tuple(int(d) for d in v) for k, v in library["shapes"].items()}
-        padded = {
-            name: tuple(
-                max(1, value - max(1, value // 4))
-                if isinstance(dim, str) and dim in paddable and value > 1
-                else value
-                for dim, value in zip(dims_of.get(name, []), shape, strict=False)
-            )
-            for name, shape in exact.items()
-        }
-        out += [exact] + ([padded] if padded != exact else [])
-    return out

@@ -156,6 +156,7 @@ def compare_command(
         name = compare.name if compare.name is not None else default_name(source)
         settings = _settings(compare, load, rounds)
         chosen, unavailable = _formats(compare.formats, source, deployment.existing)
+        _refuse_foreign_tvm(chosen, engines.tvm_target)
         variants, precision_options = precision.settings()
         if deployment.url is None and deployment.repo is not None:
             # served here: refuse configs Triton would refuse (or hang on)
@@ -338,3 +339,23 @@ def _finish(report: CompareReport) -> None:
         )
     if not any(e.ok for e in report.engines):
         raise ServerError("no engine could be measured", "see the reasons in the table")
+
+
+def _refuse_foreign_tvm(formats: tuple[str, ...], tvm_target: str | None) -> None:
+    """Refuse to compare a TVM engine built for another machine: it cannot run here.
+
+    Raises:
+        ConfigError: ``--tvm-target`` compiles for another architecture.
+    """
+    if "tvm" not in formats or tvm_target is None:
+        return
+    from tritongen.convert.tvm import resolve_target
+    from tritongen.convert.tvm.cross import host_arch, target_arch
+
+    arch = target_arch(resolve_target(tvm_target))
+    if arch != host_arch():
+        raise ConfigError(
+            f"compare measures engines on this machine ({host_arch()}), but --tvm-target {tvm_target} "
+            f"builds for {arch}",
+            f"build for the board with tritongen convert --tvm-target {tvm_target}; compare here without it",
+        )

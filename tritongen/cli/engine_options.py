@@ -70,7 +70,7 @@ TvmTuneMinutes = Annotated[
     float | None,
     typer.Option(
         "--tvm-tune-minutes",
-        help="Tune TVM for about this many minutes.",
+        help="Tune TVM for about this many minutes (one budget over all buckets).",
         min=0.0,
         show_default=False,
         rich_help_panel="TVM",
@@ -80,6 +80,7 @@ TvmBuckets = Annotated[
     str | None,
     typer.Option(
         "--tvm-buckets",
+        metavar="DIM=V,V;DIM=V",
         help="Shape buckets, one library each: 'batch=1,8,32;seq=64,128' (dims by ONNX name or "
         "--tvm-pad alias). Default when tuning: batch 1, the preferred batch sizes and the max batch "
         "size; 128 for other dims.",
@@ -91,8 +92,10 @@ TvmPad = Annotated[
     list[str] | None,
     typer.Option(
         "--tvm-pad",
-        help="[ALIAS=]INPUT:AXIS, repeatable: that dim may be padded up to a bucket; INPUT is its mask "
-        "(0 at padding), e.g. seq=attention_mask:1. Undeclared dims are never padded.",
+        metavar="[ALIAS=]INPUT:AXIS",
+        help="Repeatable: that dim may be padded up to a bucket; INPUT is its mask (0 at padding), "
+        "e.g. seq=attention_mask:1. One alias on several inputs ties their dims. Undeclared dims are "
+        "never padded.",
         show_default=False,
         rich_help_panel="TVM",
     ),

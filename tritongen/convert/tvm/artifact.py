@@ -135,8 +135,14 @@ def _plan(
     )
     plan = plan_buckets(request, inputs, build.signature.batched)
     names = [spec.name for spec in build.signature.outputs]
+    batch = set(plan.names({plan.batch_dim} if plan.batch_dim else set()))
     for name, dims in zip(names, outputs, strict=False):
-        if plan.batch_dim is not None and (not dims or dims[0] != plan.batch_dim):
+        if not dims:
+            raise ConversionError(
+                f"TVM cannot tell the shape of output {name!r}, so bucket outputs cannot be sliced back",
+                "convert without --tvm-buckets/tuning (the symbolic library serves every shape)",
+            )
+        if batch and dims[0] not in batch:
             raise ConversionError(
                 f"output {name!r} does not start with the batch dim, so padded rows cannot be sliced off",
                 "convert without --tvm-buckets/tuning (the symbolic library serves every shape)",
@@ -155,7 +161,8 @@ def _compile_symbolic(
     """Compile the model with its dynamic dims symbolic into ``path``; the seconds it took."""
     say(f"TVM: compiling the symbolic library for {target.spec['kind']} (any shape)")
     started = time.perf_counter()
-    export_library(compile_module(symbolic, target, None, fast_math=options.fast_math), path, target)
+    executable = compile_module(symbolic, target, database=None, fast_math=options.fast_math)
+    export_library(executable, path, target)
     compile_s = time.perf_counter() - started
     say(f"TVM: {path.name} compiled in {compile_s:.1f} s")
     return compile_s
@@ -175,27 +182,29 @@ def _build_buckets(
     legal = legalize(symbolic, target.tvm, fast_math=options.fast_math)
     buckets = []
     for dims in plan.buckets():
+        bind = plan.bind(dims)
         shapes = {
-            name: [d if isinstance(d, int) else dims[d] for d in shape] for name, shape in inputs.items()
+            name: [d if isinstance(d, int) else bind[d] for d in shape] for name, shape in inputs.items()
         }
-        buckets.append(Bucket(plan.label(dims), dims, shapes, fuse(legal, target.tvm, dims)))
+        buckets.append(Bucket(plan.label(dims), dims, shapes, fuse(legal, target.tvm, bind)))
     database, tuning = tune_buckets(buckets, job, say) if options.tunes else (None, None)
     libraries = []
     for bucket in buckets:
         started = time.perf_counter()
         applied: dict[str, int] = {}
-        executable = compile_module(bucket.module, target, database, legalized=True, applied=applied)
+        executable = compile_module(bucket.module, target, database=database, legalized=True, applied=applied)
         library = bucket_library(bucket.label)
         export_library(executable, version_dir / library, target)
         facts: dict[str, Any] = {
             "label": bucket.label,
             "dims": bucket.dims,
+            "bind": plan.bind(bucket.dims),
             "library": library,
             "shapes": bucket.shapes,
             "compile_s": round(time.perf_counter() - started, 3),
             "tuned_kernels": applied.get("kernels", 0),
         }
-        if database is not None and target_arch(target.spec) == target_arch({}):
+        if database is not None and not target.on_cuda and target_arch(target.spec) == target_arch({}):
             facts["profile"] = _profile(executable, bucket, job.dtypes)
         say(f"TVM: {library} compiled ({facts['tuned_kernels']} tuned kernels){_profile_text(facts)}")
         libraries.append(facts)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from tritongen.errors import ConversionError
@@ -57,6 +57,17 @@ class BucketPlan:
     """The graph's name of the batch dim (``None`` for a model without one)."""
     padded: dict[str, PaddedDim]
     strict: bool = False
+    ties: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Dims that are one dim under several graph names (the batch dim of each input, or
+    dims declared with one ``--tvm-pad`` alias), by the name the plan uses for them."""
+
+    def bind(self, bucket: dict[str, int]) -> dict[str, int]:
+        """A bucket's value for every graph name of its dims (what TVM binds)."""
+        return {name: value for dim, value in bucket.items() for name in self.ties.get(dim, (dim,))}
+
+    def names(self, dims: list[str] | set[str]) -> list[str]:
+        """Every graph name of ``dims``."""
+        return sorted({name for dim in dims for name in self.ties.get(dim, (dim,))})
 
     def buckets(self) -> list[dict[str, int]]:
         """Every combination of values, smallest first (by the product of its dims)."""
@@ -76,7 +87,7 @@ class BucketPlan:
         order = ([self.batch_dim] if self.batch_dim in bucket else []) + sorted(
             d for d in bucket if d != self.batch_dim
         )
-        return "x".join(str(bucket[d]) for d in order)
+        return "x".join(str(bucket[d]) for d in order) or "static"
 
     def describe(self) -> str:
         """``batch 1,8,32 × seq 128 (padded)``: the plan in one line."""
@@ -95,7 +106,9 @@ class BucketPlan:
         return {
             "dims": {d: list(v) for d, v in self.values.items()},
             "batch_dim": self.batch_dim,
+            "batch_dims": self.names({self.batch_dim} if self.batch_dim else set()),
             "padded": {d: p.as_json() for d, p in self.padded.items()},
+            "padded_dims": self.names(set(self.padded)),
             "exact": self.exact_dims(),
             "strict": self.strict,
         }
@@ -106,57 +119,95 @@ def dynamic_dims(inputs: Dims) -> list[str]:
     return sorted({d for dims in inputs.values() for d in dims if isinstance(d, str)})
 
 
-def batch_dim_name(inputs: Dims, batched: bool) -> str | None:
-    """The graph's name of the batch dim: the first dim of the first input with a dynamic one."""
+def batch_dims(inputs: Dims, batched: bool) -> list[str]:
+    """The graph's names of the batch dim: axis 0 of every input, when it is dynamic.
+
+    Exporters may give each input's batch dim its own name (``unk__0``, ``unk__1``); they
+    are one dim.
+    """
     if not batched:
-        return None
-    for dims in inputs.values():
-        if dims and isinstance(dims[0], str):
-            return dims[0]
-    return None
+        return []
+    return list(dict.fromkeys(d[0] for d in inputs.values() if d and isinstance(d[0], str)))
 
 
-def parse_pads(texts: tuple[str, ...], inputs: Dims, batch_dim: str | None) -> dict[str, PaddedDim]:
-    """Read ``--tvm-pad [ALIAS=]INPUT:AXIS`` declarations into padded dims, by dim name.
+def parse_pads(
+    texts: tuple[str, ...], inputs: Dims, batch: list[str]
+) -> tuple[dict[str, PaddedDim], dict[str, tuple[str, ...]]]:
+    """Read ``--tvm-pad [ALIAS=]INPUT:AXIS`` declarations into padded dims and their ties.
+
+    Declarations with one alias name one dim, even where inputs name it differently
+    (``seq=attention_mask:1 seq=input_ids:1``). Returns the padded dims by the plan's
+    name for each (the first declaration's graph name) and every graph name of each.
 
     Raises:
         ConversionError: bad syntax, an unknown input, an axis the input lacks, a static
-            axis, or the batch dim (always padded).
+            axis, the batch dim (always padded), or an alias or dim declared twice over.
     """
-    padded: dict[str, PaddedDim] = {}
+    groups: dict[str, list[PaddedDim]] = {}
     for text in texts:
-        match = re.fullmatch(r"\s*(?:([A-Za-z_][\w.-]*)\s*=\s*)?([^:=\s]+)\s*:\s*(-?\d+)\s*", text)
-        if match is None:
+        pad = _parse_pad(text, inputs, batch)
+        groups.setdefault(pad.alias or pad.dim, []).append(pad)
+    padded: dict[str, PaddedDim] = {}
+    ties: dict[str, tuple[str, ...]] = {}
+    owner: dict[str, str] = {}
+    everything = {d for dims in inputs.values() for d in dims if isinstance(d, str)}
+    for key, pads in groups.items():
+        names = tuple(dict.fromkeys(p.dim for p in pads))
+        for name in names:
+            if name in owner:
+                raise ConversionError(
+                    f"--tvm-pad declares dim {name!r} twice (as {owner[name]!r} and {key!r})",
+                    "declare each dim once; give several inputs' dims one alias to tie them",
+                )
+            owner[name] = key
+        alias = pads[0].alias
+        if alias is not None and (alias == BATCH or (alias in everything and alias not in names)):
             raise ConversionError(
-                f"--tvm-pad {text!r} is not ALIAS=INPUT:AXIS",
-                "e.g. --tvm-pad seq=attention_mask:1 (axis 1 of attention_mask marks padding with 0)",
+                f"--tvm-pad alias {alias!r} is already the name of another dim",
+                "choose an alias no dim of the model has (and not 'batch')",
             )
-        alias, name, axis_text = match.group(1), match.group(2), int(match.group(3))
-        dims = inputs.get(name)
-        if dims is None:
-            raise ConversionError(
-                f"--tvm-pad names input {name!r}, which the model does not have",
-                f"its inputs are {', '.join(inputs)}",
-            )
-        axis = axis_text + len(dims) if axis_text < 0 else axis_text
-        if not 0 <= axis < len(dims):
-            raise ConversionError(
-                f"--tvm-pad {text!r}: input {name!r} has no axis {axis_text} (it has {len(dims)} dims)",
-                "count axes from 0, the batch dim included",
-            )
-        dim = dims[axis]
-        if not isinstance(dim, str):
-            raise ConversionError(
-                f"--tvm-pad {text!r}: axis {axis} of {name!r} is fixed at {dim}, so there is nothing to pad",
-                "declare a dynamic dim, such as the sequence length",
-            )
-        if dim == batch_dim:
-            raise ConversionError(
-                f"--tvm-pad {text!r}: axis {axis} of {name!r} is the batch dim, which is always padded",
-                "declare a dim other than the batch dim",
-            )
-        padded[dim] = PaddedDim(dim=dim, input=name, axis=axis, alias=alias)
-    return padded
+        padded[names[0]] = pads[0]
+        ties[names[0]] = names
+    return padded, ties
+
+
+def _parse_pad(text: str, inputs: Dims, batch: list[str]) -> PaddedDim:
+    """One ``--tvm-pad`` declaration, checked against the model.
+
+    Raises:
+        ConversionError: see :func:`parse_pads`.
+    """
+    match = re.fullmatch(r"\s*(?:([A-Za-z_][\w.-]*)\s*=\s*)?([^:=\s]+)\s*:\s*(-?\d+)\s*", text)
+    if match is None:
+        raise ConversionError(
+            f"--tvm-pad {text!r} is not ALIAS=INPUT:AXIS",
+            "e.g. --tvm-pad seq=attention_mask:1 (axis 1 of attention_mask marks padding with 0)",
+        )
+    alias, name, axis_text = match.group(1), match.group(2), int(match.group(3))
+    dims = inputs.get(name)
+    if dims is None:
+        raise ConversionError(
+            f"--tvm-pad names input {name!r}, which the model does not have",
+            f"its inputs are {', '.join(inputs)}",
+        )
+    axis = axis_text + len(dims) if axis_text < 0 else axis_text
+    if not 0 <= axis < len(dims):
+        raise ConversionError(
+            f"--tvm-pad {text!r}: input {name!r} has no axis {axis_text} (it has {len(dims)} dims)",
+            "count axes from 0, the batch dim included",
+        )
+    dim = dims[axis]
+    if not isinstance(dim, str):
+        raise ConversionError(
+            f"--tvm-pad {text!r}: axis {axis} of {name!r} is fixed at {dim}, so there is nothing to pad",
+            "declare a dynamic dim, such as the sequence length",
+        )
+    if dim in batch:
+        raise ConversionError(
+            f"--tvm-pad {text!r}: axis {axis} of {name!r} is the batch dim, which is always padded",
+            "declare a dim other than the batch dim",
+        )
+    return PaddedDim(dim=dim, input=name, axis=axis, alias=alias)
 
 
 def default_batch_values(max_batch_size: int, preferred: tuple[int, ...]) -> tuple[int, ...]:
@@ -194,10 +245,15 @@ def plan_buckets(request: BucketRequest, inputs: Dims, batched: bool) -> BucketP
         ConversionError: bad syntax, an unknown dim, a value below 1 or above the max batch
             size, or more than :data:`MAX_BUCKETS` buckets.
     """
-    batch_dim = batch_dim_name(inputs, batched)
-    padded = parse_pads(request.pads, inputs, batch_dim)
-    names = dynamic_dims(inputs)
+    batch = batch_dims(inputs, batched)
+    batch_dim = batch[0] if batch else None
+    padded, ties = parse_pads(request.pads, inputs, batch)
+    if batch_dim is not None:
+        ties[batch_dim] = tuple(batch)
+    tied = {name for dim, names in ties.items() for name in names if name != dim}
+    names = [d for d in dynamic_dims(inputs) if d not in tied]
     aliases = {p.alias: dim for dim, p in padded.items() if p.alias}
+    aliases.update({name: dim for dim, group in ties.items() for name in group if name != dim})
     given = _parse_values(request.text or "", names, aliases, batch_dim)
     values: dict[str, tuple[int, ...]] = {}
     for dim in names:
@@ -214,7 +270,7 @@ def plan_buckets(request: BucketRequest, inputs: Dims, batched: bool) -> BucketP
                 f"--tvm-buckets: batch {too_big[0]} is above the max batch size {request.max_batch_size}",
                 "use batch buckets up to --max-batch-size (no request is larger)",
             )
-    plan = BucketPlan(values=values, batch_dim=batch_dim, padded=padded, strict=request.strict)
+    plan = BucketPlan(values=values, batch_dim=batch_dim, padded=padded, strict=request.strict, ties=ties)
     count = len(plan.buckets())
     if count > MAX_BUCKETS:
         raise ConversionError(

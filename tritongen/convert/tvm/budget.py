@@ -79,8 +79,9 @@ class Tracker:
     def measured(self, scheduler: Any, task_id: int, runner_results: Sequence[Any]) -> None:
         """Count a round of one task; report a new best; end the phase once its time is spent.
 
-        Past the deadline every task is terminated: the scheduler then stops handing out
-        rounds, and still collects the rounds already measured into the database.
+        Raises:
+            TimeoutError: the phase's deadline has passed (after every round already
+                measured has been collected).
         """
         key = self._entries[task_id]
         self.trials[key] = self.trials.get(key, 0) + len(runner_results)
@@ -97,9 +98,12 @@ class Tracker:
             )
         if time.monotonic() > self._deadline and not self.stopped:
             self.stopped = True
+            # Collect the rounds other tasks have measured (into the database, through the
+            # callbacks), then stop the scheduler: it offers no way to end early itself.
             for index, task in enumerate(scheduler.tasks_):
-                if not task.is_terminated:
-                    scheduler.terminate_task(index)
+                if index != task_id and task.runner_futures is not None:
+                    scheduler.join_running_task(index)
+            raise TimeoutError("tuning time budget spent")
 
     def callback(self) -> Any:
         """A MetaSchedule measure callback that reports each round to :meth:`measured`."""
@@ -126,5 +130,7 @@ class Tracker:
 
 
 def _time_text(seconds: float) -> str:
-    """``1.234 ms`` or ``5.6 µs``."""
-    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} µs"
+    """``1.234 ms``, ``5.6 µs`` or ``40 ns``."""
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} µs" if seconds >= 1e-6 else f"{seconds * 1e9:.0f} ns"

@@ -19,6 +19,7 @@ def legalize(module: Any, target: Any, *, fast_math: bool = False) -> Any:
     import tvm
     from tvm import relax
 
+    module = clip_gathers(module)
     with target:
         passes = [
             *([relax.transform.FastMathTransform()] if fast_math else []),
@@ -26,6 +27,32 @@ def legalize(module: Any, target: Any, *, fast_math: bool = False) -> Any:
             relax.transform.LegalizeOps(),
         ]
         return tvm.transform.Sequential(passes)(module)
+
+
+def clip_gathers(module: Any) -> Any:
+    """``module`` with every ``take`` (ONNX Gather) clipping its indices instead of trusting them.
+
+    TVM's ONNX frontend emits ``take`` in its "fast" mode, which reads out of bounds
+    for an index outside the table: one bad token id in a request would crash the
+    serving process. Clipped, such an index reads the table's edge row.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class ClipTake(PyExprMutator):  # type: ignore[misc]
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and call.attrs.mode == "fast":
+                return relax.op.take(call.args[0], call.args[1], call.attrs.axis, mode="clip")
+            return call
+
+    rewriter = ClipTake(module)
+    for var, function in module.functions_items():
+        if isinstance(function, relax.Function):
+            rewriter.builder_.update_func(var, rewriter.visit_expr(function))
+    return rewriter.builder_.get()
 
 
 def fuse(module: Any, target: Any, bind: dict[str, int] | None = None) -> Any:

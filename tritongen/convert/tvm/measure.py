@@ -85,12 +85,9 @@ def measure_kernels(mods: list[Any], target: Any, builder: Any) -> list[float | 
     futures = iter(runner.run(inputs)) if inputs else iter(())
     seconds: list[float | None] = []
     for result in built:
-        if result.error_msg is not None:
-            seconds.append(None)
-            continue
-        outcome = next(futures).result()
-        runs = [float(s) for s in outcome.run_secs or []]
-        seconds.append(sum(runs) / len(runs) if outcome.error_msg is None and runs else None)
+        outcome = next(futures).result() if result.error_msg is None else None
+        ok = outcome is not None and outcome.error_msg is None
+        seconds.append(mean_seconds(outcome.run_secs) if ok and outcome is not None else None)
     return seconds
 
 

@@ -103,15 +103,28 @@ def tune_buckets(buckets: list[Bucket], job: TuningJob, say: Progress) -> tuple[
     labels = [b.label for b in buckets]
     summary = work_dir / f"run-{_digest(labels)}.json"
     with _locked(work_dir, say):
-        previous = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else None
+        previous = _read_summary(summary)
         database = _open_database(work_dir)
         if previous is not None and _budget_covered(previous, options):
             say(f"TVM: reusing cached tuning records ({previous['trials']} trials) from {work_dir}")
             return database, dict(previous, cache_hit=True, cache_dir=str(work_dir))
         facts = _tune(buckets, job, work_dir, database, say)
-    facts.update(requested_trials=options.tune_trials, requested_minutes=options.tune_minutes, buckets=labels)
-    summary.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+        facts.update(
+            requested_trials=options.tune_trials, requested_minutes=options.tune_minutes, buckets=labels
+        )
+        staged = summary.with_suffix(".tmp")
+        staged.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+        os.replace(staged, summary)
     return database, dict(facts, cache_hit=False, cache_dir=str(work_dir))
+
+
+def _read_summary(path: Path) -> dict[str, Any] | None:
+    """A cached run's summary; ``None`` when there is none or it cannot be read (tuned again)."""
+    try:
+        facts = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return facts if isinstance(facts, dict) and isinstance(facts.get("trials"), int) else None
 
 
 @contextmanager
@@ -144,11 +157,16 @@ def _open_database(work_dir: Path) -> Any:
 
 
 def _budget_covered(previous: dict[str, Any], options: TvmOptions) -> bool:
-    """Whether a cached run tuned at least as much as ``options`` asks for."""
-    if options.tune_trials > 0 and previous.get("requested_trials", 0) >= options.tune_trials:
+    """Whether a cached run did at least as much tuning as ``options`` asks for.
+
+    What the run achieved counts, not what it asked for: its trials against a trial
+    budget, its tuning time against a time budget (a run stopped early by its trials
+    does not cover a longer time budget).
+    """
+    if options.tune_trials > 0 and int(previous.get("trials") or 0) >= options.tune_trials:
         return True
-    asked_minutes = options.tune_minutes or 0.0
-    return asked_minutes > 0 and float(previous.get("requested_minutes") or 0.0) >= asked_minutes
+    asked_s = 60.0 * (options.tune_minutes or 0.0)
+    return asked_s > 0 and float(previous.get("tune_s") or 0.0) >= 0.95 * asked_s
 
 
 def _tune(
@@ -177,13 +195,14 @@ def _tune(
     for bucket in buckets[:-1]:
         moved = transfer_records(sources, tasks[bucket.label], database, target, builder)
         say(f"TVM: moved {len(moved)} tuned schedule(s) from {anchor.label} to {bucket.label}")
-    rest = first.rest(tracker.total_trials)
-    if rest is not None:
+    if first.rest(tracker.total_trials) is not None:
         chosen: list[tuple[str, Any]] = []
         for bucket in buckets:
             chosen += [(bucket.label, t) for t in _slowest_tasks(bucket, tasks[bucket.label], job, database)]
-        say(f"TVM: phase 2: {len(chosen)} kernels that take most of each bucket's time")
-        runner.run(chosen, rest, tracker)
+        rest = first.rest(tracker.total_trials)  # profiling took time too
+        if rest is not None and chosen:
+            say(f"TVM: phase 2: {len(chosen)} kernels that take most of each bucket's time")
+            runner.run(chosen, rest, tracker)
     seconds = time.perf_counter() - started
     say(f"TVM: tuned {tracker.total_trials} trials in {seconds:.0f} s")
     return {
@@ -234,6 +253,8 @@ class _Runner:
                 cost_model=self.cost_model,
             )
         except Exception as e:
+            if tracker.stopped:  # the deadline: the records measured so far are in the database
+                return
             raise ConversionError(
                 f"TVM tuning failed: {first_line(str(e)) or type(e).__name__}",
                 "build without tuning, or check apache-tvm-ffi<0.1.15 and psutil are installed",
@@ -251,7 +272,12 @@ def _heavy(task: Any) -> bool:
 
 
 def _slowest_tasks(bucket: Bucket, tasks: list[Any], job: TuningJob, database: Any) -> list[Any]:
-    """The tasks that take most of ``bucket``'s measured run time with today's records."""
+    """The tasks that take most of ``bucket``'s measured run time with today's records.
+
+    Profiling runs on this CPU; for a CUDA target every matmul is taken instead.
+    """
+    if job.target.on_cuda:
+        return [t for t in tasks if _heavy(t)][:TASKS_PER_BUCKET]
     with job.target.tvm, database:
         executable = compile_module(bucket.module, job.target, database, legalized=True)
     profile = kernel_times(executable, bucket.shapes, job.dtypes, runs=1, warmup=False)

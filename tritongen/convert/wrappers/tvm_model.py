@@ -116,11 +116,14 @@ class TritonPythonModel(BatchingModel):
         self.input_dims = {spec["name"]: spec.get("shape", []) for spec in self.facts["inputs"]}
         self.output_dims = [spec.get("shape", []) for spec in self.facts["outputs"]]
         plan = self.facts.get("buckets") or {}
-        self.batch_dim = plan.get("batch_dim")
-        self.padded = set(plan.get("padded") or {})
+        self.batch_dims = set(
+            plan.get("batch_dims") or ([plan["batch_dim"]] if plan.get("batch_dim") else [])
+        )
+        self.padded = set(plan.get("padded_dims") or plan.get("padded") or {})
+        self.model_name = str(args.get("model_name") or "the TVM model")
         self.strict = bool(plan.get("strict"))
         self.buckets = [
-            (lib["dims"], lib["label"], self._function(relax, lib["library"]))
+            (lib.get("bind") or lib["dims"], lib["label"], self._function(relax, lib["library"]))
             for lib in plan.get("libraries", [])
         ]
         self.warned = False
@@ -150,7 +153,7 @@ class TritonPythonModel(BatchingModel):
         """The smallest bucket holding a request with ``dims``, and its function."""
         for bucket, _label, function in self.buckets:
             fits = all(
-                value <= bucket[dim] if dim == self.batch_dim or dim in self.padded else value == bucket[dim]
+                value <= bucket[dim] if dim in self.batch_dims or dim in self.padded else value == bucket[dim]
                 for dim, value in dims.items()
                 if dim in bucket
             )
@@ -172,7 +175,7 @@ class TritonPythonModel(BatchingModel):
         if not self.warned:
             self.warned = True
             warn(
-                f"{self.facts.get('library')}: request ({shape}) fits no TVM bucket (largest {largest}); "
+                f"{self.model_name}: request ({shape}) fits no TVM bucket (largest {largest}); "
                 "running it on the slower symbolic library (said once; add a bucket with --tvm-buckets)"
             )
         return self.main
@@ -198,18 +201,17 @@ class TritonPythonModel(BatchingModel):
     def _pad(self, name: str, array: Array, bucket: dict[str, int]) -> Array:
         for axis, dim in enumerate(self.input_dims.get(name, [])):
             if isinstance(dim, str) and dim in bucket and array.shape[axis] < bucket[dim]:
-                array = pad_axis(array, axis, bucket[dim], repeat=dim == self.batch_dim)
+                array = pad_axis(array, axis, bucket[dim], repeat=dim in self.batch_dims)
         return array
 
     def _slice(self, index: int, output: Array, dims: dict[str, int], bucket: dict[str, int]) -> Array:
+        """``output`` of a padded run cut back to the request's own extent in every padded axis."""
         shape = self.output_dims[index] if index < len(self.output_dims) else []
-        cut = tuple(
-            slice(0, dims[dim])
-            if isinstance(dim, str) and dim in dims and dims[dim] < bucket.get(dim, 0)
-            else slice(None)
-            for dim in shape
-        )
-        return output[cut] if cut else output
+        cut = []
+        for axis, dim in enumerate(shape[: output.ndim]):
+            padded = isinstance(dim, str) and dim in dims and dims[dim] < bucket.get(dim, 0)
+            cut.append(slice(0, dims[dim] if padded else output.shape[axis]))
+        return output[tuple(cut)] if cut else output
 
     def finalize(self) -> None:
         """Release the virtual machines."""
