@@ -236,11 +236,14 @@ def test_server_down_at_start() -> None:
 def test_measurement_fidelity(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
 ) -> None:
-    """Reported P50/P99 match the model's own sleep times within 5%, plus the path's fixed overhead.
+    """Reported P50/P99 match the model's own sleep times within 5%, plus the path's overhead.
 
     The model records how long each request really spent in ``execute`` (sleeps overshoot
-    their nominal value). The fixed overhead is what the path adds to a request of similar
-    length: reported P50 minus the model's own P50 for a model that always sleeps 12 ms.
+    their nominal value). The path's overhead is measured on a model that always sleeps
+    12 ms: its reported P50 minus the model's own P50 (the typical overhead), and its
+    reported P99 minus the model's own P99 (the overhead in the tail, which a busy machine
+    stretches). The reported P50 is the model's P50 plus the typical overhead; the reported
+    P99 lies between the model's P99 plus the typical overhead and plus the tail overhead.
     """
     from sleep_model import RECORD_FILE
 
@@ -248,35 +251,26 @@ def test_measurement_fidelity(
         record = served_repository / model / RECORD_FILE
         record.write_text("")
         out = tmp_path / f"{model}.json"
-        args = [
-            "--concurrency",
-            "1",
-            "--duration",
-            "10s",
-            "--warmup",
-            "1s",
-            "--window",
-            "2s",
-            "--max-duration",
-            "10s",
-        ]
-        code, _, stderr = _loadtest(triton_server, model, *args, "--json", str(out))
+        args = ["--concurrency", "1", "--duration", "10s", "--warmup", "1s", "--window", "2s"]
+        code, _, stderr = _loadtest(triton_server, model, *args, "--max-duration", "10s", "--json", str(out))
         assert code == 0, stderr
         latency: dict[str, float] = _doc(out)["runs"][0]["latency_us"]
         return latency, np.loadtxt(record)
 
     constant, constant_true = measure("sleep_const")
     overhead = constant["p50"] - float(np.percentile(constant_true, 50))
+    tail_overhead = max(overhead, constant["p99"] - float(np.percentile(constant_true, 99)))
     measured, true_us = measure("sleep_cycle")
     assert len(true_us) > 500
-    print(f"fixed overhead (P50 at a constant 12 ms sleep): {overhead:.0f} µs")
-    for key, pct in (("p50", 50), ("p99", 99)):
+    print(f"overhead at a constant 12 ms sleep: P50 {overhead:.0f} µs, P99 {tail_overhead:.0f} µs")
+    bands = {"p50": (50, overhead, overhead), "p99": (99, overhead, tail_overhead)}
+    for key, (pct, low, high) in bands.items():
         true = float(np.percentile(true_us, pct))
+        band = (true + low - 0.05 * true, true + high + 0.05 * true)
         print(
-            f"{key}: reported {measured[key]:.0f} µs, model {true:.0f} µs "
-            f"+ overhead = {true + overhead:.0f} µs"
+            f"{key}: reported {measured[key]:.0f} µs, model {true:.0f} µs, band {band[0]:.0f}-{band[1]:.0f}"
         )
-        assert abs(measured[key] - (true + overhead)) <= 0.05 * true, (key, measured[key], true, overhead)
+        assert band[0] <= measured[key] <= band[1], (key, measured[key], true, band)
 
 
 # -- faults, with servers and CLIs of their own ---------------------------------------
