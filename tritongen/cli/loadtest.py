@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.live import Live
@@ -22,7 +22,7 @@ from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
 from tritongen.loadtest.mix import Mix, run_mix_test
-from tritongen.loadtest.result import LoadTestReport, RunResult
+from tritongen.loadtest.result import LoadTestReport, RunResult, gpu_source_text
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
 
@@ -201,12 +201,18 @@ def _print_report(report: LoadTestReport) -> None:
                 f"[yellow]warning:[/] {_level(run)}: {warning}", highlight=False, soft_wrap=True
             )
         if run.gpu:
-            gpu = run.gpu
-            console.print(
-                f"{_level(run)} GPU util mean {gpu['util_mean']} max {gpu['util_max']}, "
-                f"memory max {gpu['mem_max_bytes']} B",
-                highlight=False,
-            )
+            console.print(_gpu_line(run, run.gpu), highlight=False, markup=False)
+
+
+def _gpu_line(run: RunResult, gpu: dict[str, Any]) -> str:
+    """A level's GPU figures and where they came from (Triton's metrics or NVML)."""
+    source = gpu_source_text(gpu.get("source"), gpu.get("memory_scope"))
+    if gpu.get("devices"):
+        source += ": " + ", ".join(gpu["devices"])
+    return (
+        f"{_level(run)} GPU util mean {gpu['util_mean']} max {gpu['util_max']}, "
+        f"memory max {gpu['mem_max_bytes']} B ({source})"
+    )
 
 
 def _level(run: RunResult) -> str:

@@ -211,7 +211,7 @@ class EngineMeasurement:
         """
         result, settings = self.result, self.settings
         endpoint = TritonEndpoint(self.server.http_url, "http", timeout_s=120)
-        gpu = MetricsSampler(self.server.metrics_url, interval_s=0.5).start()
+        gpu = MetricsSampler(self.server.metrics_url, interval_s=0.5, server_pid=self.server.pid).start()
         rss = ProcessMemorySampler(self.server.pid, result.model) if self.server.pid else None
         try:
             time.sleep(0.6)  # one GPU sample before the load: the baseline the model adds to
@@ -280,9 +280,12 @@ class EngineMeasurement:
     def _memory(self, gpu: MetricsSampler, peak_rss: int | None) -> None:
         """Both figures where there are; the GPU one counts when the engine used the GPU."""
         result = self.result
-        samples = [s.values["gpu_mem_bytes"] for s in gpu.samples if "gpu_mem_bytes" in s.values]
+        with_memory = [s for s in gpu.gpu_samples() if "gpu_mem_bytes" in s.values]
+        samples = [s.values["gpu_mem_bytes"] for s in with_memory]
         if len(samples) >= 2:
             result.peak_gpu_mem_bytes = int(max(0.0, max(samples) - samples[0]))
+            result.gpu_memory_source = with_memory[-1].gpu_source
+            result.gpu_memory_scope = with_memory[-1].memory_scope
         result.peak_rss_bytes = peak_rss
         if result.peak_gpu_mem_bytes:
             result.peak_mem_bytes, result.memory_kind = result.peak_gpu_mem_bytes, "gpu"

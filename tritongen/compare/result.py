@@ -89,11 +89,15 @@ class EngineResult:
     peak_mem_bytes: int | None = None
     """The memory figure the engine is judged on: GPU memory where it used the GPU, else resident memory."""
     memory_kind: str | None = None
-    """``cpu_rss`` (the backend processes' resident memory) or ``gpu`` (from the metrics endpoint)."""
+    """``cpu_rss`` (the backend processes' resident memory) or ``gpu`` (metrics endpoint or NVML)."""
     peak_rss_bytes: int | None = None
     """Peak resident memory of the model's backend processes (server on this machine only)."""
     peak_gpu_mem_bytes: int | None = None
     """Peak GPU memory above what the server used before the model was loaded."""
+    gpu_memory_source: str | None = None
+    """Where the GPU memory figure came from: ``triton`` (the metrics endpoint, DCGM) or ``nvml``."""
+    gpu_memory_scope: str | None = None
+    """What it counts: ``device`` (everything on the server's GPUs) or ``server-processes``."""
     first_infer_s: float | None = None
     load_s: float | None = None
     errors: int = 0

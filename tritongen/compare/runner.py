@@ -42,7 +42,7 @@ from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.runner import Progress, metrics_url_for
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, seconds_text
-from tritongen.metrics.hardware import describe_host, server_gpus
+from tritongen.metrics.hardware import describe_host, nvml_server_gpus, server_gpus
 from tritongen.metrics.process_memory import local_server_pid
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.repository import METADATA_FILE
@@ -267,7 +267,7 @@ def _serving(request: CompareRequest, say: Say) -> Iterator[ServerHandle]:
 
 
 def describe_server(server: ServerHandle) -> dict[str, Any]:
-    """The server the engines ran on: address, Triton version, GPUs it reports."""
+    """The server the engines ran on: address, Triton version, its GPUs (metrics endpoint, else NVML)."""
     control = RepositoryControl(server.http_url, admin_key=server.admin_key)
     try:
         version = control.server_version()
@@ -278,6 +278,8 @@ def describe_server(server: ServerHandle) -> dict[str, Any]:
             gpus = server_gpus(response.read().decode("utf-8", errors="replace"))
     except (urllib.error.URLError, OSError, ValueError):
         gpus = []
+    if not gpus:  # no DCGM figures: the GPUs NVML sees the server use (server on this machine)
+        gpus = nvml_server_gpus(server.pid, server.http_url)
     return {
         "url": server.http_url,
         "triton_version": version,

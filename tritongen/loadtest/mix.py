@@ -35,6 +35,7 @@ from tritongen.loadtest.runner import (
 from tritongen.loadtest.spec import LoadSpec, Mode
 from tritongen.loadtest.windows import Window, WindowLog, is_stable, merge
 from tritongen.metrics.composing import ServerModels, ensemble_tree, server_models
+from tritongen.metrics.process_memory import local_server_pid
 from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import PHASES
 
@@ -192,7 +193,8 @@ def run_mix_test(
         model=MODEL_SEPARATOR.join(mix.models), protocol=spec.protocol, url=spec.url, rounds=spec.rounds
     )
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-mix-"))
-    sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url))
+    metrics_url = spec.metrics_url or metrics_url_for(spec.url)
+    sampler = MetricsSampler(metrics_url, server_pid=local_server_pid(spec.url))
     try:
         check_served(endpoint, mix.models)
         specs = _model_specs(spec, mix, endpoint)

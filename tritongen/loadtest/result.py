@@ -38,8 +38,12 @@ class RunResult:
     server_us: dict[str, float | None] | None
     avg_batch: float | None
     stable: bool
-    gpu: dict[str, float | int | None] | None
-    cpu: dict[str, float | int | None] | None
+    gpu: dict[str, Any] | None
+    """``util_mean``, ``util_max`` (0..1), ``mem_max_bytes``, ``source`` (``triton``: the metrics
+    endpoint, DCGM; ``nvml``), ``memory_scope`` (``device`` or ``server-processes``), ``devices``
+    (GPU names, from NVML); ``None`` where no GPU figure was found."""
+    cpu: dict[str, Any] | None
+    """``util_mean``, ``util_max``, ``mem_max_bytes``, ``source`` (``triton``)."""
     status: str = "ok"
     """``ok``, ``aborted`` (server gone, stopped early) or ``interrupted`` (Ctrl-C)."""
     reason: str | None = None
@@ -256,10 +260,17 @@ CSV_COLUMNS = [
     "model", "mode", "concurrency", "target_rate", "round", "batch_size", "duration_s", "requests", "errors",
     "qps", "infer_per_s", "p50_us", "p90_us", "p95_us", "p99_us", "p999_us", "mean_us", "max_us",
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch", "stable",
-    "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "cpu_util_mean", "cpu_util_max",
+    "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "gpu_source", "cpu_util_mean", "cpu_util_max",
     "cpu_mem_max_bytes", "held_back_sends", "status", *STREAMING_COLUMNS, *SEQUENCE_COLUMNS,
 ]  # fmt: skip
 """The CSV's columns: the load test's (or one model's, in a mix) figures of one run."""
+
+
+def gpu_source_text(source: str | None, memory_scope: str | None) -> str:
+    """Where GPU figures came from, in words: ``from NVML, server processes`` or ``from Triton's metrics``."""
+    if source != "nvml":
+        return "from Triton's metrics"
+    return "from NVML, " + ("server processes" if memory_scope == "server-processes" else "whole device")
 
 
 def csv_cells(run: RunResult) -> dict[str, Any]:
@@ -277,7 +288,8 @@ def csv_cells(run: RunResult) -> dict[str, Any]:
         **{f"{k}_us": server.get(k) for k in SERVER_KEYS},
         "avg_batch": run.avg_batch, "stable": run.stable,
         "gpu_util_mean": gpu.get("util_mean"), "gpu_util_max": gpu.get("util_max"),
-        "gpu_mem_max_bytes": gpu.get("mem_max_bytes"), "cpu_util_mean": cpu.get("util_mean"),
+        "gpu_mem_max_bytes": gpu.get("mem_max_bytes"), "gpu_source": gpu.get("source"),
+        "cpu_util_mean": cpu.get("util_mean"),
         "cpu_util_max": cpu.get("util_max"), "cpu_mem_max_bytes": cpu.get("mem_max_bytes"),
         "held_back_sends": run.held_back_sends, "status": run.status,
         **streaming_cells(run),

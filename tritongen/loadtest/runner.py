@@ -40,6 +40,7 @@ from tritongen.loadtest.windows import (
     merge,
 )
 from tritongen.metrics.composing import AllStats, ServerModels, all_snapshots, cached_lookup, server_models
+from tritongen.metrics.process_memory import local_server_pid
 from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import ServerBreakdown, breakdown
 
@@ -155,7 +156,8 @@ def run_load_test(
     spec.check()
     endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
-    sampler = MetricsSampler(spec.metrics_url or metrics_url_for(spec.url))
+    metrics_url = spec.metrics_url or metrics_url_for(spec.url)
+    sampler = MetricsSampler(metrics_url, server_pid=local_server_pid(spec.url))
     try:
         inputs_path = workdir / "inputs.npz"
         requests = prepare_requests(spec, endpoint, inputs_path)
@@ -520,7 +522,7 @@ class _LevelRun:
         return result
 
 
-def _as_dict(summary: Any) -> dict[str, float | int | None] | None:
+def _as_dict(summary: Any) -> dict[str, Any] | None:
     return summary.as_dict() if summary is not None else None
 
 

@@ -40,10 +40,10 @@ def memory_bytes() -> int | None:
 
 
 def local_gpus() -> list[dict[str, Any]]:
-    """NVIDIA GPUs on this host (name, memory), from ``nvidia-smi``; empty where there is none."""
+    """NVIDIA GPUs on this host (name, memory), from ``nvidia-smi``, else NVML; empty where there is none."""
     binary = shutil.which("nvidia-smi")
     if binary is None:
-        return []
+        return _nvml_gpus()
     try:
         out = subprocess.run(
             [binary, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
@@ -60,6 +60,19 @@ def local_gpus() -> list[dict[str, Any]]:
         if name.strip():
             gpus.append({"name": name.strip(), "memory_bytes": _mib(memory)})
     return gpus
+
+
+def _nvml_gpus() -> list[dict[str, Any]]:
+    """The GPUs NVML sees (name, memory, uuid); empty where NVML is unavailable."""
+    from tritongen.metrics.nvml import open_nvml
+
+    reader = open_nvml()
+    if isinstance(reader, str):
+        return []
+    try:
+        return reader.gpus()
+    finally:
+        reader.close()
 
 
 def _mib(text: str) -> int | None:
@@ -81,6 +94,22 @@ def server_gpus(metrics_text: str) -> list[dict[str, Any]]:
             uuid = sample.labels.get("gpu_uuid", str(len(gpus)))
             gpus[uuid] = {"uuid": uuid, "memory_bytes": int(sample.value)}
     return list(gpus.values())
+
+
+def nvml_server_gpus(server_pid: int | None, server_url: str) -> list[dict[str, Any]]:
+    """The GPUs a server on this machine uses, as NVML sees them (each with ``"source": "nvml"``).
+
+    Empty where NVML is unavailable or the server is on another host.
+    """
+    from tritongen.metrics.nvml import open_nvml
+
+    reader = open_nvml(server_pid, server_url)
+    if isinstance(reader, str):
+        return []
+    try:
+        return reader.server_gpus()
+    finally:
+        reader.close()
 
 
 def describe_host() -> dict[str, Any]:

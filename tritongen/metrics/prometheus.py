@@ -1,4 +1,9 @@
-"""Sample Triton's Prometheus endpoint once a second and summarise a time range."""
+"""Sample Triton's Prometheus endpoint once a second and summarise a time range.
+
+Where the endpoint has no GPU figures (no DCGM: the embedded server, many MIG or shared
+hosts) and the server is on this machine, NVML fills them in (:mod:`tritongen.metrics.nvml`);
+every sample and summary says where its GPU figures came from.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any
+
+from tritongen.metrics.nvml import NvmlReader, open_nvml
 
 # Triton metric name -> (figure, how several label sets combine).
 UTILISATION_METRICS: dict[str, str] = {
@@ -24,6 +33,12 @@ class Sample:
 
     time: float
     values: dict[str, float]
+    gpu_source: str | None = None
+    """Where the GPU figures came from: ``triton`` (the metrics endpoint, DCGM) or ``nvml``."""
+    memory_scope: str | None = None
+    """What the GPU memory counts: ``device`` or ``server-processes``."""
+    devices: tuple[str, ...] = ()
+    """Names of the GPUs counted (NVML only)."""
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -55,58 +70,124 @@ class UtilisationSummary:
     util_mean: float | None
     util_max: float | None
     mem_max_bytes: int | None
+    source: str = "triton"
+    """``triton`` (the metrics endpoint; DCGM for GPUs) or ``nvml``."""
+    memory_scope: str | None = None
+    """GPU only: ``device`` or ``server-processes``."""
+    devices: list[str] | None = None
+    """GPU only: names of the GPUs counted (empty where the metrics endpoint gave the figures)."""
 
-    def as_dict(self) -> dict[str, float | int | None]:
-        """JSON form."""
-        return {"util_mean": self.util_mean, "util_max": self.util_max, "mem_max_bytes": self.mem_max_bytes}
+    def as_dict(self) -> dict[str, Any]:
+        """JSON form; a GPU summary adds ``memory_scope`` and ``devices``."""
+        figures: dict[str, Any] = {
+            "util_mean": self.util_mean,
+            "util_max": self.util_max,
+            "mem_max_bytes": self.mem_max_bytes,
+            "source": self.source,
+        }
+        if self.devices is not None:
+            figures |= {"memory_scope": self.memory_scope, "devices": self.devices}
+        return figures
 
 
 @dataclass
 class MetricsSampler:
-    """A background thread scraping ``url`` every ``interval_s`` seconds."""
+    """A background thread scraping ``url`` every ``interval_s`` seconds (NVML filling in GPU figures)."""
 
     url: str
     interval_s: float = 1.0
+    _: KW_ONLY
+    server_pid: int | None = None
+    """The server's process (this machine): NVML counts the GPUs and memory of its process tree."""
+    nvml: bool = True
+    """Fill in GPU figures from NVML where the metrics endpoint has none."""
     samples: list[Sample] = field(default_factory=list)
     failures: int = 0
+    nvml_reason: str | None = None
+    """Why NVML gives no figures (``None`` while it does, or when ``nvml`` is off)."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _reader: NvmlReader | None = None
 
     def start(self) -> MetricsSampler:
-        """Start scraping."""
+        """Open NVML (where asked) and start scraping."""
+        if self.nvml:
+            opened = open_nvml(self.server_pid, self.url)
+            self._reader, self.nvml_reason = (None, opened) if isinstance(opened, str) else (opened, None)
         self._thread = threading.Thread(target=self._loop, name="tritongen-metrics", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop scraping and wait for the thread."""
+        """Stop scraping, wait for the thread and release NVML."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._reader is not None and (self._thread is None or not self._thread.is_alive()):
+            self._reader.close()
+
+    @property
+    def nvml_failures(self) -> int:
+        """NVML reads that failed (after a few in a row the reader stops)."""
+        return self._reader.failures if self._reader is not None else 0
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
+            values: dict[str, float] | None = None
             try:
                 with urllib.request.urlopen(self.url, timeout=2) as response:
                     text = response.read().decode("utf-8", errors="replace")
-                self.samples.append(Sample(time=time.time(), values=parse_metrics(text)))
+                values = parse_metrics(text)
             except (urllib.error.URLError, OSError, ValueError):
                 self.failures += 1
+            sample = self._sample(values or {}, time.time())
+            if values is not None or sample.gpu_source is not None:
+                self.samples.append(sample)
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def _sample(self, values: dict[str, float], when: float) -> Sample:
+        """A sample of the scraped figures, with NVML's GPU figures where the endpoint has none."""
+        if "gpu_util" in values or "gpu_mem_bytes" in values:
+            return Sample(time=when, values=values, gpu_source="triton", memory_scope="device")
+        figures = self._reader.read() if self._reader is not None else None
+        if figures is None:
+            return Sample(time=when, values=values)
+        gpu = {"gpu_util": figures.util, "gpu_mem_bytes": figures.mem_bytes}
+        return Sample(
+            time=when,
+            values=values | {k: float(v) for k, v in gpu.items() if v is not None},
+            gpu_source="nvml",
+            memory_scope=figures.memory_scope,
+            devices=figures.devices,
+        )
+
+    def gpu_samples(self) -> list[Sample]:
+        """The samples with GPU figures, of one source: the metrics endpoint's where it gave any."""
+        with_gpu = [s for s in self.samples if s.gpu_source is not None]
+        if any(s.gpu_source == "triton" for s in with_gpu):
+            return [s for s in with_gpu if s.gpu_source == "triton"]
+        return with_gpu
 
     def summary(self, kind: str, start: float, end: float) -> UtilisationSummary | None:
         """Utilisation of ``kind`` (``gpu`` or ``cpu``) between two wall-clock times.
 
         Returns None when the server reported no such figure (e.g. no GPU).
         """
-        inside = [s for s in self.samples if start <= s.time <= end]
+        pool = self.gpu_samples() if kind == "gpu" else self.samples
+        inside = [s for s in pool if start <= s.time <= end]
         utils = [s.values[f"{kind}_util"] for s in inside if f"{kind}_util" in s.values]
         mems = [s.values[f"{kind}_mem_bytes"] for s in inside if f"{kind}_mem_bytes" in s.values]
         if not utils and not mems:
             return None
-        return UtilisationSummary(
+        summary = UtilisationSummary(
             util_mean=sum(utils) / len(utils) if utils else None,
             util_max=max(utils) if utils else None,
             mem_max_bytes=int(max(mems)) if mems else None,
         )
+        if kind == "gpu":
+            summary.source = inside[0].gpu_source or "triton"
+            scopes = Counter(s.memory_scope for s in inside if s.memory_scope)
+            summary.memory_scope = scopes.most_common(1)[0][0] if scopes else "device"
+            summary.devices = list(next((s.devices for s in reversed(inside) if s.devices), ()))
+        return summary

@@ -10,6 +10,7 @@ from tritongen.compare.result import CompareReport
 from tritongen.compare.result import EngineResult as CompareEngine
 from tritongen.convert.accuracy import task_figure
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary
+from tritongen.loadtest.result import gpu_source_text
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ def compare_table(report: CompareReport) -> TableData:
             notes.append(
                 f"{engine.label}: throughput at batch {engine.batch_size_throughput} (its max batch)"
             )
+    notes += _gpu_memory_note(report.engines)
     rounds = max((e.rounds for e in report.engines), default=0)
     if rounds:
         notes.append(
@@ -201,6 +203,7 @@ def loadtest_table(document: dict[str, Any]) -> TableData:
         if run.get("errors_by_kind"):
             notes.append(f"{level} errors: {run['errors_by_kind']}")
         notes += [f"{level}: {w}" for w in run.get("warnings", [])]
+    notes += _gpu_figures_note(document.get("runs", []))
     where = f"{document.get('protocol')} ({document.get('url')})"
     return TableData(
         title=f"{document.get('model')} over {where}, latency in ms",
@@ -210,6 +213,20 @@ def loadtest_table(document: dict[str, Any]) -> TableData:
         notes=notes,
         styles=styles,
     )
+
+
+def _gpu_figures_note(runs: list[dict[str, Any]]) -> list[str]:
+    """Where the runs' GPU figures came from (Triton's metrics or NVML), once; none without them."""
+    gpu = next((run["gpu"] for run in runs if run.get("gpu")), None)
+    return [f"GPU figures {gpu_source_text(gpu.get('source'), gpu.get('memory_scope'))}"] if gpu else []
+
+
+def _gpu_memory_note(engines: list[CompareEngine]) -> list[str]:
+    """Where the engines' GPU memory came from, once; none where no engine is judged on GPU memory."""
+    on_gpu = next((e for e in engines if e.memory_kind == "gpu" and e.gpu_memory_source), None)
+    if on_gpu is None:
+        return []
+    return [f"GPU memory {gpu_source_text(on_gpu.gpu_memory_source, on_gpu.gpu_memory_scope)}"]
 
 
 def run_level(run: dict[str, Any]) -> str:

@@ -1,0 +1,245 @@
+"""GPU figures through NVML where Triton's metrics endpoint has none: attribution, absence, failure."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.loadtest.result import CSV_COLUMNS, LoadTestReport, csv_cells
+from tritongen.metrics.hardware import local_gpus, nvml_server_gpus
+from tritongen.metrics.nvml import GpuReading, attribute, is_local_url, open_nvml, visible_devices
+from tritongen.metrics.prometheus import MetricsSampler, Sample
+from tritongen.report.tables import loadtest_table
+from tritongen.server.local import LocalTritonServer
+
+runner = CliRunner()
+SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "6s"]
+GIB = 1 << 30
+
+
+def _nvml_works() -> bool:
+    reader = open_nvml()
+    if isinstance(reader, str):
+        return False
+    reader.close()
+    return True
+
+
+needs_no_nvml = pytest.mark.skipif(
+    _nvml_works(), reason="NVML works with a GPU on this machine: these tests are of its absence and failure"
+)
+
+
+def _gpus() -> list[GpuReading]:
+    return [
+        GpuReading(0, "GPU-aaaa-0000", "NVIDIA A100", 0.2, 10 * GIB, 80 * GIB, {}),
+        GpuReading(1, "GPU-bbbb-1111", "NVIDIA H100", 0.8, 30 * GIB, 80 * GIB, {}),
+    ]
+
+
+def _with_processes(processes: dict[int, dict[int, int | None]]) -> list[GpuReading]:
+    return [
+        GpuReading(
+            g.index, g.uuid, g.name, g.util, g.mem_used_bytes, g.mem_total_bytes, processes.get(g.index, {})
+        )
+        for g in _gpus()
+    ]
+
+
+# --- attribution on plain readings ---------------------------------------------------------
+
+
+def test_server_processes_on_one_of_two_gpus_count_that_gpu_and_their_own_memory() -> None:
+    readings = _with_processes({1: {100: 2 * GIB, 101: 1 * GIB, 555: 20 * GIB}, 0: {777: 5 * GIB}})
+    figures = attribute(readings, {100, 101, 102})
+    assert figures is not None
+    assert figures.indices == (1,) and figures.devices == ("NVIDIA H100",)
+    assert figures.memory_scope == "server-processes"
+    assert figures.mem_bytes == 3 * GIB  # another process's 20 GiB on the same GPU is not the server's
+    assert figures.util == pytest.approx(0.8)
+
+
+def test_server_processes_on_both_gpus_sum_memory_and_average_utilisation() -> None:
+    readings = _with_processes({0: {100: 1 * GIB}, 1: {101: 2 * GIB}})
+    figures = attribute(readings, {100, 101})
+    assert figures is not None and figures.indices == (0, 1)
+    assert figures.mem_bytes == 3 * GIB and figures.util == pytest.approx(0.5)
+
+
+def test_no_process_memory_reported_falls_back_to_the_used_gpus_device_memory() -> None:
+    readings = _with_processes({1: {100: None}})  # e.g. NVML_VALUE_NOT_AVAILABLE
+    figures = attribute(readings, {100})
+    assert figures is not None and figures.indices == (1,)
+    assert figures.memory_scope == "device" and figures.mem_bytes == 30 * GIB
+
+
+def test_no_server_pid_counts_every_gpu_device_wide() -> None:
+    figures = attribute(_with_processes({1: {100: GIB}}), server_pids=None)
+    assert figures is not None and figures.indices == (0, 1)
+    assert figures.memory_scope == "device" and figures.mem_bytes == 40 * GIB
+    assert figures.util == pytest.approx(0.5)
+
+
+def test_server_not_on_any_gpu_uses_cuda_visible_devices_by_index_and_by_uuid() -> None:
+    readings = _gpus()
+    by_index = attribute(readings, {100}, "1")
+    by_uuid = attribute(readings, {100}, "GPU-bbbb-1111")
+    by_prefix = attribute(readings, {100}, "GPU-bbbb")
+    for figures in (by_index, by_uuid, by_prefix):
+        assert figures is not None and figures.indices == (1,) and figures.memory_scope == "device"
+        assert figures.mem_bytes == 30 * GIB
+    both = attribute(readings, {100}, "1,0")
+    assert both is not None and both.indices == (1, 0)
+    fallback = attribute(readings, {100}, cuda_visible=None)  # nothing says: every GPU
+    assert fallback is not None and fallback.indices == (0, 1)
+    assert attribute(readings, {100}, "") is None  # the server sees no GPU
+    assert attribute(readings, {100}, "-1") is None
+
+
+def test_visible_devices_stops_at_the_first_unknown_entry_and_ignores_unknown_ids() -> None:
+    readings = _gpus()
+    assert [g.index for g in visible_devices(readings, "0,7,1") or []] == [0]
+    assert visible_devices(readings, "MIG-1234") is None  # nothing NVML knows: not a selection
+    assert visible_devices(readings, cuda_visible=None) is None
+    assert attribute([], server_pids=None) is None
+
+
+def test_loopback_urls_are_local_and_other_hosts_are_not() -> None:
+    assert is_local_url("127.0.0.1:8000") and is_local_url("http://localhost:8002/metrics")
+    assert is_local_url("http://[::1]:8002/metrics")
+    assert not is_local_url("http://gpu-box.example:8002/metrics")
+    reason = open_nvml(server_pid=None, server_url="http://gpu-box.example:8002/metrics")
+    assert isinstance(reason, str) and "another host" in reason
+
+
+def test_summary_says_where_the_gpu_figures_came_from() -> None:
+    sampler = MetricsSampler("http://127.0.0.1:1/metrics", nvml=False)
+    cpu = {"cpu_util": 0.5, "cpu_mem_bytes": 1e9}
+    sampler.samples = [
+        Sample(
+            10.0, cpu | {"gpu_util": 0.2, "gpu_mem_bytes": 3e9}, "nvml", "server-processes", ("NVIDIA H100",)
+        ),
+        Sample(
+            11.0, cpu | {"gpu_util": 0.6, "gpu_mem_bytes": 4e9}, "nvml", "server-processes", ("NVIDIA H100",)
+        ),
+    ]
+    gpu = sampler.summary("gpu", 0, 100)
+    assert gpu is not None
+    assert gpu.as_dict() == {
+        "util_mean": pytest.approx(0.4),
+        "util_max": 0.6,
+        "mem_max_bytes": 4_000_000_000,
+        "source": "nvml",
+        "memory_scope": "server-processes",
+        "devices": ["NVIDIA H100"],
+    }
+    cpu_summary = sampler.summary("cpu", 0, 100)
+    assert cpu_summary is not None and cpu_summary.as_dict()["source"] == "triton"
+    assert "devices" not in cpu_summary.as_dict()
+    # Where the metrics endpoint has GPU figures (DCGM), those are the figures.
+    sampler.samples.append(Sample(12.0, cpu | {"gpu_util": 0.9, "gpu_mem_bytes": 9e9}, "triton", "device"))
+    dcgm = sampler.summary("gpu", 0, 100)
+    assert dcgm is not None and dcgm.source == "triton" and dcgm.util_mean == 0.9 and dcgm.devices == []
+
+
+def test_a_run_with_nvml_figures_has_its_source_in_the_csv() -> None:
+    document = {
+        "schema": "tritongen.loadtest/1", "model": "m", "protocol": "http", "url": "127.0.0.1:8000",
+        "runs": [{
+            "mode": "concurrency", "concurrency": 1, "target_rate": None, "batch_size": 1, "duration_s": 3.0,
+            "requests": 10, "errors": 0, "errors_by_kind": {}, "qps": 3.3, "infer_per_s": 3.3,
+            "latency_us": None, "server_us": None, "avg_batch": None, "stable": True,
+            "gpu": {"util_mean": 0.5, "util_max": 0.7, "mem_max_bytes": 10, "source": "nvml",
+                    "memory_scope": "device", "devices": ["NVIDIA H100"]},
+            "cpu": None,
+        }],
+    }  # fmt: skip
+    (run,) = LoadTestReport.from_json(document).runs
+    assert "gpu_source" in CSV_COLUMNS and csv_cells(run)["gpu_source"] == "nvml"
+    assert "GPU figures from NVML, whole device" in loadtest_table(document).notes
+
+
+# --- NVML absent or failing, against the real server ----------------------------------------
+
+
+@needs_no_nvml
+@pytest.mark.triton
+def test_without_nvidia_ml_py_gpu_figures_are_absent_and_cpu_figures_say_triton(
+    triton_server: LocalTritonServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    reason = open_nvml(triton_server.pid, triton_server.http_url)
+    assert isinstance(reason, str) and "nvidia-ml-py" in reason
+    sampler = MetricsSampler(triton_server.metrics_url, interval_s=0.2, server_pid=triton_server.pid).start()
+    started = time.time()
+    time.sleep(1.0)
+    sampler.stop()
+    assert sampler.nvml_reason == reason and sampler.samples
+    assert sampler.summary("gpu", started - 1, time.time()) is None
+    cpu = sampler.summary("cpu", started - 1, time.time())
+    assert cpu is not None and cpu.as_dict()["source"] == "triton"
+
+
+@needs_no_nvml
+@pytest.mark.triton
+def test_failing_nvml_gives_its_error_and_a_loadtest_still_runs_without_gpu_figures(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        error = str(e)
+    else:  # NVML works but sees no GPU
+        pynvml.nvmlShutdown()
+        pytest.skip("NVML initialises on this machine (no GPU): nothing fails")
+    reason = open_nvml(triton_server.pid, triton_server.http_url)
+    assert reason == f"NVML failed to initialise: {error}"
+    out = tmp_path / "run.json"
+    result = runner.invoke(
+        app,
+        ["loadtest", "mlp_onnx", "--concurrency", "1", *SHORT, "--json", str(out),
+         "--url", triton_server.http_url, "--metrics-url", triton_server.metrics_url],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["gpu"] is None
+    assert run["cpu"]["source"] == "triton" and run["cpu"]["util_mean"] is not None
+
+
+# --- a real GPU ------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.triton
+def test_a_loadtest_on_a_gpu_host_gets_gpu_figures_from_nvml_without_dcgm(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    with urllib.request.urlopen(triton_server.metrics_url, timeout=5) as response:
+        has_dcgm = "nv_gpu_utilization" in response.read().decode()
+    assert local_gpus(), "NVML or nvidia-smi lists this host's GPUs"
+    out = tmp_path / "run.json"
+    result = runner.invoke(
+        app,
+        ["loadtest", "mlp_onnx", "--concurrency", "1", *SHORT, "--json", str(out),
+         "--url", triton_server.http_url, "--metrics-url", triton_server.metrics_url],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    gpu = run["gpu"]
+    assert gpu is not None and 0 <= gpu["util_mean"] <= gpu["util_max"] <= 1 and gpu["mem_max_bytes"] > 0
+    assert "GPU util mean" in result.stdout
+    if not has_dcgm:
+        assert gpu["source"] == "nvml" and gpu["devices"] and all(gpu["devices"])
+        assert gpu["memory_scope"] in ("device", "server-processes")
+        assert "from NVML" in result.stdout
+        servers = nvml_server_gpus(triton_server.pid, triton_server.http_url)
+        assert servers and all(g["source"] == "nvml" and g["name"] for g in servers)
