@@ -15,6 +15,7 @@ from tritongen.sources.signature import Signature, TensorSpec
 from tritongen.triton.batching import DEFAULT_MAX_BATCH_SIZE, BatchingOptions, apply_batching, resolve_kind
 from tritongen.triton.model_config import (
     InstanceGroup,
+    InstanceKind,
     ModelConfig,
     ModelInput,
     ModelOutput,
@@ -45,6 +46,7 @@ def model_config_for(
     """Build the config of one artifact: I/O from the signature, then the user's options.
 
     A batched signature gets ``max_batch_size`` (default 32) and dynamic batching on;
+    instances are one on the target's default kind (a CPU-built TVM library: KIND_CPU);
     ``--max-batch-size 0`` turns batching off and keeps the batch dim in the dims. A
     signature without a batch dim gets ``max_batch_size: 0``.
 
@@ -54,6 +56,9 @@ def model_config_for(
     """
     max_batch = resolve_max_batch_size(name, signature, options)
     keep_batch_dim = signature.batched and max_batch == 0
+    # A TVM library built for a CPU runs on the CPU on every target: ``auto`` means KIND_CPU for it.
+    cpu_only = artifact.format == "tvm" and artifact.engine.get("device") != "cuda"
+    auto_kind: InstanceKind = "KIND_CPU" if cpu_only else resolve_kind("auto", target)
     base = ModelConfig(
         name=name,
         backend=artifact.backend,
@@ -61,7 +66,7 @@ def model_config_for(
         max_batch_size=max_batch,
         input=[ModelInput(**_tensor_fields(t, keep_batch_dim)) for t in signature.inputs],
         output=[ModelOutput(**_tensor_fields(t, keep_batch_dim)) for t in signature.outputs],
-        instance_group=[InstanceGroup(count=1, kind=resolve_kind("auto", target))],
+        instance_group=[InstanceGroup(count=1, kind=auto_kind)],
         parameters=dict(artifact.parameters),
     )
     dynamic = options.dynamic_batching
@@ -73,7 +78,7 @@ def model_config_for(
         preferred_batch_sizes=options.preferred_batch_sizes,
         max_queue_delay_us=options.max_queue_delay_us,
         instances=options.instances,
-        kind=options.kind,
+        kind="cpu" if cpu_only and options.kind == "auto" else options.kind,
     )
     return apply_batching(base, resolved, target)
 

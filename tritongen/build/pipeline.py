@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.build.configs import model_config_for, model_metadata, resolve_max_batch_size
+from tritongen.build.gpu_kind import check_build_kind, trace_device, verification_device
 from tritongen.build.request import (
     BuildRequest,
     BuildResult,
@@ -112,6 +113,7 @@ def _check_request(
     if unknown:
         raise ConfigError(f"format {unknown[0]!r} is not supported", f"choose from: {', '.join(FORMATS)}")
     request.options.check()
+    check_build_kind(request)  # before the source is read and any slow compile starts
     plan, skipped = build_plan(request.formats, request.precisions)
     request.precision.check(tuple(v for _, v in plan), tuple(f for f, v in plan if v.reduced))
     return plan, skipped
@@ -135,6 +137,7 @@ def _open_session(
         target=request.target,
         max_batch_size=max_batch,
         torchscript_mode=request.torchscript_mode,
+        trace_device=trace_device(request),
         tvm=replace(request.tvm, preferred_batch_sizes=request.tvm.preferred_batch_sizes or preferred),
         tensorrt=request.tensorrt,
         precision=request.precision,
@@ -190,6 +193,8 @@ class _ModelBuild:
         self.model_dir = shared.staged / name
         self.label = variant.of(fmt)
         self.started = time.perf_counter()
+        self.device_id: int | None = None
+        """The CUDA device the artifact is verified on (its instance group's); ``None``: the CPU."""
 
     def run(self) -> FormatOutcome:
         """Build the model directory and say what became of it."""
@@ -237,6 +242,7 @@ class _ModelBuild:
         config = model_config_for(
             self.name, self.session.source.signature, artifact, request.options, request.target
         )
+        self.device_id = verification_device(self.fmt, config, request.target, artifact.engine)
         if request.tensorrt.cuda_graphs and self.fmt == "tensorrt":
             config = config.model_copy(
                 update={"optimization": Optimization(cuda=CudaOptimization(graphs=True))}
@@ -252,16 +258,17 @@ class _ModelBuild:
             return None, None
         source = self.session.source
         tolerance = self.request.verify.tolerance(self.variant.precision)
+        device = "cpu" if self.device_id is None else f"cuda:{self.device_id}"
         try:
-            runner = self.session.runner(self.fmt, self.model_dir)
+            runner = self.session.runner(self.fmt, self.model_dir, device_id=self.device_id)
         except Exception as e:  # the artifact does not even load: that is its verdict
             broken = broken_verification(
                 self.label,
                 source.reference_name,
                 tolerance,
-                f"the {self.label} artifact does not load: {engine_error(e)}",
+                f"the {self.label} artifact does not load on {device}: {engine_error(e)}",
             )
-            return broken, None
+            return replace(broken, device=device), None
         if runner is None or not batches:
             return None, runner
         self.shared.say(f"verifying {self.label} against {source.reference_name}")
@@ -274,7 +281,7 @@ class _ModelBuild:
             self.verification_feeds(artifact, report),
             tolerance,
         )
-        return verification, runner
+        return replace(verification, device=device), runner
 
     def verification_feeds(self, artifact: Artifact, report: PrecisionReport | None) -> list[Feed]:
         """The batches to verify on: random ones and the engine's tuned shapes, or representative rows.

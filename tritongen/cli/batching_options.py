@@ -56,7 +56,10 @@ Instances = Annotated[
 Kind = Annotated[
     KindChoice | None,
     typer.Option(
-        "--kind", help="Instance kind: auto (CPU for local, GPU for container), cpu, gpu.", show_default=False
+        "--kind",
+        help="Instance kind: auto (CPU for local, GPU for container), cpu, gpu "
+        "(local: TorchScript with CUDA torch, TVM built with --tvm-target cuda).",
+        show_default=False,
     ),
 ]
 

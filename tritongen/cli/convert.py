@@ -253,8 +253,9 @@ def verification_table(result: BuildResult, skipped: bool = False) -> Table:
             continue
         for i, output in enumerate(check.outputs):
             mark = "" if output.passed else " [red]✗[/]"
+            on = f" on {check.device}" if check.device != "cpu" else ""
             table.add_row(
-                outcome.label if i == 0 else "",
+                outcome.label + on if i == 0 else "",
                 status if i == 0 else "",
                 escape(output.name) + mark,
                 f"{output.max_abs:.2e}",

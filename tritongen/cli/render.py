@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tritongen.build.gpu_kind import check_render_kind
 from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import console, user_errors
 from tritongen.cli.convert import describe_batching, describe_instances
@@ -26,6 +27,7 @@ def render_command(
     """Rewrite MODEL_DIR/config.pbtxt in place (the old one is kept as config.pbtxt.bak)."""
     options = batching.options()
     with user_errors():
+        check_render_kind(model_dir, options.kind)
         config = rerender_model(model_dir, options, templates)
     console.print(
         f"rewrote {model_dir / 'config.pbtxt'}: max batch {config.max_batch_size}, "

@@ -39,6 +39,9 @@ class ConvertOptions:
     target: Target = "local"
     max_batch_size: int = 0
     torchscript_mode: TorchScriptMode = "trace"
+    trace_device: str = "cpu"
+    """Where a PyTorch module is traced to TorchScript: ``cuda:0`` for a model served on a GPU,
+    so that devices the trace records (tensors made inside ``forward``) are the GPU's."""
     tvm: TvmOptions = field(default_factory=TvmOptions)
     tensorrt: TensorRtOptions = field(default_factory=TensorRtOptions)
     precision: PrecisionOptions = field(default_factory=PrecisionOptions)
@@ -190,7 +193,11 @@ class ConvertSession:
             )
         self.say(f"{options.torchscript_mode} to TorchScript")
         return write_torchscript_artifact(
-            self.source.torch, model_dir, options.target, options.torchscript_mode
+            self.source.torch,
+            model_dir,
+            options.target,
+            options.torchscript_mode,
+            device=options.trace_device,
         )
 
     def _tvm_artifact(self, model_dir: Path) -> Artifact:
@@ -252,8 +259,14 @@ class ConvertSession:
             prepared = reduced.prepared() if report.kept_fp32 else None
         return trt_options, prepared
 
-    def runner(self, fmt: str, model_dir: Path, version: int = 1) -> Runner | None:
-        """Run the artifact in-process, as the server will; ``None`` where this machine cannot."""
+    def runner(
+        self, fmt: str, model_dir: Path, version: int = 1, device_id: int | None = None
+    ) -> Runner | None:
+        """Run the artifact in-process, as the server will; ``None`` where this machine cannot.
+
+        ``device_id``: the CUDA device of a KIND_GPU instance group (TorchScript and TVM run
+        there, as served); ``None`` runs on the CPU.
+        """
         version_dir = model_dir / str(version)
         signature = self.source.signature
         if fmt == "onnx":
@@ -263,14 +276,14 @@ class ConvertSession:
         if fmt == "torchscript":
             from tritongen.convert.torchscript import torchscript_runner
 
-            return torchscript_runner(version_dir, signature)
+            return torchscript_runner(version_dir, signature, device_id=device_id)
         if fmt == "tvm":  # the served wrapper itself: same libraries, same input conversion
             from tritongen.convert.tvm import METADATA, foreign_arch
             from tritongen.convert.wrappers import wrapper_runner
 
             if foreign_arch(json.loads((version_dir / METADATA).read_text(encoding="utf-8"))):
                 return None  # cross-compiled: it runs only on a machine of its architecture
-            return wrapper_runner(version_dir, signature, self.options.max_batch_size)
+            return wrapper_runner(version_dir, signature, self.options.max_batch_size, device_id=device_id)
         if fmt == "tensorrt":
             from tritongen.convert.tensorrt import tensorrt_runner
 

@@ -22,11 +22,11 @@ _SAMPLE_BATCH = 2
 _SAMPLE_DIM = 7
 
 
-def sample_args(source: TorchSource) -> tuple[Any, ...]:
-    """Example input tensors, positional in ``--input-spec`` order."""
+def sample_args(source: TorchSource, device: str = "cpu") -> tuple[Any, ...]:
+    """Example input tensors, positional in ``--input-spec`` order, on ``device``."""
     torch = import_torch()
     feed = random_feed(source.signature, _SAMPLE_BATCH, _SAMPLE_DIM, np.random.default_rng(0))
-    return tuple(torch.from_numpy(feed[t.name]) for t in source.signature.inputs)
+    return tuple(torch.from_numpy(feed[t.name]).to(device) for t in source.signature.inputs)
 
 
 def dynamic_axes(source: TorchSource) -> dict[str, dict[int, str]]:
@@ -83,8 +83,13 @@ def export_onnx(source: TorchSource, path: Path, opset: int = ONNX_OPSET) -> Pat
     return path
 
 
-def export_torchscript(source: TorchSource, path: Path, mode: TorchScriptMode = "trace") -> Path:
+def export_torchscript(
+    source: TorchSource, path: Path, mode: TorchScriptMode = "trace", device: str = "cpu"
+) -> Path:
     """Trace (or script) ``source`` into a TorchScript file; a TorchScript source is saved as is.
+
+    A trace records the device of every tensor ``forward`` creates, so a model served on a
+    GPU is traced there (``device="cuda:0"``); the module is back on the CPU afterwards.
 
     Raises:
         ConversionError: tracing or scripting fails.
@@ -100,9 +105,14 @@ def export_torchscript(source: TorchSource, path: Path, mode: TorchScriptMode = 
             if mode == "script":
                 scripted = torch.jit.script(source.module)
             else:
-                scripted = torch.jit.trace(
-                    source.module, sample_args(source), check_trace=False, strict=False
-                )
+                module = source.module.to(device) if device != "cpu" else source.module
+                try:
+                    scripted = torch.jit.trace(
+                        module, sample_args(source, device), check_trace=False, strict=False
+                    )
+                finally:
+                    if device != "cpu":
+                        source.module.to("cpu")
             scripted.save(str(path))
     except Exception as e:
         hint = (

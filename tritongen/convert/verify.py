@@ -82,6 +82,8 @@ class Verification:
     outputs: tuple[OutputCheck, ...]
     error: str | None = None
     """Set when the artifact could not run at all."""
+    device: str = "cpu"
+    """Where the artifact ran: ``cpu`` or ``cuda:N`` (the device of its instance group)."""
 
     @property
     def passed(self) -> bool:
@@ -120,6 +122,7 @@ class Verification:
                 for o in self.outputs
             ],
             "error": self.error,
+            "device": self.device,
         }
 
 

@@ -66,15 +66,14 @@ class BatchingOptions:
 
 
 def resolve_kind(kind: Kind, target: str | None) -> InstanceKind:
-    """Map the CLI's ``auto|cpu|gpu`` to Triton's instance kind for a target."""
+    """Map the CLI's ``auto|cpu|gpu`` to Triton's instance kind for a target.
+
+    ``gpu`` is ``KIND_GPU`` on every target; whether the model's engine can run there is
+    decided where the engine is known (``tritongen.build.gpu_kind``).
+    """
     if kind == "cpu":
         return "KIND_CPU"
     if kind == "gpu":
-        if target == "local":
-            raise ConfigError(
-                "--kind gpu is not possible on the local target: the embedded server runs on CPU",
-                "use --kind cpu, or --target container for a GPU host",
-            )
         return "KIND_GPU"
     return {"local": "KIND_CPU", "container": "KIND_GPU"}.get(target or "", "KIND_AUTO")  # type: ignore[return-value]
 

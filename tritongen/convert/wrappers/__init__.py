@@ -32,13 +32,18 @@ def write_wrapper(wrapper: str, version_dir: Path) -> list[str]:
 
 
 def wrapper_runner(
-    version_dir: Path, signature: Signature, max_batch_size: int, threads: int | None = None
+    version_dir: Path,
+    signature: Signature,
+    max_batch_size: int,
+    threads: int | None = None,
+    device_id: int | None = None,
 ) -> Runner:
     """Run the ``model.py`` in ``version_dir`` in-process, exactly as the Python backend will.
 
     The wrapper is instantiated with a config made from ``signature`` and its ``run``
     becomes the runner, so verification and benchmarks exercise the served code path
     (the engine, its input conversion and its thread settings) without a server.
+    ``device_id`` makes it a KIND_GPU instance on that CUDA device; ``None``: KIND_CPU.
     """
     spec = importlib.util.spec_from_file_location(
         f"tritongen_wrapper_{abs(hash(str(version_dir)))}", version_dir / "model.py"
@@ -52,7 +57,11 @@ def wrapper_runner(
         "max_batch_size": max_batch_size,
         "input": [{"name": t.name} for t in signature.inputs],
         "output": [{"name": t.name} for t in signature.outputs],
-        "instance_group": [{"count": 1, "kind": "KIND_CPU"}],
+        "instance_group": [
+            {"count": 1, "kind": "KIND_CPU"}
+            if device_id is None
+            else {"count": 1, "kind": "KIND_GPU", "gpus": [device_id]}
+        ],
         "parameters": parameters,
     }
     model = module.TritonPythonModel()
@@ -61,7 +70,8 @@ def wrapper_runner(
             "model_config": json.dumps(config),
             "model_repository": str(version_dir.parent),
             "model_version": version_dir.name,
-            "model_instance_kind": "CPU",
+            "model_instance_kind": "CPU" if device_id is None else "GPU",
+            "model_instance_device_id": str(device_id or 0),
         }
     )
 

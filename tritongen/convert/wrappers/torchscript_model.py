@@ -3,6 +3,7 @@
 Batching across requests lives in ``tritongen_runtime.py`` beside this file. Inputs are
 passed positionally in config order; a tuple/list output maps to the config's outputs in
 order, a dict output by name. ``intra_op_thread_count`` sets torch's threads per instance.
+A KIND_GPU instance runs on its CUDA device and refuses to load where torch has none.
 """
 
 from __future__ import annotations
@@ -16,19 +17,38 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tritongen_runtime import Array, BatchingModel
 
 
+def check_cuda(torch: Any, device_id: int) -> None:
+    """Refuse, in one line, a GPU instance that torch cannot place on CUDA device ``device_id``."""
+    hint = "serve it on a GPU host with a CUDA build of torch, or set the instance kind to KIND_CPU"
+    if torch.version.cuda is None:
+        raise RuntimeError(f"KIND_GPU instance, but torch {torch.__version__} has no CUDA: {hint}")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"KIND_GPU instance, but torch {torch.__version__} sees no CUDA GPU: {hint}")
+    count = torch.cuda.device_count()
+    if device_id >= count:
+        raise RuntimeError(f"KIND_GPU instance on CUDA device {device_id}, but torch sees {count}: {hint}")
+
+
 class TritonPythonModel(BatchingModel):
     """A TorchScript module behind Triton's Python backend."""
 
     def load(self, args: dict[str, Any]) -> None:
-        """Load the module on the instance's device."""
+        """Load the module on the instance's device (a GPU instance's CUDA device, else the CPU).
+
+        Raises:
+            RuntimeError: a GPU instance where torch has no CUDA or no such device.
+        """
         import torch
 
         torch.set_num_threads(self.threads)
         with contextlib.suppress(RuntimeError):  # already set in this process
             torch.set_num_interop_threads(1)
         self.torch = torch
-        use_cuda = self.on_gpu and torch.cuda.is_available()
-        self.device = torch.device(f"cuda:{self.device_id}" if use_cuda else "cpu")
+        self.device = torch.device("cpu")
+        if self.on_gpu:
+            check_cuda(torch, self.device_id)
+            torch.cuda.set_device(self.device_id)
+            self.device = torch.device("cuda", self.device_id)
         path = os.path.join(self.version_dir, "model.pt")
         self.module = torch.jit.load(path, map_location=self.device).eval()  # type: ignore[no-untyped-call]
 

@@ -7,7 +7,9 @@ extra batch rows repeat a real row, a dim declared paddable is padded with zeros
 mask input is 0 there), and the outputs are sliced back. A request no bucket holds runs
 on the symbolic library (a warning, once, in the server log), or is refused when the
 buckets are strict. Batching across requests lives in ``tritongen_runtime.py``;
-``intra_op_thread_count`` sets TVM's threads per instance.
+``intra_op_thread_count`` sets TVM's threads per instance. A library built for CUDA
+runs on the instance's CUDA device; a KIND_GPU instance of a CPU-built library, or a
+CUDA library where TVM sees no such GPU, refuses to load.
 """
 
 from __future__ import annotations
@@ -72,6 +74,26 @@ def check_machine(path: str) -> None:
         )
 
 
+def check_device(tvm: Any, facts: dict[str, Any], on_gpu: bool, device_id: int) -> Any:
+    """The TVM device the libraries run on; refuse, in one line, a device they cannot use."""
+    if facts.get("device") != "cuda":
+        if on_gpu:
+            target = facts.get("target")
+            kind = target.get("kind", "llvm") if isinstance(target, dict) else "llvm"
+            raise RuntimeError(
+                f"KIND_GPU instance, but the TVM library is built for {kind} and runs on the CPU: "
+                "convert again with --tvm-target cuda, or set the instance kind to KIND_CPU"
+            )
+        return tvm.cpu(0)
+    device = tvm.cuda(device_id)
+    if not device.exist:
+        raise RuntimeError(
+            f"the TVM library is built for CUDA, but TVM sees no CUDA GPU {device_id}: "
+            "serve it on a GPU host, or convert again with --tvm-target llvm"
+        )
+    return device
+
+
 def warn(message: str) -> None:
     """A warning in the server log (on stderr outside Triton)."""
     if pb_utils is not None:
@@ -109,7 +131,7 @@ class TritonPythonModel(BatchingModel):
             self.facts = json.load(f)
         self.tvm = tvm
         self.on_cuda = self.facts.get("device") == "cuda"
-        self.device = tvm.cuda(self.device_id) if self.on_cuda else tvm.cpu(0)
+        self.device = check_device(tvm, self.facts, self.on_gpu, self.device_id)
         library = self.facts.get("library")
         self.main = self._function(relax, library) if library else None
         self.dtypes = {spec["name"]: np.dtype(spec["dtype"]) for spec in self.facts["inputs"]}
