@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
 
-.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus cross-aarch64 clean
+.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus cross-aarch64 gpu-wheels clean
 
 install: $(STAMP)
 
@@ -104,6 +104,12 @@ cross-aarch64:
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			gcc-aarch64-linux-gnu libc6-dev-arm64-cross >/dev/null; }
 	@aarch64-linux-gnu-gcc --version | head -1
+
+# Wheels for a GPU host that has PyTorch but not tritongen (Python 3.12, no network): what it
+# lacks goes into .whl/ (git-ignored), and the script prints the one command that runs
+# bench/gpu_check.py there with .whl carried along.
+gpu-wheels: install
+	$(BIN)/python bench/gpu_wheels.py
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache

@@ -131,6 +131,52 @@ def encoder() -> torch.nn.Module:
     return module
 
 
+ARCHITECTURE: dict[str, Any] = {
+    "vocab_size": 30522,
+    "hidden_size": EMBEDDING_DIM,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 12,
+    "intermediate_size": 1536,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "hidden_act": "gelu",
+    "layer_norm_eps": 1e-12,
+}
+"""all-MiniLM-L6-v2's sizes, for :func:`encoder_random`."""
+
+
+def encoder_random(seed: int = 0) -> torch.nn.Module:
+    """The same sentence encoder with seeded random weights, for hosts without the weights package.
+
+    Same architecture, inputs and outputs as :func:`encoder` (``tritongen.examples.minilm:
+    encoder_random``); its embeddings mean nothing, but speed and memory do not depend on
+    the weights' values. Needs torch and transformers only.
+
+    Raises:
+        MissingDependencyError: torch or transformers is missing.
+    """
+    cls = _sentence_encoder_class()
+    transformers = _require("transformers", "the MiniLM example")
+    import torch
+
+    config = transformers.BertConfig(**ARCHITECTURE, attn_implementation="eager")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        bert = transformers.BertModel(config)
+    module = cls(bert)
+    module.eval()
+    return module
+
+
+def weights_available() -> bool:
+    """Whether the packaged all-MiniLM-L6-v2 weights are installed (without importing torch)."""
+    try:
+        model_path()
+    except MissingDependencyError:
+        return False
+    return True
+
+
 @functools.cache
 def _tokenizer() -> PreTrainedTokenizerBase:
     transformers = _require("transformers", "tokenizing for the MiniLM example")
