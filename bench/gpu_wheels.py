@@ -63,17 +63,17 @@ wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
 DEVICE_PACKAGES = frozenset(canonicalize_name(n) for n in _DEVICE_LIST.split())
 
 # What tritongen's GPU check runs: the embedded server, the client, Locust (load runs),
-# pydantic (typed settings) and hdrhistogram (latency histograms).
-ROOTS = ("nvidia-pytriton", "tritonclient", "locust", "pydantic", "hdrhistogram")
+# pydantic (typed settings), hdrhistogram (latency histograms) and the command line.
+ROOTS = ("nvidia-pytriton", "tritonclient", "locust", "pydantic", "hdrhistogram", "typer", "click", "rich")
 # Only the server binaries of nvidia-pytriton are used, never its Python package.
 NO_DEPS_OF = frozenset({"nvidia-pytriton"})
-# Carried although the host has them: pydantic needs a newer release, and newer
-# typing-extensions releases only add names, so everything else on the host keeps working.
-NEWER_THAN_HOST = frozenset({"typing-extensions"})
+# Carried although the host has them: pydantic needs a newer typing-extensions (whose newer
+# releases only add names), and tritongen's command line needs typer, click and rich releases
+# the host's (of unknown versions) may predate; all pure Python, so nothing else breaks.
+NEWER_THAN_HOST = frozenset({"typing-extensions", "typer", "click", "rich"})
 # Carrying these would shadow the host's build (CUDA wheels, numpy 2): never carried.
-NEVER_CARRY = frozenset(
-    canonicalize_name(n) for n in ("numpy", "torch", "protobuf", "typer", "rich", "onnxruntime", "onnx")
-)
+NEVER_CARRY = frozenset(canonicalize_name(n) for n in ("numpy", "torch", "protobuf", "onnxruntime", "onnx"))
+
 
 # tritongen's requirements that the GPU check never uses there: the host's onnxruntime
 # serves ONNX, and TVM (with its cost model) is not part of the check.
@@ -271,6 +271,26 @@ def _build_tritongen(dest: Path) -> Path:
     return next(dest.glob("tritongen-*.whl"))
 
 
+SOURCE_DIRS = ("tritongen", "templates", "loadtests")
+"""What the tritongen wheel is built from (``pyproject.toml`` maps the last two into the package)."""
+
+
+def source_hash(root: Path) -> str:
+    """SHA-256 over the paths and contents of the files the tritongen wheel is built from.
+
+    bench/gpu_check.py compares it with the tree it runs in: a wheel built before a change
+    would otherwise be tested instead of the change.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for folder in SOURCE_DIRS:
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _write_source_note(path: Path) -> None:
     """Record the commit (and whether the tree had changes) the tritongen wheel was built from."""
 
@@ -286,6 +306,7 @@ def _write_source_note(path: Path) -> None:
     note = {
         "commit": git("rev-parse", "HEAD"),
         "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "source_sha256": source_hash(ROOT),
     }
     path.write_text(json.dumps(note) + "\n", encoding="utf-8")
 
@@ -346,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-wheels: {total / 2**20:.1f} MiB would travel, over the 64 MiB limit", file=sys.stderr)
         return 1
     rel = dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest
-    print(f"device command (carry {rel}, timeout_s 540):")
+    print(f"device command (carry {rel}, timeout_s 420):")
     print(f"  {device_command(str(rel))}")
     return 0
 

@@ -232,3 +232,26 @@ def test_mlp_on_a_gpu_instance_of_the_embedded_server(tmp_path: Path) -> None:
         got = endpoint.infer("mlp_torchscript", {"input": batch}, ("logits",)).outputs["logits"]
         endpoint.close()
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.triton
+def test_tensors_cross_the_backend_through_dlpack_where_numpy_2_needs_it(
+    local_models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The DLPack path (taken with numpy 2, forced here) serves what the default path serves."""
+    from tritongen.client.endpoint import TritonEndpoint
+    from tritongen.examples.torch_models import mlp
+    from tritongen.server.local import LocalTritonServer
+
+    batch = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
+    with torch.inference_mode():
+        want = mlp()(torch.from_numpy(batch)).numpy()
+    monkeypatch.setenv("TRITONGEN_DLPACK", "1")
+    with LocalTritonServer(local_models, http_port=0, grpc_port=0, metrics_port=0) as server:
+        endpoint = TritonEndpoint(server.http_url)
+        try:
+            for model in ("mlp_onnx", "mlp_torchscript"):
+                got = endpoint.infer(model, {"input": batch}, ("logits",)).outputs["logits"]
+                np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3, err_msg=model)
+        finally:
+            endpoint.close()

@@ -32,7 +32,7 @@ def check_gpu_kind(fmt: str, target: str | None, tvm_device: str | None = None) 
         ConfigError: the engine cannot run on a GPU instance there.
     """
     if fmt == "tvm":
-        _check_tvm(tvm_device or "llvm")
+        _check_tvm(tvm_device or "llvm", here=target == "local")
         return
     if target != "local":
         return
@@ -102,7 +102,7 @@ def verification_device(fmt: str, config: ModelConfig, target: str, engine: dict
     if target == "local":
         return device
     if fmt == "tvm":
-        return device if engine.get("device") == "cuda" else None
+        return device if engine.get("device") == "cuda" and _tvm_sees_gpu(device) else None
     try:
         import torch
     except ImportError:
@@ -149,19 +149,32 @@ def _check_torch() -> None:
     )
 
 
-def _check_tvm(kind: str) -> None:
-    """Refuse a TVM library built for a CPU, or a CUDA one where TVM sees no GPU."""
+def _check_tvm(kind: str, here: bool) -> None:
+    """Refuse a TVM library built for a CPU, or a CUDA one served ``here`` where TVM sees no GPU.
+
+    A container's GPU host is not this machine: nothing about this machine is checked for it.
+    """
     if kind != "cuda":
         raise ConfigError(
             f"--kind gpu: a TVM library built for {kind} runs on the CPU",
             "convert with --tvm-target cuda, or use --kind cpu",
         )
+    if not here:
+        return
     try:
         import tvm
     except Exception:  # a missing or broken TVM is reported by the build itself
         return
     if not tvm.cuda(0).exist:
         raise ConfigError("--kind gpu: TVM sees no CUDA GPU (tvm.cuda(0) does not exist)", GPU_HINT)
+
+
+def _tvm_sees_gpu(device: int) -> bool:
+    try:
+        import tvm
+    except Exception:  # a missing or broken TVM is reported by the build itself
+        return False
+    return bool(tvm.cuda(device).exist)
 
 
 def _tvm_library_kind(model_dir: Path, engine: dict[str, Any]) -> str:

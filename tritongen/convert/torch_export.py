@@ -103,17 +103,17 @@ def export_torchscript(
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             if mode == "script":
-                scripted = torch.jit.script(source.module)
+                torch.jit.script(source.module).save(str(path))
             else:
                 module = source.module.to(device) if device != "cpu" else source.module
                 try:
-                    scripted = torch.jit.trace(
+                    traced = torch.jit.trace(
                         module, sample_args(source, device), check_trace=False, strict=False
                     )
+                    traced.save(str(path))  # before the move back: the trace shares the module's weights
                 finally:
                     if device != "cpu":
                         source.module.to("cpu")
-            scripted.save(str(path))
     except Exception as e:
         hint = (
             "trace instead (drop --torchscript script), or make forward() scriptable"

@@ -201,6 +201,8 @@ class NvmlReader:
         self.stopped = False
         self._failed_in_a_row = 0
         self._pids: set[int] | None = None
+        self._seen: set[int] = set()
+        """Every pid NVML has listed so far (a new one triggers a look at the server's tree)."""
         self._cuda_visible: str | None = None
         self._looked_up = -float("inf")
         self._open = True
@@ -228,7 +230,7 @@ class NvmlReader:
                     index=index,
                     uuid=uuid,
                     name=name,
-                    util=nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100,
+                    util=self._utilisation(handle),
                     mem_used_bytes=int(memory.used),
                     mem_total_bytes=int(memory.total),
                     processes=self._processes(handle),
@@ -236,13 +238,27 @@ class NvmlReader:
             )
         return found
 
+    def _utilisation(self, handle: Any) -> float | None:
+        """The GPU's utilisation (0..1); ``None`` where NVML has none (e.g. a GPU split into MIG)."""
+        nvml = self._nvml
+        try:
+            return float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu) / 100
+        except nvml.NVMLError:
+            return None
+
     def _processes(self, handle: Any) -> dict[int, int | None]:
+        """The processes on one GPU (pid -> memory).
+
+        Empty where NVML cannot list them (permissions, an NVML older than the bindings):
+        utilisation and device memory still count.
+        """
         found: dict[int, int | None] = {}
         nvml = self._nvml
+        failures = (nvml.NVMLError, getattr(nvml, "NVMLLibraryMismatchError", nvml.NVMLError))
         for query in (nvml.nvmlDeviceGetComputeRunningProcesses, nvml.nvmlDeviceGetGraphicsRunningProcesses):
             try:
                 processes = query(handle)
-            except nvml.NVMLError_NotSupported:
+            except failures:
                 continue
             for p in processes:
                 used = p.usedGpuMemory
@@ -253,12 +269,11 @@ class NvmlReader:
 
     def server_gpus(self) -> list[dict[str, Any]]:
         """The GPUs the server uses (see :func:`attribute`), each with ``"source": "nvml"``."""
-        self._refresh_processes()
         try:
             readings = self.readings()
         except self._nvml.NVMLError:
             return []
-        figures = attribute(readings, self._pids, self._cuda_visible)
+        figures = self._attribute(readings)
         chosen = set(figures.indices) if figures is not None else set()
         return [
             {"uuid": r.uuid, "name": r.name, "memory_bytes": r.mem_total_bytes, "source": "nvml"}
@@ -270,7 +285,6 @@ class NvmlReader:
         """The server's GPU figures now; ``None`` when it uses no GPU or NVML has failed."""
         if self.stopped or not self._open:
             return None
-        self._refresh_processes()
         try:
             readings = self.readings()
         except self._nvml.NVMLError:
@@ -279,11 +293,23 @@ class NvmlReader:
             self.stopped = self._failed_in_a_row >= FAILURES_TO_STOP
             return None
         self._failed_in_a_row = 0
+        return self._attribute(readings)
+
+    def _attribute(self, readings: list[GpuReading]) -> GpuFigures | None:
+        self._refresh_processes({pid for r in readings for pid in r.processes})
         return attribute(readings, self._pids, self._cuda_visible)
 
-    def _refresh_processes(self) -> None:
-        if self.server_pid is None or time.monotonic() - self._looked_up < self.refresh_s:
+    def _refresh_processes(self, listed: set[int]) -> None:
+        """Look the server's process tree up again every ``refresh_s``, and when NVML lists a new pid.
+
+        A model instance that just started may be the server's.
+        """
+        if self.server_pid is None:
             return
+        unseen = listed - self._seen
+        if time.monotonic() - self._looked_up < self.refresh_s and not unseen:
+            return
+        self._seen |= listed
         self._looked_up = time.monotonic()
         try:
             server = psutil.Process(self.server_pid)

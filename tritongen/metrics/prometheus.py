@@ -141,7 +141,11 @@ class MetricsSampler:
                 values = parse_metrics(text)
             except (urllib.error.URLError, OSError, ValueError):
                 self.failures += 1
-            sample = self._sample(values or {}, time.time())
+            try:
+                sample = self._sample(values or {}, time.time())
+            except Exception:  # a GPU reading gone wrong costs this sample, not the thread
+                self.failures += 1
+                sample = Sample(time=time.time(), values=values or {})
             if values is not None or sample.gpu_source is not None:
                 self.samples.append(sample)
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))

@@ -28,7 +28,7 @@ class TritonPythonModel(BatchingModel):
     """ONNX Runtime session behind Triton's Python backend."""
 
     def load(self, args: dict[str, Any]) -> None:
-        """Create the session: CUDA provider on GPU instances where available, else CPU."""
+        """Create the session: the CUDA provider on GPU instances (refused where it is missing), else CPU."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -39,6 +39,12 @@ class TritonPythonModel(BatchingModel):
             providers = [("CUDAExecutionProvider", {"device_id": self.device_id}), "CPUExecutionProvider"]
         path = os.path.join(self.version_dir, "model.onnx")
         self.session = ort.InferenceSession(path, sess_options=options, providers=providers)
+        if self.on_gpu and "CUDAExecutionProvider" not in self.session.get_providers():
+            raise RuntimeError(
+                "KIND_GPU instance, but ONNX Runtime here has no working CUDAExecutionProvider "
+                f"(it has {', '.join(ort.get_available_providers())}): set the instance kind to KIND_CPU, "
+                "or serve the model with the container target"
+            )
 
     def run(self, feed: dict[str, Array]) -> list[Array]:
         """Run one batch."""

@@ -24,6 +24,9 @@ except ImportError:  # pragma: no cover - imported by tests outside Triton
     pb_utils = None
 
 THREADS_PARAMETER = "intra_op_thread_count"
+NOT_DLPACK_TYPES = ("TYPE_BOOL", "TYPE_STRING")
+"""Config types whose tensors use the backend's own numpy conversion; every other type goes
+through DLPack (zero-copy, and the only path that works with numpy 2 in stubs built for numpy 1)."""
 
 Array = npt.NDArray[Any]
 ShapeKey = tuple[tuple[int, ...] | None, ...]
@@ -64,6 +67,38 @@ def intra_op_threads(config: dict[str, Any], cpus: int | None = None) -> int:
     return max(1, cpus // instances)
 
 
+def output_tensor(name: str, value: Array) -> Any:
+    """A response tensor.
+
+    With numpy 2, numeric arrays go to the backend through DLPack, as torch tensors (the
+    stub's own numpy path is built for numpy 1, and it renames the DLPack capsules it takes
+    in a way numpy's own capsules refuse); otherwise by the backend's numpy path.
+    """
+    array = np.ascontiguousarray(value)
+    if DLPACK_OUTPUTS and array.dtype.kind in "iuf":
+        import torch
+
+        return pb_utils.Tensor.from_dlpack(name, torch.from_numpy(array))
+    return pb_utils.Tensor(name, array)
+
+
+def _dlpack_outputs() -> bool:
+    """Whether outputs go through DLPack: numpy 2 (or ``TRITONGEN_DLPACK_OUTPUTS=1``) and torch importable."""
+    wanted = os.environ.get("TRITONGEN_DLPACK_OUTPUTS")
+    if wanted is None:
+        wanted = "1" if int(np.__version__.split(".")[0]) >= 2 else "0"
+    if wanted != "1":
+        return False
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+DLPACK_OUTPUTS = _dlpack_outputs()
+
+
 class BatchingModel:
     """Base class of the generated ``TritonPythonModel`` classes."""
 
@@ -75,6 +110,9 @@ class BatchingModel:
         self.output_names = [t["name"] for t in self.config["output"]]
         self.parameters = {k: v.get("string_value", "") for k, v in self.config.get("parameters", {}).items()}
         self.threads = intra_op_threads(self.config)
+        self.dlpack_inputs = {
+            t["name"] for t in self.config["input"] if t.get("data_type") not in NOT_DLPACK_TYPES
+        }
         self.on_gpu = args.get("model_instance_kind") == "GPU"
         self.device_id = int(args.get("model_instance_device_id", 0) or 0)
         self.version_dir = os.path.join(args["model_repository"], args["model_version"])
@@ -96,7 +134,7 @@ class BatchingModel:
             for name in self.input_names:
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 if tensor is not None:
-                    feed[name] = tensor.as_numpy()
+                    feed[name] = np.from_dlpack(tensor) if name in self.dlpack_inputs else tensor.as_numpy()
             feeds.append(feed)
 
         if self.max_batch_size > 0:
@@ -117,7 +155,7 @@ class BatchingModel:
             for i, tensors in zip(group, outputs, strict=True):
                 responses[i] = pb_utils.InferenceResponse(
                     output_tensors=[
-                        pb_utils.Tensor(name, np.ascontiguousarray(value))
+                        output_tensor(name, value)
                         for name, value in zip(self.output_names, tensors, strict=True)
                     ]
                 )
