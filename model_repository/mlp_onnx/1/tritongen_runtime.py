@@ -25,8 +25,7 @@ except ImportError:  # pragma: no cover - imported by tests outside Triton
 
 THREADS_PARAMETER = "intra_op_thread_count"
 NOT_DLPACK_TYPES = ("TYPE_BOOL", "TYPE_STRING")
-"""Config types whose tensors use the backend's own numpy conversion; every other type goes
-through DLPack (zero-copy, and the only path that works with numpy 2 in stubs built for numpy 1)."""
+"""Config types whose tensors always use the backend's own numpy conversion (see ``DLPACK``)."""
 
 Array = npt.NDArray[Any]
 ShapeKey = tuple[tuple[int, ...] | None, ...]
@@ -70,21 +69,26 @@ def intra_op_threads(config: dict[str, Any], cpus: int | None = None) -> int:
 def output_tensor(name: str, value: Array) -> Any:
     """A response tensor.
 
-    With numpy 2, numeric arrays go to the backend through DLPack, as torch tensors (the
-    stub's own numpy path is built for numpy 1, and it renames the DLPack capsules it takes
-    in a way numpy's own capsules refuse); otherwise by the backend's numpy path.
+    Under ``DLPACK``, numeric arrays go to the backend as torch tensors through DLPack (the
+    stub renames the capsules it takes in a way numpy's own capsules refuse); otherwise by
+    the backend's numpy path.
     """
     array = np.ascontiguousarray(value)
-    if DLPACK_OUTPUTS and array.dtype.kind in "iuf":
+    if DLPACK and array.dtype.kind in "iuf":
         import torch
 
         return pb_utils.Tensor.from_dlpack(name, torch.from_numpy(array))
     return pb_utils.Tensor(name, array)
 
 
-def _dlpack_outputs() -> bool:
-    """Whether outputs go through DLPack: numpy 2 (or ``TRITONGEN_DLPACK_OUTPUTS=1``) and torch importable."""
-    wanted = os.environ.get("TRITONGEN_DLPACK_OUTPUTS")
+def _use_dlpack() -> bool:
+    """Whether numeric tensors cross the backend through DLPack instead of its numpy conversion.
+
+    The embedded server's stub converts with pybind11 built for numpy 1, which misreads numpy 2's
+    dtypes; DLPack does not depend on numpy's layout. So: with numpy 2 (or when
+    ``TRITONGEN_DLPACK=1``; ``0`` turns it off), where torch is importable for the outputs.
+    """
+    wanted = os.environ.get("TRITONGEN_DLPACK")
     if wanted is None:
         wanted = "1" if int(np.__version__.split(".")[0]) >= 2 else "0"
     if wanted != "1":
@@ -96,7 +100,7 @@ def _dlpack_outputs() -> bool:
     return True
 
 
-DLPACK_OUTPUTS = _dlpack_outputs()
+DLPACK = _use_dlpack()
 
 
 class BatchingModel:
@@ -134,7 +138,9 @@ class BatchingModel:
             for name in self.input_names:
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 if tensor is not None:
-                    feed[name] = np.from_dlpack(tensor) if name in self.dlpack_inputs else tensor.as_numpy()
+                    feed[name] = (
+                        np.from_dlpack(tensor) if DLPACK and name in self.dlpack_inputs else tensor.as_numpy()
+                    )
             feeds.append(feed)
 
         if self.max_batch_size > 0:
