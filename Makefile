@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
 
-.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus cross-aarch64 gpu-wheels clean
+.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus wrk cross-aarch64 gpu-wheels clean
 
 install: $(STAMP)
 
@@ -94,6 +94,14 @@ prometheus:
 		$$SUDO apt-get update -qq && \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
+
+# Debian's wrk, the reference HTTP load generator of bench/loadgen.py.
+wrk:
+	@command -v wrk >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wrk >/dev/null; }
+	@wrk --version 2>&1 | head -1
 
 # Debian's cross gcc and C library for 64-bit Arm, which link TVM libraries built with
 # --tvm-target aarch64 (or rpi4, rk3588) here; the tests that cross-compile are skipped without them.

@@ -3,11 +3,17 @@
 Each generator drives the same trivial identity model with the same request, one after
 another, at the same concurrency, for the same time. Reported per generator: requests/s
 (its own measurement), requests the server counted (statistics API), and the
-generator's CPU-seconds per 1000 requests (its process tree, from rusage).
+generator's CPU-seconds per 1000 requests the server counted (the CPU time of its load
+processes: wrk, or the ``locust`` processes of the tree, sampled with psutil).
+
+``--locustfile PATH`` measures another version of the locustfile (e.g. the one before a
+change) side by side with the current one, in the same interleaved rounds: both run as the
+``locust`` command line ``tritongen loadtest`` builds (``locustfile_given_pN`` and
+``locustfile_current_pN``), their requests/s from the windows after a 2 s warm-up.
 
 Usage: ``.venv/bin/python bench/loadgen.py [--concurrency 16] [--seconds 20] [--rounds 2]
-[--json bench/results/loadgen.json]``. Needs ``wrk`` (Debian package ``wrk``; installed
-with apt-get when missing and running as root).
+[--locustfile PATH] [--json bench/results/loadgen.json]``. Needs ``wrk`` (``make wrk``
+installs Debian's package).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +37,7 @@ import psutil
 from provenance import RESULTS, write_result
 
 from tritongen.client.endpoint import TritonEndpoint
+from tritongen.loadtest.locust_process import LocustArgs, locust_binary, locustfile_path
 from tritongen.metrics.statistics import StatsSnapshot
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.model_config import InstanceGroup, ModelConfig, ModelInput, ModelOutput
@@ -109,12 +117,20 @@ def binary_request(workdir: Path) -> tuple[Path, int]:
     return path, len(header)
 
 
-def timed(argv: list[str], cwd: Path) -> tuple[str, float]:
-    """Run ``argv`` to completion; return its output and the CPU-seconds of its whole process tree.
+def _is_locust(proc: psutil.Process) -> bool:
+    try:
+        return any("locust" in part for part in proc.cmdline()[:2])
+    except psutil.Error:
+        return False
+
+
+def timed(argv: list[str], cwd: Path, only_locust: bool = False) -> tuple[str, float]:
+    """Run ``argv`` to completion; return its output and the CPU-seconds of its process tree.
 
     Forked workers may be reaped by init rather than by their parent, so rusage of
     children would miss them: the tree is sampled every 50 ms instead, and each
-    process's last reading is summed.
+    process's last reading is summed. ``only_locust``: count only the ``locust`` processes
+    (the load generator, not the ``tritongen`` command that runs it).
     """
     with tempfile.TemporaryFile("w+") as out:
         process = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -126,6 +142,8 @@ def timed(argv: list[str], cwd: Path) -> tuple[str, float]:
             except psutil.NoSuchProcess:
                 tree = []
             for proc in tree:
+                if only_locust and proc.pid not in cpu_by_pid and not _is_locust(proc):
+                    continue
                 try:
                     times = proc.cpu_times()
                     cpu_by_pid[proc.pid] = times.user + times.system
@@ -183,12 +201,96 @@ def run_tritongen(
         "--processes", str(processes), "--warmup", "2s", "--duration", f"{seconds - 2}s",
         "--max-duration", f"{seconds - 2}s", "--window", "2s", "--json", str(out),
     ]  # fmt: skip
-    _, cpu = timed(argv, workdir)
+    _, cpu = timed(argv, workdir, only_locust=True)
     RUN_CPU[f"tritongen_p{processes}"] = cpu
     run = json.loads(out.read_text())["runs"][0]
     if run["errors"]:
         raise SystemExit(f"tritongen saw errors: {run['errors_by_kind']}")
     return float(run["qps"])
+
+
+WARMUP_S = 2.0
+
+
+def known_options(options: list[str], locustfile: Path) -> list[str]:
+    """``options`` less the ``--triton-*`` options (with their values) an older ``locustfile`` lacks."""
+    text = locustfile.read_text(encoding="utf-8")
+    kept: list[str] = []
+    skip = False
+    for option in options:
+        if skip:
+            skip = False
+            continue
+        declared = re.search(rf'_Option\(\s*"{re.escape(option.removeprefix("--triton-"))}"', text)
+        if option.startswith("--triton-") and declared is None:
+            skip = True
+            continue
+        kept.append(option)
+    return kept
+
+
+def run_locustfile(
+    server: LocalTritonServer, workdir: Path, concurrency: int, seconds: int, processes: int, locustfile: Path
+) -> tuple[float, float]:
+    """One ``locustfile`` run with the command line ``tritongen loadtest`` builds; requests/s and CPU-s.
+
+    Requests/s: the windows (1 s) after the warm-up, up to the last full one.
+    """
+    results, inputs = workdir / "windows.jsonl", workdir / "inputs.npz"
+    np.savez(inputs, x=np.ones((1, 16), dtype=np.float32))
+    args = LocustArgs(
+        host=server.http_url, model=MODEL, protocol="http", users=concurrency, processes=processes,
+        run_time_s=seconds, window_s=1.0, t0=float(int(time.time()) + 1), results=results, inputs=inputs,
+    )  # fmt: skip
+    argv = [str(locust_binary()), "-f", str(locustfile), *known_options(args.options(), locustfile)]
+    _, cpu = timed(argv, workdir)
+    by_index: dict[int, int] = {}
+    for line in results.read_text().splitlines():
+        window = json.loads(line)
+        if "ok" in window:  # a window (not another line of the master's)
+            count = window["ok"] + sum(window["errors"].values())
+            by_index[window["index"]] = by_index.get(window["index"], 0) + count
+    measured = [i for i in by_index if WARMUP_S <= i < seconds - 1]
+    if not measured:
+        raise SystemExit(f"{locustfile}: no measured windows")
+    return sum(by_index[i] for i in measured) / len(measured), cpu
+
+
+def locustfile_runs(
+    server: LocalTritonServer, workdir: Path, args: argparse.Namespace
+) -> dict[str, Callable[[], float]]:
+    """The side-by-side runs of ``--locustfile`` and the current locustfile (none without it)."""
+    if args.locustfile is None:
+        return {}
+    runs: dict[str, Callable[[], float]] = {}
+    for label, path in (("given", args.locustfile), ("current", locustfile_path())):
+        for processes in (1, 2):
+            name = f"locustfile_{label}_p{processes}"
+
+            def run(name: str = name, path: Path = path, processes: int = processes) -> float:
+                rps, RUN_CPU[name] = run_locustfile(
+                    server, workdir, args.concurrency, args.seconds, processes, path
+                )
+                return rps
+
+            runs[name] = run
+    return runs
+
+
+def side_by_side(rps: dict[str, float], cpu: dict[str, float]) -> dict[str, dict[str, float]]:
+    """The current locustfile against ``--locustfile``: ratios of requests/s and of CPU per request."""
+    compared = {}
+    for processes in (1, 2):
+        current, given = f"locustfile_current_p{processes}", f"locustfile_given_p{processes}"
+        compared[f"p{processes}"] = {
+            "requests_per_s_ratio": rps[current] / rps[given],
+            "cpu_s_per_1000_requests_ratio": cpu[current] / cpu[given],
+        }
+        print(
+            f"current locustfile vs given, {processes} process(es): "
+            f"{rps[current] / rps[given]:.3f}x req/s, {cpu[current] / cpu[given]:.3f}x CPU per request"
+        )
+    return compared
 
 
 RUN_CPU: dict[str, float] = {}
@@ -201,6 +303,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--instances", type=int, default=1, help="Identity model instances on the server.")
+    parser.add_argument(
+        "--locustfile", type=Path, help="Another locustfile (e.g. before a change) to measure side by side."
+    )
     parser.add_argument("--json", type=Path, default=RESULTS / "loadgen.json")
     args = parser.parse_args()
 
@@ -215,6 +320,7 @@ def main() -> None:
             "plain_locust": lambda: run_plain_locust(server, workdir, args.concurrency, args.seconds),
             "tritongen_p1": lambda: run_tritongen(server, workdir, args.concurrency, args.seconds, 1),
             "tritongen_p2": lambda: run_tritongen(server, workdir, args.concurrency, args.seconds, 2),
+            **locustfile_runs(server, workdir, args),
         }
         for round_index in range(args.rounds):
             for name, run in generators.items():
@@ -230,7 +336,7 @@ def main() -> None:
                     }
                 )
                 print(
-                    f"round {round_index + 1} {name:14s} {rps:9.0f} req/s  {cpu_per_1000:6.3f} CPU-s/1000 req"
+                    f"round {round_index + 1} {name:22s} {rps:9.0f} req/s  {cpu_per_1000:6.3f} CPU-s/1000 req"
                 )
         endpoint.close()
     shutil.rmtree(workdir, ignore_errors=True)
@@ -242,9 +348,9 @@ def main() -> None:
     best = max(("tritongen_p1", "tritongen_p2"), key=lambda name: rps[name])
     ratios = {name: rps[name] / rps["wrk"] for name in rps}
     print()
-    print(f"{'generator':14s} {'req/s':>9s} {'x wrk':>7s} {'CPU-s/1000 req':>15s}")
+    print(f"{'generator':22s} {'req/s':>9s} {'x wrk':>7s} {'CPU-s/1000 req':>15s}")
     for name in rps:
-        print(f"{name:14s} {rps[name]:9.0f} {ratios[name]:7.2f} {cpu[name]:15.3f}")
+        print(f"{name:22s} {rps[name]:9.0f} {ratios[name]:7.2f} {cpu[name]:15.3f}")
     verdict = {
         "tritongen_best": best,
         "tritongen_vs_wrk": ratios[best],
@@ -253,6 +359,9 @@ def main() -> None:
         "cpu_below_plain_locust": cpu[best] < cpu["plain_locust"],
     }
     print(f"\ntritongen ({best}) drives {ratios[best]:.2f}x wrk's requests/s (target >= 0.8)")
+    if args.locustfile is not None:
+        verdict["locustfile_given"] = str(args.locustfile)
+        verdict["current_vs_given"] = side_by_side(rps, cpu)
     generators = {
         name: {
             "requests_per_s": rps[name],

@@ -37,6 +37,10 @@ GENERATOR_LABELS = {
     "plain_locust": "plain Locust + tritonclient.http",
     "tritongen_p1": "tritongen loadtest, 1 process",
     "tritongen_p2": "tritongen loadtest, 2 processes",
+    "locustfile_given_p1": "given locustfile (before), 1 process",
+    "locustfile_given_p2": "given locustfile (before), 2 processes",
+    "locustfile_current_p1": "current locustfile, 1 process",
+    "locustfile_current_p2": "current locustfile, 2 processes",
 }
 
 
@@ -149,7 +153,16 @@ def render_loadgen(doc: Document) -> list[str]:
         for name, g in generators.items()
     ]
     header = ["generator", "req/s", "× wrk", "× wrk per round", "CPU-s / 1000 requests"]
-    return [caption, "", *_table(header, rows)]
+    lines = [caption, "", *_table(header, rows)]
+    compared: dict[str, Any] = (doc.get("verdict") or {}).get("current_vs_given") or {}
+    if compared:
+        parts = [
+            f"{key}: {c['requests_per_s_ratio']:.2f}× the requests/s, "
+            f"{c['cpu_s_per_1000_requests_ratio']:.2f}× the CPU per request"
+            for key, c in compared.items()
+        ]
+        lines += ["", "Current locustfile against the given one, same rounds: " + "; ".join(parts) + "."]
+    return lines
 
 
 def render_convert_speed(doc: Document) -> list[str]:

@@ -17,12 +17,19 @@ How it measures: every request's latency goes into an HDR histogram of the worke
 sent it (Locust's own percentiles are rounded to whole milliseconds). Each worker sends
 one histogram per measurement window (wall-clock aligned, so windows of different
 workers and machines line up) to the master, which merges them, appends them to
-``--triton-results`` (JSON lines) and prints microsecond percentiles when the test ends.
+``--triton-results`` (JSON lines) and prints the run's report when the test ends (with the
+server's statistics and utilisation; ``--triton-json`` writes it, see :class:`MasterReport`).
 In open-loop mode (``--triton-user-rate``) latency is counted from each request's
 *scheduled* send time, so a slow server or a late generator cannot hide queueing delay.
 When ``--triton-max-inflight`` requests are in flight, a send is *held back*: it waits,
 oldest first, for a request to finish, goes out then, and still counts from its scheduled
 time; the windows count such sends (``held_back``) and their longest wait (``max_hold_us``).
+
+Locust's own statistics (web UI, console table, ``--csv``/``--html``, a master's merged
+reports) see every request as well, fed in batches (:class:`StatsFeed`): same request and
+failure counts, a row per model with the method ``POST`` (HTTP), ``grpc`` or ``grpc-stream``.
+Their times are whole milliseconds; the microsecond percentiles above stay the reference.
+Response sizes there are the HTTP engine's response bytes, 0 for the other transports.
 
 Payloads are built once per process: HTTP bodies use Triton's binary tensor extension,
 gRPC requests carry raw tensor contents. ``--triton-inputs`` may hold several requests
@@ -56,11 +63,13 @@ from typing import Any, Protocol, TypedDict, cast
 import gevent
 import gevent.event
 import gevent.lock
+import locust.stats
 import numpy as np
 import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
 from locust import User, events, task
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.stats import RequestStats, StatsEntry, StatsError
 
 # -- what this file shares with the tritongen package (tests/test_locustfile_copies.py) ----
 
@@ -196,6 +205,12 @@ OPTIONS = (
     _Option("window", 1.0, "Window in s."),
     _Option("t0", 0.0, "Epoch of window 0."),
     _Option("results", "", "JSON-lines output."),
+    _Option("json", "", "Master: write the run's report as a tritongen.loadtest/1 document here."),
+    _Option(
+        "metrics-url",
+        "",
+        "Master: Triton's metrics endpoint, sampled each second (default the host's port 8002; none: off).",
+    ),
     _Option("timeout", 60.0),
     _Option("streaming", 0, "1: a decoupled model, over gRPC streams (in flight until its final response)."),
     _Option("seed", 0),
@@ -229,6 +244,8 @@ class TritonOptions:
     window: float
     t0: float
     results: str
+    json: str
+    metrics_url: str
     timeout: float
     streaming: int
     seed: int
@@ -538,12 +555,16 @@ class OpenWindow:
 class Recorder:
     """Latencies of this process, one HDR histogram per wall-clock-aligned window."""
 
-    def __init__(self, t0: float, window_s: float) -> None:
+    def __init__(self, t0: float, window_s: float, feed: StatsFeed | None = None) -> None:
         self.t0 = t0
         self.window_s = window_s
         # perf_counter for durations, mapped to the wall clock once.
         self.wall_offset = time.time() - time.perf_counter()
         self.windows: dict[int, OpenWindow] = {}
+        self.feed = feed
+        """Where every recorded request also goes, for Locust's own statistics."""
+        self.deferred: dict[int, dict[str, int]] = {}
+        """Counts waiting for the request a greenlet records next (see :meth:`defer_count`)."""
         # The HTTP engine records from an OS thread; the reporter drains from the hub.
         self.lock = real_lock()
 
@@ -554,14 +575,23 @@ class Recorder:
             window = self.windows[index] = OpenWindow(index)
         return window
 
-    def record(self, start: float, end: float, error: str | None) -> None:
-        """Count one finished request; ``start`` is its scheduled (open loop) or actual send time."""
+    def record(self, start: float, end: float, error: str | None, size: int = 0) -> None:
+        """Count one finished request; ``start`` is its scheduled (open loop) or actual send time.
+
+        ``size`` is the response's byte count where the transport knows it (else 0); only
+        Locust's statistics use it.
+        """
         with self.lock:
             window = self._window(end)
+            deferred = self.deferred.pop(id(gevent.getcurrent()), None) if self.deferred else None
             if error is None:
                 window.hist.record_value(min(max(int((end - start) * 1e6), LOWEST_US), HIGHEST_US))
+                for name, amount in (deferred or {}).items():
+                    window.counts[name] = window.counts.get(name, 0) + amount
             else:
                 window.errors[error] = window.errors.get(error, 0) + 1
+            if self.feed is not None:
+                self.feed.add(end + self.wall_offset, end - start, error, size)
 
     def record_extra(self, name: str, end: float, value_s: float) -> None:
         """Count one value of a further latency (e.g. time to first response), in the window of ``end``."""
@@ -571,6 +601,16 @@ class Recorder:
             if hist is None:
                 hist = window.extra[name] = new_histogram()
             hist.record_value(min(max(int(value_s * 1e6), LOWEST_US), HIGHEST_US))
+
+    def defer_count(self, name: str, amount: int) -> None:
+        """Add to a counter in the window where this greenlet's next ``record`` counts its request.
+
+        A stream's responses per request must land in the same window as the request itself,
+        which is counted a moment later (by the user that sent it), possibly in the next window.
+        """
+        with self.lock:
+            pending = self.deferred.setdefault(id(gevent.getcurrent()), {})
+            pending[name] = pending.get(name, 0) + amount
 
     def count(self, name: str, when: float, amount: int = 1) -> None:
         """Add to a further counter (e.g. responses received) in the window of ``when``."""
@@ -608,14 +648,146 @@ class Recorder:
         return [window.record(everything) for window in popped]
 
 
+# -- Locust's own statistics, fed in batches ------------------------------------------------
+
+
+@dataclass(slots=True)
+class SecondTally:
+    """The requests that finished in one wall-clock second, as Locust's statistics count them."""
+
+    times_ms: dict[int, int] = field(default_factory=dict)
+    """Response time in whole milliseconds → requests."""
+    errors: dict[str, int] = field(default_factory=dict)
+    content_length: int = 0
+    last: float = 0.0
+    """Wall-clock time of the last request to finish."""
+
+
+class StatsFeed:
+    """Locust's statistics (``environment.stats``) for every request the Recorder counts.
+
+    Firing Locust's ``request`` event per request would cost too much at ~10k req/s and
+    cannot be done from the HTTP engine's OS thread (Locust's statistics are not
+    thread-safe). So the Recorder adds each request here under its lock, per wall-clock
+    second, and a greenlet on the hub moves the batches into ``environment.stats`` exactly
+    as ``StatsEntry.log``/``log_error`` and ``RequestStats.log_error`` would, request by
+    request: the web UI, the console table, ``--csv``/``--html`` and a master's merged
+    worker reports see every request. Response times there are whole milliseconds.
+    """
+
+    def __init__(self, method: str, name: str) -> None:
+        self.method = method
+        self.name = name
+        self.seconds: dict[int, SecondTally] = {}
+
+    def add(self, wall_end: float, elapsed_s: float, error: str | None, size: int) -> None:
+        """Count one request that finished at ``wall_end`` (the caller holds the Recorder's lock)."""
+        second = int(wall_end)
+        tally = self.seconds.get(second)
+        if tally is None:
+            tally = self.seconds[second] = SecondTally()
+        ms = int(elapsed_s * 1000 + 0.5)
+        tally.times_ms[ms] = tally.times_ms.get(ms, 0) + 1
+        if error is not None:
+            tally.errors[error] = tally.errors.get(error, 0) + 1
+        tally.content_length += size
+        if wall_end > tally.last:
+            tally.last = wall_end
+
+    def flush(self, stats: RequestStats, lock: Any) -> int:
+        """Move what was counted so far into Locust's ``stats``; returns the requests moved."""
+        with lock:
+            seconds, self.seconds = self.seconds, {}
+        entry = stats.get(self.name, self.method)
+        moved = 0
+        for second in sorted(seconds):
+            tally = seconds[second]
+            moved += log_second(stats.total, second, tally)
+            log_second(entry, second, tally)
+            log_errors(stats, self.method, self.name, tally.errors)
+        return moved
+
+
+def log_second(entry: StatsEntry, second: int, tally: SecondTally) -> int:
+    """Add one second's requests to ``entry`` as ``StatsEntry.log`` and ``log_error`` would; returns them."""
+    count = sum(tally.times_ms.values())
+    last = entry.last_request_timestamp
+    if entry.use_response_times_cache and last and second > int(last):
+        entry._cache_response_times(second - 1)
+    entry.num_requests += count
+    entry.num_reqs_per_sec[second] = entry.num_reqs_per_sec.get(second, 0) + count
+    entry.last_request_timestamp = max(last or 0.0, tally.last)
+    entry.total_response_time += sum(ms * n for ms, n in tally.times_ms.items())
+    fastest, slowest = min(tally.times_ms), max(tally.times_ms)
+    low = entry.min_response_time
+    entry.min_response_time = fastest if low is None else min(low, fastest)
+    entry.max_response_time = max(entry.max_response_time, slowest)
+    bucket = locust.stats.bucket_response_time  # looked up each time: Locust lets users replace it
+    times = entry.response_times
+    for ms, n in tally.times_ms.items():
+        key = bucket(ms)
+        times[key] = times.get(key, 0) + n
+    entry.total_content_length += tally.content_length
+    failures = sum(tally.errors.values())
+    if failures:
+        entry.num_failures += failures
+        entry.num_fail_per_sec[second] = entry.num_fail_per_sec.get(second, 0) + failures
+    return count
+
+
+def log_errors(stats: RequestStats, method: str, name: str, errors: dict[str, int]) -> None:
+    """Count errors by kind in ``stats.errors`` as ``RequestStats.log_error`` would, one by one."""
+    now = time.time()
+    for kind, occurrences in errors.items():
+        key = StatsError.create_key(method, name, kind)
+        error = stats.errors.get(key)
+        if error is None:
+            error = stats.errors[key] = StatsError(method, name, kind)
+        error.occurrences += occurrences
+        if error.first_seen is None:
+            error.first_seen = now
+        error.last_seen = now
+
+
+def stats_method(options: TritonOptions) -> str:
+    """The method of this run's requests in Locust's statistics (its name is the model)."""
+    if options.streaming:
+        return "grpc-stream"
+    return "grpc" if options.protocol == "grpc" else "POST"
+
+
 # -- master side: merge and write ---------------------------------------------------------
 
 
-class Collector:
-    """On the master (or a lone local runner): write windows and keep the merged histogram."""
+@dataclass
+class WorkerPart:
+    """On the master: one worker's part of the run."""
 
-    def __init__(self, path: str) -> None:
+    ok: int = 0
+    errors: int = 0
+    hist: HdrHistogram = field(default_factory=new_histogram)
+
+
+@dataclass
+class MergedWindow:
+    """On the master: one wall-clock window merged across workers, until its figures are kept."""
+
+    index: int
+    ok: int = 0
+    errors: int = 0
+    hist: HdrHistogram = field(default_factory=new_histogram)
+
+
+WINDOWS_OPEN = 3
+"""A window is merged until one this many indexes newer arrives; then only its figures are kept."""
+
+
+class Collector:
+    """On the master (or a lone local runner): write windows and keep the merged figures."""
+
+    def __init__(self, path: str, window_s: float = 1.0) -> None:
         self.path = path
+        self.window_s = window_s
         self.reset()
         if path:
             open(path, "w").close()  # truncate once
@@ -625,9 +797,27 @@ class Collector:
         self.total = new_histogram()
         self.errors: dict[str, int] = {}
         self.held_back = 0
+        self.sent = self.late = 0
+        self.max_lag_us = self.max_hold_us = 0.0
+        self.extra: dict[str, HdrHistogram] = {}
+        self.counts: dict[str, int] = {}
         self.workers: dict[str, int] = {}  # requests (ok and failed) by worker
+        self.parts: dict[str, WorkerPart] = {}
+        self.finals: set[str] = set()
+        """Workers whose last windows (sent as their test stopped) have arrived."""
+        self.lost: dict[str, float] = {}
+        """Workers the master lost (and not back), with the epoch it noticed."""
+        self.open_windows: dict[int, MergedWindow] = {}
+        self.kept: dict[int, dict[str, float | None]] = {}
+        """Each window's figures once merged: ``index``, ``qps``, ``p99_us``, ``errors``."""
+        self.partial: set[int] = set()
+        """Windows cut short by the test's stop."""
         self.started = time.monotonic()
+        self.started_at = time.time()
         self.stopped: float | None = None
+        self.last_final: float | None = None
+        self.interrupted = False
+        """The process was told to quit while the test ran."""
         self.printed = False
 
     def receive(self, environment: Any, msg: Any, **_: Any) -> None:
@@ -641,13 +831,68 @@ class Collector:
                     line: WindowLine = {"worker": message["worker"], "users": message["users"], **window}
                     out.write(json.dumps(line) + "\n")
         for window in message["windows"]:
-            if window["hist"]:
-                self.total.add(HdrHistogram.decode(base64.b64decode(window["hist"])))
-            for kind, count in window["errors"].items():
-                self.errors[kind] = self.errors.get(kind, 0) + count
-            self.held_back += int(window.get("held_back", 0))
-            requests = int(window["ok"]) + sum(window["errors"].values())
-            self.workers[message["worker"]] = self.workers.get(message["worker"], 0) + requests
+            self.add(message["worker"], window)
+        self.keep_windows(everything=False)
+
+    def add(self, worker: str, window: WindowRecord) -> None:
+        """Merge one window of one worker."""
+        hist = HdrHistogram.decode(base64.b64decode(window["hist"])) if window["hist"] else None
+        failed = sum(window["errors"].values())
+        for kind, count in window["errors"].items():
+            self.errors[kind] = self.errors.get(kind, 0) + count
+        self.held_back += int(window.get("held_back", 0))
+        self.sent += int(window.get("sent", 0))
+        self.late += int(window.get("late", 0))
+        self.max_lag_us = max(self.max_lag_us, float(window.get("max_lag_us", 0.0)))
+        self.max_hold_us = max(self.max_hold_us, float(window.get("max_hold_us", 0.0)))
+        for name, encoded in window.get("extra", {}).items():
+            self.extra.setdefault(name, new_histogram()).add(HdrHistogram.decode(base64.b64decode(encoded)))
+        for name, count in window.get("counts", {}).items():
+            self.counts[name] = self.counts.get(name, 0) + int(count)
+        ok = int(window["ok"])
+        self.workers[worker] = self.workers.get(worker, 0) + ok + failed
+        part = self.parts.setdefault(worker, WorkerPart())
+        part.ok, part.errors = part.ok + ok, part.errors + failed
+        index = int(window["index"])
+        if window.get("final"):
+            self.finals.add(worker)
+            self.partial.add(index)
+            self.last_final = time.monotonic()
+        kept = self.kept.get(index)
+        if kept is not None:  # a late window: its counts still count
+            kept["qps"] = float(kept["qps"] or 0.0) + ok / self.window_s
+            kept["errors"] = float(kept["errors"] or 0.0) + failed
+        merged = self.open_windows.setdefault(index, MergedWindow(index)) if kept is None else None
+        if merged is not None:
+            merged.ok, merged.errors = merged.ok + ok, merged.errors + failed
+        for target in (self.total, part.hist, merged.hist if merged is not None else None):
+            if hist is not None and target is not None:
+                target.add(hist)
+
+    def note_lost(self, worker: str, lost: bool) -> None:
+        """The master lost ``worker`` (``lost``), or it is back."""
+        if lost:
+            self.lost.setdefault(worker, time.time())
+        else:
+            self.lost.pop(worker, None)
+
+    def keep_windows(self, everything: bool) -> None:
+        """Turn merged windows that no worker will add to any more (or all of them) into figures."""
+        newest = max(self.open_windows, default=0)
+        for index in sorted(self.open_windows):
+            if everything or index <= newest - WINDOWS_OPEN:
+                window = self.open_windows.pop(index)
+                p99 = window.hist.get_value_at_percentile(99.0) if window.ok else None
+                self.kept[index] = {
+                    "index": index,
+                    "qps": window.ok / self.window_s,
+                    "p99_us": None if p99 is None else float(p99),
+                    "errors": window.errors,
+                }
+
+    def end(self) -> float:
+        """When the run ended: the test's stop, or the last worker's last windows if they came later."""
+        return max(self.stopped or 0.0, self.last_final or 0.0) or time.monotonic()
 
     def summary(self) -> str:
         """Requests, their rate over the run, microsecond percentiles, errors and each worker's part."""
@@ -656,7 +901,7 @@ class Collector:
         requests = h.get_total_count() + failed
         if not requests:
             return "tritongen: no requests"
-        elapsed = (self.stopped or time.monotonic()) - self.started
+        elapsed = self.end() - self.started
         counts = f"{requests} requests in {elapsed:.1f} s ({requests / max(elapsed, 1e-9):.1f} req/s), "
         counts += f"errors {failed}" + (f" {self.errors}" if failed else "")
         if self.held_back:
@@ -666,11 +911,629 @@ class Collector:
         workers = ", ".join(f"{worker} {n}" for worker, n in sorted(self.workers.items()))
         return f"tritongen: {counts}; {latency}; per worker: {workers}"
 
-    def print_once(self) -> None:
-        """Print the summary (a run's figures once, whichever of test stop or quit comes first)."""
-        if not self.printed:
-            self.printed = True
-            print(self.summary(), flush=True)
+
+# -- master side: the run's report ------------------------------------------------------------
+# At the end of a test the master (or a lone local runner) prints the merged figures with the
+# server's own (statistics API: queue and compute time, batch size) and its CPU and GPU
+# utilisation (metrics endpoint, sampled every second), writes them as a ``tritongen.loadtest/1``
+# document (``--triton-json``) and appends them to ``--triton-results`` as one ``summary`` line.
+# Only the master talks to the server this way, from greenlets with short timeouts; a failure
+# leaves those figures null and says so in one line.
+
+SCHEMA = "tritongen.loadtest/1"
+"""The document ``--triton-json`` writes (``tritongen.loadtest.result``)."""
+LATENCY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+SERVER_KEYS = ("queue", "compute_input", "compute_infer", "compute_output")
+"""Phases of the statistics API, reported as µs per request."""
+UTILISATION_METRICS = {
+    "nv_gpu_utilization": "gpu_util",
+    "nv_gpu_memory_used_bytes": "gpu_mem_bytes",
+    "nv_cpu_utilization": "cpu_util",
+    "nv_cpu_memory_used_bytes": "cpu_mem_bytes",
+}
+"""Triton metric → figure; several GPUs: utilisation averaged, memory (``SUMMED_FIGURES``) summed."""
+SUMMED_FIGURES = ("cpu_mem_bytes", "gpu_mem_bytes")
+STABILITY_WINDOWS, STABILITY_TOLERANCE = 3, 0.10
+"""Stable: the last complete windows agree within this on throughput and on P99."""
+CONFIDENCE = 0.95
+SUMMARY_KEY = "summary"
+"""The key of the ``--triton-results`` line that holds the run's report (readers skip it)."""
+SERVER_TIMEOUT_S = 2.0
+"""Timeout of each call to the statistics API or the metrics endpoint."""
+METRICS_INTERVAL_S = 1.0
+FINAL_WAIT_S = 2.0
+"""How long the report waits for the workers' last windows, beyond their stop timeout."""
+
+
+def say(line: str) -> None:
+    """Print one line of the master's."""
+    print(f"tritongen: {line}", flush=True)
+
+
+def failure_text(error: BaseException) -> str:
+    """A failed call to the server in a few words."""
+    from urllib.error import HTTPError
+
+    if isinstance(error, HTTPError):
+        return f"HTTP {error.code}"
+    return str(getattr(error, "reason", None) or error) or type(error).__name__
+
+
+def utilisation(found: dict[str, list[float]]) -> dict[str, float]:
+    """Each figure over its label sets (GPUs): memory summed, utilisation averaged."""
+    return {
+        figure: (sum(values) if figure in SUMMED_FIGURES else sum(values) / len(values))
+        for figure, values in found.items()
+        if values
+    }
+
+
+def parse_metric_lines(text: str) -> dict[str, list[float]]:
+    """The utilisation samples of Prometheus text, without ``prometheus_client``.
+
+    Tolerant: comments, other metrics and lines it cannot read are skipped. A sample line is
+    ``name[{labels}] value [timestamp]``; the labels end at the line's last ``}``.
+    """
+    found: dict[str, list[float]] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        brace = line.find("{")
+        if brace >= 0:
+            name, rest = line[:brace].strip(), line[line.rfind("}") + 1 :]
+        else:
+            name, _, rest = line.partition(" ")
+        figure = UTILISATION_METRICS.get(name)
+        parts = rest.split()
+        if figure is None or not parts:
+            continue
+        try:
+            value = float(parts[0])
+        except ValueError:
+            continue
+        found.setdefault(figure, []).append(value)
+    return found
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Utilisation figures of Prometheus text: ``prometheus_client``'s parser where it is installed."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        return utilisation(parse_metric_lines(text))
+    found: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        figure = UTILISATION_METRICS.get(family.name)
+        if figure is not None:
+            for sample in family.samples:
+                if sample.name == family.name:
+                    found.setdefault(figure, []).append(float(sample.value))
+    return utilisation(found)
+
+
+def metrics_url(option: str, host: str) -> str:
+    """``--triton-metrics-url``: ``none`` for none, default the Triton host's port 8002."""
+    if option.strip().lower() == "none":
+        return ""
+    return option or f"http://{host_port(host, 8000)[0]}:8002/metrics"
+
+
+@dataclass
+class UtilisationSampler:
+    """On the master: the metrics endpoint scraped every second in a greenlet."""
+
+    url: str
+    samples: list[dict[str, float]] = field(default_factory=list)
+    failures: int = 0
+    greenlet: Any = None
+
+    def start(self) -> UtilisationSampler:
+        """Start scraping."""
+        self.greenlet = gevent.spawn(self._loop)
+        return self
+
+    def stop(self) -> None:
+        """Stop scraping."""
+        if self.greenlet is not None:
+            self.greenlet.kill(block=False)
+
+    def _loop(self) -> None:
+        while True:
+            started = time.monotonic()
+            self.sample()
+            gevent.sleep(max(0.0, METRICS_INTERVAL_S - (time.monotonic() - started)))
+
+    def sample(self) -> None:
+        """Scrape once; the first failure says so in one line."""
+        try:
+            with urllib.request.urlopen(self.url, timeout=SERVER_TIMEOUT_S) as response:
+                text = response.read().decode("utf-8", errors="replace")
+            self.samples.append(parse_metrics(text))
+        except Exception as e:  # an endpoint down or garbled: no figures, never a failed run
+            self.failures += 1
+            if self.failures == 1:
+                say(f"no CPU/GPU figures from the metrics endpoint {self.url}: {failure_text(e)}")
+
+    def summary(self, kind: str) -> dict[str, Any] | None:
+        """``util_mean``, ``util_max`` (0..1), ``mem_max_bytes`` of ``cpu`` or ``gpu``; None without any."""
+        utils = [s[f"{kind}_util"] for s in self.samples if f"{kind}_util" in s]
+        mems = [s[f"{kind}_mem_bytes"] for s in self.samples if f"{kind}_mem_bytes" in s]
+        if not utils and not mems:
+            return None
+        figures: dict[str, Any] = {
+            "util_mean": sum(utils) / len(utils) if utils else None,
+            "util_max": max(utils) if utils else None,
+            "mem_max_bytes": int(max(mems)) if mems else None,
+            "source": "triton",
+        }
+        if kind == "gpu":
+            figures |= {"memory_scope": "device", "devices": []}
+        return figures
+
+
+def grpc_stub(host: str) -> tuple[Any, Any]:
+    """A gRPC channel to the server (gevent-friendly) and its stub."""
+    import grpc
+    from grpc.experimental import gevent as grpc_gevent
+    from tritonclient.grpc import service_pb2_grpc
+
+    grpc_gevent.init_gevent()
+    channel = grpc.insecure_channel("{}:{}".format(*host_port(host, 8001)))
+    return channel, service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def server_get(host: str, path: str) -> Any:
+    """GET a JSON document from the server's HTTP API."""
+    name, port = host_port(host, 8000)
+    with urllib.request.urlopen(f"http://{name}:{port}{path}", timeout=SERVER_TIMEOUT_S) as response:
+        return json.loads(response.read())
+
+
+def model_statistics(host: str, protocol: str, model: str) -> list[dict[str, Any]]:
+    """The model's ``model_stats`` entries (one per version), over the load's own protocol."""
+    if protocol != "grpc":
+        return list(server_get(host, f"/v2/models/{model}/stats").get("model_stats", []))
+    from google.protobuf import json_format
+    from tritonclient.grpc import service_pb2
+
+    channel, stub = grpc_stub(host)
+    with channel:
+        reply = stub.ModelStatistics(service_pb2.ModelStatisticsRequest(name=model), timeout=SERVER_TIMEOUT_S)
+    return list(json_format.MessageToDict(reply, preserving_proto_field_name=True).get("model_stats", []))
+
+
+def model_max_batch(host: str, protocol: str, model: str) -> int:
+    """The model's ``max_batch_size``."""
+    if protocol != "grpc":
+        return int(server_get(host, f"/v2/models/{model}/config").get("max_batch_size", 0))
+    from tritonclient.grpc import service_pb2
+
+    channel, stub = grpc_stub(host)
+    with channel:
+        reply = stub.ModelConfig(service_pb2.ModelConfigRequest(name=model), timeout=SERVER_TIMEOUT_S)
+    return int(reply.config.max_batch_size)
+
+
+def stats_counters(entries: list[dict[str, Any]]) -> dict[str, int]:
+    """Cumulative counters over the model's versions: inferences, executions, and ns and count per phase."""
+    counters: dict[str, int] = {}
+
+    def add(key: str, value: Any) -> None:
+        counters[key] = counters.get(key, 0) + int(value or 0)
+
+    for entry in entries:
+        add("inferences", entry.get("inference_count"))
+        add("executions", entry.get("execution_count"))
+        for phase in SERVER_KEYS:
+            figures = entry.get("inference_stats", {}).get(phase, {})
+            add(f"{phase}_ns", figures.get("ns"))
+            add(f"{phase}_count", figures.get("count"))
+    return counters
+
+
+def server_breakdown(
+    before: dict[str, int], after: dict[str, int]
+) -> tuple[dict[str, float | None], float | None]:
+    """µs per request in each phase and the mean batch between two snapshots (as the package's)."""
+
+    def delta(key: str) -> int:
+        return after.get(key, 0) - before.get(key, 0)
+
+    server_us = {
+        phase: delta(f"{phase}_ns") / delta(f"{phase}_count") / 1000 if delta(f"{phase}_count") > 0 else None
+        for phase in SERVER_KEYS
+    }
+    executions = delta("executions")
+    return server_us, (max(1.0, delta("inferences") / executions) if executions > 0 else None)
+
+
+def latency_figures(hist: HdrHistogram) -> dict[str, float]:
+    """P50…P99.9, mean and max in µs."""
+    figures = {key: float(hist.get_value_at_percentile(p)) for key, p in PERCENTILES.items()}
+    return figures | {"mean": float(hist.get_mean_value()), "max": float(hist.get_max_value())}
+
+
+def is_stable(windows: list[dict[str, float | None]]) -> bool:
+    """The last complete windows agree within 10% on throughput and on P99 (the package's rule)."""
+    last = windows[-STABILITY_WINDOWS:]
+    if len(last) < STABILITY_WINDOWS:
+        return False
+    for key in ("qps", "p99_us"):
+        values = [float(w[key] or 0.0) for w in last]
+        mean = sum(values) / len(values)
+        if mean <= 0 or any(abs(v - mean) > STABILITY_TOLERANCE * mean for v in values):
+            return False
+    return True
+
+
+def one_round(value: float) -> dict[str, Any]:
+    """A figure measured once, as a level summary holds it (no interval)."""
+    return {
+        "median": value,
+        "ci_low": None,
+        "ci_high": None,
+        "cv": None,
+        "mean": value,
+        "rounds": 1,
+        "confidence": CONFIDENCE,
+        "values": [value],
+    }
+
+
+def level_of(run: dict[str, Any]) -> dict[str, Any]:
+    """The document's ``levels`` entry of its one run."""
+    ok = run["status"] == "ok"
+    latency = run["latency_us"] if ok and run["latency_us"] else {}
+    concurrency = run["mode"] == "concurrency"
+    return {
+        "mode": run["mode"],
+        "concurrency" if concurrency else "target_rate": run["concurrency" if concurrency else "target_rate"],
+        "rounds": 1 if ok else 0,
+        "infer_per_s": one_round(run["infer_per_s"]) if ok else None,
+        "qps": one_round(run["qps"]) if ok else None,
+        "latency_us": {k: one_round(v) for k, v in latency.items() if k != "max"},
+    }
+
+
+@dataclass(frozen=True)
+class ServerFigures:
+    """What the report adds from the server: the statistics API and the metrics endpoint."""
+
+    server_us: dict[str, float | None] | None
+    avg_batch: float | None
+    cpu: dict[str, Any] | None
+    gpu: dict[str, Any] | None
+    rows: int
+    """Rows per request (the batch dim where the model batches, else 1)."""
+
+
+def request_rows(options: TritonOptions, max_batch: int | None) -> int:
+    """Rows per request: the request data's batch dim (or ``--triton-batch-size``) where the model batches."""
+    if max_batch == 0:
+        return 1
+    if options.inputs:
+        try:
+            return batch_rows(read_steps(options.inputs, "--triton-inputs")[0], max_batch or 1)
+        except Exception:  # a master without the workers' data: the option's value
+            return options.batch_size
+    return options.batch_size
+
+
+def worker_figures(collector: Collector) -> dict[str, dict[str, Any]]:
+    """Each worker's part: ``requests``, ``errors``, ``ok``, ``lost``, ``lost_at_s``, ``histogram``."""
+    figures: dict[str, dict[str, Any]] = {}
+    for worker, part in sorted(collector.parts.items()):
+        lost_at = collector.lost.get(worker)
+        figures[worker] = {
+            "requests": part.ok + part.errors,
+            "errors": part.errors,
+            "ok": part.ok,
+            "lost": lost_at is not None,
+            "lost_at_s": None if lost_at is None else round(lost_at - collector.started_at, 3),
+            "histogram": base64.b64encode(part.hist.encode()).decode() if part.ok else "",
+        }
+    return figures
+
+
+def run_result(
+    collector: Collector, options: TritonOptions, users: int, server: ServerFigures
+) -> dict[str, Any]:
+    """The run as the package's ``RunResult`` holds it (every field)."""
+    duration = max(collector.end() - collector.started, 1e-6)
+    ok, failed = collector.total.get_total_count(), sum(collector.errors.values())
+    qps = ok / duration
+    status, reason = ("ok", None) if ok + failed else ("aborted", "no requests")
+    if collector.interrupted:
+        status, reason = "interrupted", "told to quit while the test ran"
+    rate = options.user_rate > 0
+    windows = [collector.kept[index] for index in sorted(collector.kept)]
+    complete = [w for w in windows[1:] if int(w["index"] or 0) not in collector.partial]
+    return {
+        "mode": "rate" if rate else "concurrency",
+        "concurrency": None if rate else users,
+        "target_rate": options.user_rate * users if rate else None,
+        "batch_size": server.rows,
+        "duration_s": round(duration, 3),
+        "requests": ok + failed,
+        "errors": failed,
+        "errors_by_kind": dict(sorted(collector.errors.items())),
+        "qps": qps,
+        "infer_per_s": qps * server.rows,
+        "latency_us": latency_figures(collector.total) if ok else None,
+        "server_us": server.server_us,
+        "avg_batch": server.avg_batch,
+        "stable": is_stable(complete),
+        "gpu": server.gpu,
+        "cpu": server.cpu,
+        "status": status,
+        "reason": reason,
+        "processes": max(1, len(collector.parts)),
+        "achieved_rate": collector.sent / duration if rate else None,
+        "late_sends": collector.late,
+        "max_send_lag_us": collector.max_lag_us,
+        "held_back_sends": collector.held_back,
+        "max_hold_us": collector.max_hold_us,
+        "warnings": [],
+        "windows": windows,
+        "round": 1,
+        "models": {},
+        "server_models": {},
+        "latencies_us": {
+            k: latency_figures(h) for k, h in sorted(collector.extra.items()) if h.get_total_count()
+        },
+        "counts": dict(sorted(collector.counts.items())),
+        "streaming": bool(options.streaming),
+        "responses_per_s": None,
+        "responses_per_request": None,
+        "sequences_per_s": None,
+        "requests_per_sequence": None,
+        "workers": worker_figures(collector),
+    }
+
+
+def report_document(options: TritonOptions, url: str, run: dict[str, Any]) -> dict[str, Any]:
+    """The ``tritongen.loadtest/1`` document of one run (``tritongen report`` renders it)."""
+    import platform
+
+    return {
+        "schema": SCHEMA,
+        "tritongen_version": None,
+        "written_by": "locustfile",
+        "model": options.model,
+        "protocol": options.protocol,
+        "url": url,
+        "status": run["status"],
+        "rounds": 1,
+        "confidence": CONFIDENCE,
+        "shared_memory": options.shared_memory,
+        "host": {"machine": platform.machine(), "python": platform.python_version()},
+        "runs": [run],
+        "levels": [level_of(run)],
+    }
+
+
+def figures_text(figures: dict[str, Any] | None) -> str:
+    """CPU or GPU utilisation and peak memory in words."""
+    if figures is None:
+        return "no figures"
+    parts = []
+    if figures["util_mean"] is not None:
+        parts.append(f"util mean {figures['util_mean'] * 100:.1f} %, max {figures['util_max'] * 100:.1f} %")
+    if figures["mem_max_bytes"] is not None:
+        parts.append(f"memory peak {figures['mem_max_bytes'] / 2**30:.2f} GiB")
+    return "; ".join(parts)
+
+
+def report_lines(run: dict[str, Any], options: TritonOptions, url: str) -> list[str]:
+    """The report's lines after the summary line."""
+    load = (
+        f"concurrency {run['concurrency']}"
+        if run["mode"] == "concurrency"
+        else f"{run['target_rate']:g} req/s"
+    )
+    errors = ", ".join(f"{kind} {n}" for kind, n in run["errors_by_kind"].items())
+    lines = [
+        f"tritongen report: {options.model} at {url} ({options.protocol}), {load}, "
+        f"batch {run['batch_size']}, {run['duration_s']:.1f} s, {len(run['workers'])} worker(s)",
+        f"  requests    {run['requests']} (ok {run['requests'] - run['errors']}, errors {run['errors']}"
+        + (f": {errors})" if errors else ")"),
+        f"  throughput  {run['qps']:.1f} req/s, {run['infer_per_s']:.1f} inferences/s",
+    ]
+    latency = run["latency_us"]
+    names = {"p999": "p99.9"}
+    lines.append(
+        "  latency µs  " + "  ".join(f"{names.get(k, k)} {latency[k]:.0f}" for k in LATENCY_KEYS)
+        if latency
+        else "  latency µs  no successful request"
+    )
+    server = run["server_us"]
+    if server is None:
+        lines.append("  server µs   no statistics")
+    else:
+        phases = "  ".join(
+            f"{phase.replace('_', ' ')} " + ("-" if server[phase] is None else f"{server[phase]:.1f}")
+            for phase in SERVER_KEYS
+        )
+        batch = "-" if run["avg_batch"] is None else f"{run['avg_batch']:.2f}"
+        lines.append(f"  server µs   {phases}; avg batch {batch}")
+    lines.append(f"  cpu         {figures_text(run['cpu'])}")
+    lines.append(f"  gpu         {figures_text(run['gpu'])}")
+    parts = ", ".join(f"{worker} {part['requests']}" for worker, part in run["workers"].items())
+    lines.append(f"  workers     {parts or 'none'}")
+    lines.append(f"  stable      {'yes' if run['stable'] else 'no'} (the last 3 complete windows within 10%)")
+    return lines
+
+
+def write_document(path: str, document: dict[str, Any]) -> None:
+    """Write ``--triton-json`` whole or not at all; a failure is one line."""
+    temp = ""
+    try:
+        handle, temp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tritongen-")
+        with os.fdopen(handle, "w") as out:
+            out.write(json.dumps(document, indent=2) + "\n")
+        os.replace(temp, path)
+    except OSError as e:
+        say(f"cannot write --triton-json {path}: {e.strerror or e}")
+        if temp:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        return
+    say(f"wrote {path}")
+
+
+def stop_workers(environment: Any) -> None:
+    """On a master: tell the workers still running to stop, so that their last windows come in now.
+
+    A headless master's ``--run-time`` (or its last worker gone) quits the test without
+    stopping the workers first: they would stop on the quit message, after the master
+    stopped listening, and their last windows would be lost.
+    """
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        return
+    from locust.rpc import Message
+    from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+    for client in runner.clients.all:
+        if client.state in (STATE_RUNNING, STATE_SPAWNING):
+            runner.server.send_to_client(Message("stop", None, client.id))
+
+
+def server_host(environment: Any) -> str:
+    """The Triton server the load goes to (``--host``)."""
+    return str(environment.host or getattr(environment.parsed_options, "host", "") or "127.0.0.1:8000")
+
+
+@dataclass
+class MasterReport:
+    """On the master (or a lone local runner): the server's figures around each test, and its report.
+
+    The statistics API is read when the test starts and once its last windows are in; the
+    metrics endpoint is scraped every second in between. The report waits for every worker's
+    last windows (their stop timeout and ``FINAL_WAIT_S`` at most).
+    """
+
+    before: dict[str, int] | None = None
+    max_batch: int | None = None
+    sampler: UtilisationSampler | None = None
+    done: bool = False
+
+    def on_test_start(self, environment: Any, **_: Any) -> None:
+        """Forget the last test; read the model's statistics and start scraping the metrics endpoint."""
+        if STATE.collector is None:
+            return
+        STATE.collector.reset()
+        self.done, self.before, self.max_batch = False, None, None
+        options = TritonOptions.from_parsed(environment.parsed_options)
+        host = server_host(environment)
+        try:
+            self.max_batch = model_max_batch(host, options.protocol, options.model)
+            self.before = stats_counters(model_statistics(host, options.protocol, options.model))
+        except Exception as e:  # the load goes on; the report has no server figures
+            say(f"no server statistics for {options.model}: {failure_text(e)}")
+        url = metrics_url(options.metrics_url, host)
+        self.sampler = UtilisationSampler(url).start() if url else None
+
+    def on_test_stopping(self, environment: Any, **_: Any) -> None:
+        """Note when the test stopped."""
+        if STATE.collector is not None and STATE.collector.stopped is None:
+            STATE.collector.stopped = time.monotonic()
+
+    def on_test_stop(self, environment: Any, **_: Any) -> None:
+        """Report once the workers' last windows are in (workers still running are stopped first)."""
+        if self.done:
+            return
+        self.on_test_stopping(environment)
+        stop_workers(environment)
+        deadline = time.monotonic() + FINAL_WAIT_S + float(getattr(environment, "stop_timeout", 0) or 0)
+        while time.monotonic() < deadline and not self.all_final(environment):
+            gevent.sleep(0.05)
+        self.finish(environment)
+
+    def on_quitting(self, environment: Any, **_: Any) -> None:
+        """Report a test still running when the process is told to quit (SIGTERM, Ctrl-C).
+
+        A lone local runner stops its users first. A master reports what its workers have
+        sent so far: they stop on its quit message, and a stop message first would hold a
+        worker's quit back by its stop timeout (``tritongen loadtest --master`` stops each
+        run's master this way and reads the windows itself).
+        """
+        from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+        runner, collector = environment.runner, STATE.collector
+        if collector is not None and runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            collector.interrupted = True
+            if not isinstance(runner, MasterRunner):
+                runner.stop()  # test_stop: this process's last windows, then the report
+        self.finish(environment)
+
+    @staticmethod
+    def all_final(environment: Any) -> bool:
+        """Whether every worker still loading has sent its last windows.
+
+        A worker that has stopped (Locust drops it from the clients) sent them before saying so.
+        """
+        from locust.runners import STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING
+
+        collector, runner = STATE.collector, environment.runner
+        if collector is None or not isinstance(runner, MasterRunner):
+            return True  # a lone local runner hands its last windows over as its test stops
+        loading = (STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING)
+        return all(str(c.id) in collector.finals for c in runner.clients.all if c.state in loading)
+
+    def finish(self, environment: Any) -> None:
+        """Print the report, write ``--triton-json`` and the ``summary`` line of ``--triton-results``."""
+        collector = STATE.collector
+        if collector is None or self.done:
+            return
+        self.done = collector.printed = True
+        if self.sampler is not None:
+            self.sampler.stop()
+        collector.keep_windows(everything=True)
+        options = TritonOptions.from_parsed(environment.parsed_options)
+        host = server_host(environment)
+        url = "{}:{}".format(*host_port(host, 8001 if options.protocol == "grpc" else 8000))
+        users = int(getattr(environment.runner, "target_user_count", 0) or 0)
+        users = users or int(getattr(environment.parsed_options, "num_users", 0) or 0)
+        run = run_result(collector, options, users, self.server_figures(host, options))
+        print("\n".join([collector.summary(), *report_lines(run, options, url)]), flush=True)
+        if options.json:
+            write_document(options.json, report_document(options, url, run))
+        if collector.path:
+            with open(collector.path, "a") as out:
+                out.write(json.dumps({SUMMARY_KEY: run, "at": time.time()}) + "\n")
+
+    def server_figures(self, host: str, options: TritonOptions) -> ServerFigures:
+        """The statistics API's figures since the test started, and the metrics endpoint's."""
+        server_us: dict[str, float | None] | None = None
+        avg_batch = None
+        if self.before is not None:
+            try:
+                after = stats_counters(model_statistics(host, options.protocol, options.model))
+                server_us, avg_batch = server_breakdown(self.before, after)
+            except Exception as e:  # the report goes on without them
+                say(f"no server statistics for {options.model} after the test: {failure_text(e)}")
+        sampler = self.sampler
+        return ServerFigures(
+            server_us=server_us,
+            avg_batch=avg_batch,
+            cpu=sampler.summary("cpu") if sampler is not None else None,
+            gpu=sampler.summary("gpu") if sampler is not None else None,
+            rows=request_rows(options, self.max_batch),
+        )
+
+    def register(self, environment: Any) -> None:
+        """Listen to the test's events (after this file's own listeners: last windows first)."""
+        events_ = environment.events
+        events_.test_start.add_listener(self.on_test_start)
+        events_.test_stopping.add_listener(self.on_test_stopping)
+        events_.test_stop.add_listener(self.on_test_stop)
+        events_.quitting.add_listener(self.on_quitting)
+
+
+REPORT = MasterReport()
 
 
 # -- distributed load: remote workers, lost workers, the master's request data ----------------
@@ -696,8 +1559,6 @@ WORKER_TOTAL = "tritongen worker total: "
 """Prefix of the line a worker prints when it quits: its id and the requests (ok and failed) it reported."""
 MAX_INPUTS_BYTES = 64 * 2**20
 """A master sends its request data to workers up to this size (beyond it, copy the file to each)."""
-SUMMARY_WAIT_S = 1.0
-"""A master without a results file prints the run's figures this long after the test stops."""
 
 
 class LostLine(TypedDict):
@@ -746,6 +1607,8 @@ def watch_workers(environment: Any, path: str) -> None:
         missing = {str(c.id) for c in clients if c.state == STATE_MISSING}
         running = runner.state in (STATE_RUNNING, STATE_SPAWNING)
         for worker, lost in watch.changes(present, missing, running):
+            if STATE.collector is not None:
+                STATE.collector.note_lost(worker, lost)
             said = f"tritongen: lost worker {worker}" if lost else f"tritongen: worker {worker} is back"
             print(said, flush=True)
             if path:
@@ -975,6 +1838,8 @@ class ResponseBuffer:
         self.size = 0
         self.need = 0
         """Bytes the first response needs in all, once its head has arrived (0 before)."""
+        self.last_size = 0
+        """Bytes of the last response taken off (head and body)."""
 
     @property
     def empty(self) -> bool:
@@ -996,6 +1861,7 @@ class ResponseBuffer:
             self.chunks, self.need = [buffer], response_end(buffer)
             return None
         status, rest = framed
+        self.last_size = len(buffer) - len(rest)
         self.chunks, self.size, self.need = ([rest] if rest else []), len(rest), 0
         return status
 
@@ -1324,7 +2190,8 @@ class HttpEngine:
         status = received.next_status()
         while status is not None:
             now = time.perf_counter()
-            self.recorder.record(conn.start, now, None if status == 200 else f"http_{status}")
+            error = None if status == 200 else f"http_{status}"
+            self.recorder.record(conn.start, now, error, received.last_size)
             if received.empty:
                 self._send(conn)
                 return
@@ -1546,7 +2413,11 @@ class GrpcStreamTransport:
 
 
 def record_stream(pending: PendingRequest) -> None:
-    """A finished request's further figures, each in the window of its final response."""
+    """A finished request's further figures.
+
+    Its latencies go in the window of its final response, its responses in the window its
+    request is counted in.
+    """
     recorder = STATE.recorder
     if recorder is None:
         return
@@ -1555,7 +2426,7 @@ def record_stream(pending: PendingRequest) -> None:
         recorder.record_extra("first_response", end, times[0] - pending.start)
     for before, after in itertools.pairwise(times):
         recorder.record_extra("between_responses", end, after - before)
-    recorder.count("request_responses", end, len(times))
+    recorder.defer_count("request_responses", len(times))  # in the window its request is counted in
 
 
 # -- sequences (stateful models) ------------------------------------------------------------
@@ -2276,6 +3147,8 @@ class ProcessState:
     engine: HttpEngine | None = None
     """The closed-loop HTTP engine, shared by every HTTP user of this process."""
     collector: Collector | None = None
+    feeder: Any = None
+    """The greenlet that moves counted requests into Locust's own statistics."""
 
 
 STATE = ProcessState()
@@ -2309,6 +3182,39 @@ def report_forever(environment: Any) -> None:
         send_windows(environment, everything=False)
 
 
+STATS_FEED_S = 0.5
+"""How often counted requests move into Locust's statistics (the web UI's charts, its reports)."""
+CSV_LAST_TURN_S = 1.1
+"""A little more than Locust's CSV interval: its writer's last turn sees the final figures."""
+
+
+def feed_stats(environment: Any) -> None:
+    """Move what the Recorder counted into Locust's statistics (now and at the end of a test)."""
+    recorder = STATE.recorder
+    if recorder is not None and recorder.feed is not None:
+        recorder.feed.flush(environment.stats, recorder.lock)
+
+
+def feed_forever(environment: Any) -> None:
+    """Feed Locust's statistics every ``STATS_FEED_S``."""
+    while True:
+        gevent.sleep(STATS_FEED_S)
+        feed_stats(environment)
+
+
+@events.quitting.add_listener
+def _on_quitting_csv(environment: Any, **_: Any) -> None:
+    # Locust rewrites its --csv files every second and only closes them at exit: one more
+    # turn of its writer puts the final figures (the last flush, the workers' last reports) in.
+    options = environment.parsed_options
+    if (
+        options is not None
+        and getattr(options, "csv_prefix", None)
+        and not isinstance(environment.runner, WorkerRunner)
+    ):
+        gevent.sleep(CSV_LAST_TURN_S)
+
+
 @events.test_start.add_listener
 def _on_test_start(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
@@ -2316,8 +3222,10 @@ def _on_test_start(environment: Any, **_: Any) -> None:
             STATE.collector.reset()
         return
     options = TritonOptions.from_parsed(environment.parsed_options)
-    STATE.recorder = Recorder(options.t0 or time.time(), options.window)
+    feed = StatsFeed(stats_method(options), options.model)
+    STATE.recorder = Recorder(options.t0 or time.time(), options.window, feed)
     STATE.reporter = gevent.spawn(report_forever, environment)
+    STATE.feeder = gevent.spawn(feed_forever, environment)
 
 
 @events.test_stopping.add_listener
@@ -2329,20 +3237,19 @@ def _on_test_stopping(environment: Any, **_: Any) -> None:
 @events.test_stop.add_listener
 def _on_test_stop(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
-        collector = STATE.collector
-        if collector is not None and not environment.parsed_options.triton_results:
-            # No results file (a master in a cluster): the run's merged figures go to the log,
-            # since a master started with --autostart keeps running after the test.
-            collector.stopped = collector.stopped or time.monotonic()
-            gevent.sleep(SUMMARY_WAIT_S)  # the workers' last windows are on their way
-            collector.print_once()
-        return
+        return  # the run's report: MasterReport, once the workers' last windows are in
     if STATE.reporter is not None:
         STATE.reporter.kill(block=False)
         STATE.reporter = None
+    if STATE.feeder is not None:
+        STATE.feeder.kill(block=False)
+        STATE.feeder = None
     if STATE.engine is not None:
         STATE.engine.stop()
     close_shm_sessions()
+    # Locust's statistics get the last requests at the same moment as the last windows
+    # (nothing yields in between), before a worker's final report to the master.
+    feed_stats(environment)
     send_windows(environment, everything=True)
 
 
@@ -2350,16 +3257,16 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
 def _on_init(environment: Any, **_: Any) -> None:
     runner = environment.runner
     if isinstance(runner, (MasterRunner, LocalRunner)) and not isinstance(runner, WorkerRunner):
-        STATE.collector = Collector(environment.parsed_options.triton_results)
+        parsed = environment.parsed_options
+        STATE.collector = Collector(parsed.triton_results, window_s=parsed.triton_window)
         runner.register_message(MESSAGE, STATE.collector.receive)
+        REPORT.register(environment)
     init_distributed(environment)
 
 
 @events.quitting.add_listener
 def _on_quitting(environment: Any, **_: Any) -> None:
     INPUTS.remove()
-    if STATE.collector is not None and not environment.parsed_options.triton_results:
-        STATE.collector.print_once()
 
 
 # -- the users ----------------------------------------------------------------------------

@@ -16,8 +16,10 @@ from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
+from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.spec import LoadSpec, parse_duration
+from tritongen.server.ports import check_port_free, pick_free_ports
 
 Rounds = Annotated[
     int | None,
@@ -264,6 +266,46 @@ class RunFlags:
             "the next master before stopping.",
         ),
     ] = "60s"
+    web: Annotated[
+        bool,
+        typer.Option(
+            "--web",
+            help="Watch each run live in Locust's web UI on 127.0.0.1 (its own figures, whole ms); the "
+            "results are written as usual.",
+        ),
+    ] = False
+    web_port: Annotated[
+        int | None,
+        typer.Option(
+            "--web-port",
+            help="With --web: the web UI's port, kept for every run (default: a free one).",
+            min=0,
+            max=65535,
+            show_default=False,
+        ),
+    ] = None
+
+    def web_ui_port(self) -> int | None:
+        """The port of Locust's web UI on 127.0.0.1 (None without ``--web``): given and free, or picked.
+
+        Raises:
+            ConfigError: ``--web-port`` without ``--web``, or ``--web`` with ``--master``.
+            ServerError: the port is in use.
+        """
+        if not self.web:
+            if self.web_port is not None:
+                raise ConfigError("--web-port goes with --web", "add --web")
+            return None
+        if self.master:
+            raise ConfigError(
+                "--web does not go with --master: the workers' figures reach the master's own web UI "
+                "only through Locust's reports",
+                "drop --web, or watch a local run with --processes",
+            )
+        if not self.web_port:
+            return pick_free_ports(WEB_HOST, 1)[0]
+        check_port_free(WEB_HOST, self.web_port, "Locust web UI", "--web-port")
+        return self.web_port
 
     def distributed(self) -> Distributed | None:
         """The ``--master`` settings (None without ``--master``).
@@ -342,6 +384,7 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         sequence_length=load.sequence_length,
         sequence_id_range=parse_id_range(load.sequence_id_range) if load.sequence_id_range else None,
         distributed=run.distributed(),
+        web_port=run.web_ui_port(),
     )
 
 

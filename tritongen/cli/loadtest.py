@@ -21,6 +21,7 @@ from tritongen.cli.output_options import OutputFlags
 from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
+from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult, gpu_source_text
 from tritongen.loadtest.runner import Progress, run_load_test
@@ -80,6 +81,10 @@ def loadtest_command(
         mix.check(spec.mode, spec.levels)
         if spec.rounds > 1:
             err_console.print(f"{rounds_cost(spec)}", highlight=False, markup=False)
+        if spec.web_port is not None:  # the same port for every run, level after level
+            err_console.print(
+                f"Locust web UI: http://{WEB_HOST}:{spec.web_port}", highlight=False, markup=False
+            )
         with _server(spec, serve, mix.models) as spec:
             report = _run(spec, mix)
         report.confidence = rounds.confidence

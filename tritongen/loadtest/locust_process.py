@@ -15,6 +15,9 @@ from typing import Protocol
 from tritongen.errors import MissingDependencyError, ServerError
 from tritongen.server.process import die_with_parent, tail_lines
 
+WEB_HOST = "127.0.0.1"
+"""Where Locust's web UI listens (``--web``): this machine only."""
+
 
 def locustfile_path() -> Path:
     """The locustfile shipped with tritongen."""
@@ -70,6 +73,8 @@ class LocustArgs:
     master_args: tuple[str, ...] = ()
     """A master whose workers connect from elsewhere (``--master --expect-workers N ...``), instead
     of ``processes`` forked here."""
+    web_port: int | None = None
+    """Locust's web UI on ``WEB_HOST`` at this port, the test started at once (None: headless)."""
 
     def argv(self) -> list[str]:
         """The command line."""
@@ -78,7 +83,7 @@ class LocustArgs:
     def options(self) -> list[str]:
         """The command line's options after the locustfile (no Locust install needed to build them)."""
         argv = [
-            "--headless",
+            *self.ui_options(),
             "--host", self.host,
             "-u", str(self.users),
             "-r", str(self.users),
@@ -96,6 +101,8 @@ class LocustArgs:
             "--triton-seed", str(self.seed),
         ]  # fmt: skip
         argv += ["--triton-timeout", repr(self.timeout_s)]
+        # tritongen samples the metrics endpoint itself; the master's own report goes without
+        argv += ["--triton-metrics-url", "none"]
         if self.streaming:
             argv += ["--triton-streaming", "1"]
         if self.sequences:
@@ -112,6 +119,16 @@ class LocustArgs:
             if self.output_shm_size is not None:
                 argv += ["--triton-output-shm-size", str(self.output_shm_size)]
         return argv
+
+    def ui_options(self) -> list[str]:
+        """Headless, or the web UI on ``WEB_HOST`` with the test started at once and quit when done."""
+        if self.web_port is None:
+            return ["--headless"]
+        return ["--autostart", "--autoquit", "0", "--web-host", WEB_HOST, "--web-port", str(self.web_port)]
+
+    def web_url(self) -> str | None:
+        """The address of the web UI (None when headless)."""
+        return None if self.web_port is None else f"http://{WEB_HOST}:{self.web_port}"
 
 
 class LocustCommand(Protocol):

@@ -317,6 +317,7 @@ class _LevelRun:
             sequence_length=self.sequence_length,
             sequence_ids=id_range_text(spec.sequence_id_range),
             master_args=tuple(self.distributed.master_args()) if self.distributed else (),
+            web_port=spec.web_port,
         )
 
     def _locust_users(self) -> int:

@@ -81,6 +81,8 @@ class LoadSpec:
     """Correlation IDs from start to end (excluded); None: derived from each Locust process's id."""
     distributed: Distributed | None = None
     """Workers connect from elsewhere to a Locust master per run (``--master``); None: local processes."""
+    web_port: int | None = None
+    """Locust's web UI on 127.0.0.1 at this port for each run, started at once (None: headless)."""
 
     def check(self) -> None:
         """Reject impossible settings.

@@ -14,6 +14,8 @@ LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3
 STABILITY_WINDOWS = 3
 STABILITY_TOLERANCE = 0.10
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+SUMMARY_KEY = "summary"
+"""The key of the line in which a Locust master reports the whole run (no window)."""
 
 
 class WindowReport(TypedDict, total=False):
@@ -142,6 +144,8 @@ class WindowLog:
             if not line.strip():
                 continue
             entry = json.loads(line)
+            if SUMMARY_KEY in entry:  # the master's report of the run, written as the test ends
+                continue
             if "lost" in entry:  # a master's note that it lost ``worker`` (or that it is back): no window
                 self._lost_line(entry)
                 continue

@@ -15,12 +15,15 @@ from typing import Any
 from tritongen.deploy.compose import installed_version
 from tritongen.deploy.kubernetes.objects import labels, metadata
 from tritongen.deploy.kubernetes.spec import ClusterLoad, KubernetesSpec
+from tritongen.deploy.kubernetes.triton import PORTS, service_host
 from tritongen.errors import ConfigError
 from tritongen.loadtest.locust_process import LocustArgs, locust_options, locustfile_path
 from tritongen.loadtest.spec import LoadSpec, auto_processes
 
 MOUNT = "/mnt/locust"
 DEPS = "/opt/tritongen/deps"
+RESULTS = "/mnt/results"
+"""The master's folder for its report (``--triton-json``), an ``emptyDir``: ``kubectl cp`` fetches it."""
 MASTER_PORT = 5557
 WEB_PORT = 8089
 _LOCAL_ONLY = {"--triton-inputs", "--triton-results", "--triton-t0", "--processes"}
@@ -157,7 +160,7 @@ def _pip_init(image: str) -> dict[str, Any]:
         "name": "client-libraries",
         "image": image,
         "command": ["/bin/sh", "-c", script, "--"],
-        "args": [f"tritonclient[http,grpc]=={client}", "numpy<2", "hdrhistogram"],
+        "args": [f"tritonclient[http,grpc]=={client}", "numpy<2", "hdrhistogram", "prometheus_client"],
         "volumeMounts": [{"name": "deps", "mountPath": DEPS}],
     }
 
@@ -175,21 +178,20 @@ def _locust_pod(spec: KubernetesSpec, args: list[str], component: str) -> dict[s
         ],
         "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
     }
+    volumes: list[dict[str, Any]] = [
+        {"name": "locustfile", "configMap": {"name": f"{spec.name}-locustfile"}},
+        {"name": "deps", "emptyDir": {}},
+    ]
     if component == "load-master":
         container["ports"] = [
             {"name": "master", "containerPort": MASTER_PORT, "protocol": "TCP"},
             {"name": "web", "containerPort": WEB_PORT, "protocol": "TCP"},
         ]
+        container["volumeMounts"].append({"name": "results", "mountPath": RESULTS})
+        volumes.append({"name": "results", "emptyDir": {}})
     return {
         "metadata": {"labels": labels(spec, component)},
-        "spec": {
-            "initContainers": [_pip_init(image)],
-            "containers": [container],
-            "volumes": [
-                {"name": "locustfile", "configMap": {"name": f"{spec.name}-locustfile"}},
-                {"name": "deps", "emptyDir": {}},
-            ],
-        },
+        "spec": {"initContainers": [_pip_init(image)], "containers": [container], "volumes": volumes},
     }
 
 
@@ -212,14 +214,18 @@ def load_objects(spec: KubernetesSpec, load: ClusterLoad) -> list[dict[str, Any]
     """ConfigMap (the locustfile), master Deployment and Service, worker Deployment.
 
     The master starts the run once every worker is connected (``--autostart``) and keeps
-    running afterwards, so that the Deployment does not restart it into a second run. The
-    locustfile prints the run's merged figures to the master's log when the run stops
-    (Locust's own web UI shows no request counts: the locustfile does not report to it).
+    running afterwards, so that the Deployment does not restart it into a second run. When
+    the run stops, the locustfile prints its report to the master's log (merged latencies,
+    the server's queue and compute time from Triton's statistics API, CPU and GPU figures
+    from the Service's metrics port) and writes it as a ``tritongen.loadtest/1`` document to
+    ``RESULTS``/loadtest.json in the master's pod.
     """
     master_host = f"{spec.name}-load-master"
     locustfile = ["-f", f"{MOUNT}/locustfile.py"]
     master_args = [*locustfile, "--master", "--autostart", "--expect-workers", str(load.workers)]
     master_args += [*load.master_argv, *load.argv]
+    master_args += ["--triton-metrics-url", f"http://{service_host(spec)}:{dict(PORTS)['metrics']}/metrics"]
+    master_args += ["--triton-json", f"{RESULTS}/loadtest.json"]
     worker_args = [*locustfile, "--worker", "--master-host", master_host, *load.argv]
     config_map = {
         "apiVersion": "v1",
