@@ -58,7 +58,7 @@ import zipfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import gevent
 import gevent.event
@@ -69,6 +69,9 @@ import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
 from locust import User, events, task
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+
+if TYPE_CHECKING:
+    from typing import NotRequired
 from locust.stats import RequestStats, StatsEntry, StatsError
 
 # -- what this file shares with the tritongen package (tests/test_locustfile_copies.py) ----
@@ -140,6 +143,8 @@ class WindowMessage(TypedDict):
     """The run's ``--triton-t0`` as the worker got it: a master drops the windows of another run."""
     users: int
     """Users running in the worker when it sent the message."""
+    final: NotRequired[bool]
+    """The worker's last message of the test (its windows may be none)."""
 
 
 class WindowLine(WindowRecord):
@@ -832,6 +837,8 @@ class Collector:
                     out.write(json.dumps(line) + "\n")
         for window in message["windows"]:
             self.add(message["worker"], window)
+        if message.get("final"):
+            self.finals.add(message["worker"])
         self.keep_windows(everything=False)
 
     def add(self, worker: str, window: WindowRecord) -> None:
@@ -861,7 +868,7 @@ class Collector:
         kept = self.kept.get(index)
         if kept is not None:  # a late window: its counts still count
             kept["qps"] = float(kept["qps"] or 0.0) + ok / self.window_s
-            kept["errors"] = float(kept["errors"] or 0.0) + failed
+            kept["errors"] = int(kept["errors"] or 0) + failed
         merged = self.open_windows.setdefault(index, MergedWindow(index)) if kept is None else None
         if merged is not None:
             merged.ok, merged.errors = merged.ok + ok, merged.errors + failed
@@ -1339,7 +1346,7 @@ def report_lines(run: dict[str, Any], options: TritonOptions, url: str) -> list[
         f"batch {run['batch_size']}, {run['duration_s']:.1f} s, {len(run['workers'])} worker(s)",
         f"  requests    {run['requests']} (ok {run['requests'] - run['errors']}, errors {run['errors']}"
         + (f": {errors})" if errors else ")"),
-        f"  throughput  {run['qps']:.1f} req/s, {run['infer_per_s']:.1f} inferences/s",
+        f"  throughput  {run['qps']:.1f} successful req/s, {run['infer_per_s']:.1f} inferences/s",
     ]
     latency = run["latency_us"]
     names = {"p999": "p99.9"}
@@ -1399,6 +1406,24 @@ def stop_workers(environment: Any) -> None:
     for client in runner.clients.all:
         if client.state in (STATE_RUNNING, STATE_SPAWNING):
             runner.server.send_to_client(Message("stop", None, client.id))
+            STOPPED.add(str(client.id))
+
+
+STOPPED: set[str] = set()
+"""Workers :func:`stop_workers` stopped: Locust forgets a stopped worker until it says it is ready
+again, so its own quit message would miss them."""
+
+
+def quit_stopped_workers(environment: Any) -> None:
+    """On a headless master (one test, then it quits): send quit to the workers it stopped itself."""
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner) or not getattr(environment.parsed_options, "headless", False):
+        return
+    from locust.rpc import Message
+
+    for worker in sorted(STOPPED):
+        runner.server.send_to_client(Message("quit", None, worker))
+    STOPPED.clear()
 
 
 def server_host(environment: Any) -> str:
@@ -1419,13 +1444,17 @@ class MasterReport:
     max_batch: int | None = None
     sampler: UtilisationSampler | None = None
     done: bool = False
+    started: bool = False
+    """Whether a test has started (a process that quits without one reports nothing)."""
 
     def on_test_start(self, environment: Any, **_: Any) -> None:
         """Forget the last test; read the model's statistics and start scraping the metrics endpoint."""
         if STATE.collector is None:
             return
         STATE.collector.reset()
-        self.done, self.before, self.max_batch = False, None, None
+        if self.sampler is not None:
+            self.sampler.stop()
+        self.done, self.before, self.max_batch, self.started = False, None, None, True
         options = TritonOptions.from_parsed(environment.parsed_options)
         host = server_host(environment)
         try:
@@ -1451,6 +1480,7 @@ class MasterReport:
         while time.monotonic() < deadline and not self.all_final(environment):
             gevent.sleep(0.05)
         self.finish(environment)
+        quit_stopped_workers(environment)
 
     def on_quitting(self, environment: Any, **_: Any) -> None:
         """Report a test still running when the process is told to quit (SIGTERM, Ctrl-C).
@@ -1486,7 +1516,7 @@ class MasterReport:
     def finish(self, environment: Any) -> None:
         """Print the report, write ``--triton-json`` and the ``summary`` line of ``--triton-results``."""
         collector = STATE.collector
-        if collector is None or self.done:
+        if collector is None or self.done or not self.started:
             return
         self.done = collector.printed = True
         if self.sampler is not None:
@@ -3172,6 +3202,8 @@ def send_windows(environment: Any, everything: bool) -> None:
     )
     if message["windows"]:
         REPORTED.add(message["windows"])
+    if message["windows"] or everything:  # the last message even without windows: the master waits for it
+        message["final"] = everything
         environment.runner.send_message(MESSAGE, message)
 
 
@@ -3251,6 +3283,12 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
     # (nothing yields in between), before a worker's final report to the master.
     feed_stats(environment)
     send_windows(environment, everything=True)
+    if isinstance(environment.runner, WorkerRunner):
+        # Locust sends a worker's last statistics only on "quit"; a worker stopped first (see
+        # stop_workers) would never send them, so they go now, right behind the last windows.
+        send_stats = getattr(environment.runner, "_send_stats", None)
+        if send_stats is not None:
+            send_stats()
 
 
 @events.init.add_listener

@@ -26,7 +26,7 @@ RESULTS = "/mnt/results"
 """The master's folder for its report (``--triton-json``), an ``emptyDir``: ``kubectl cp`` fetches it."""
 MASTER_PORT = 5557
 WEB_PORT = 8089
-_LOCAL_ONLY = {"--triton-inputs", "--triton-results", "--triton-t0", "--processes"}
+_LOCAL_ONLY = {"--triton-inputs", "--triton-results", "--triton-t0", "--processes", "--triton-metrics-url"}
 _MASTER_ONLY_VALUE = {"-u", "-r", "--run-time", "--stop-timeout"}
 _MASTER_ONLY_FLAG = {"--headless", "--only-summary"}
 _ANY_CPUS = 1 << 20
