@@ -39,7 +39,7 @@ DEVICE_PYTHON = "3.12"
 # Packages the GPU host's Python already holds (read from its image's package list).
 _DEVICE_LIST = """
 absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
-certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings
+certifi charset-normalizer chex click cmake colorama contourpy coverage cuda-bindings
 cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils
 execnet filelock flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet
 httpcore httpx humanize hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt
