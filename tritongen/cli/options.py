@@ -98,3 +98,9 @@ def lint_before_serving(repo: Path, models: list[str], hint: str = "fix them (se
         raise ConfigError(
             f"{len(report.errors)} config error(s) in {repo}: Triton would refuse these models", hint
         )
+
+
+ShowDiff = Annotated[
+    bool,
+    typer.Option("--diff", help="Print the change to config.pbtxt as a unified diff and write nothing."),
+]

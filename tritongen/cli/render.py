@@ -1,7 +1,8 @@
-"""``tritongen render``: rewrite an existing model's config.pbtxt with new batching settings."""
+"""``tritongen render``: change an existing model's config.pbtxt with new batching settings."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -9,11 +10,10 @@ import typer
 
 from tritongen.build.gpu_kind import check_render_kind
 from tritongen.cli.batching_options import BatchingFlags
-from tritongen.cli.common import console, user_errors
-from tritongen.cli.convert import describe_batching, describe_instances
+from tritongen.cli.common import console, err_console, user_errors
 from tritongen.cli.groups import option_groups
-from tritongen.cli.options import Templates
-from tritongen.triton.rerender import rerender_model
+from tritongen.cli.options import ShowDiff, Templates
+from tritongen.triton.rerender import Rerender, plan_rerender, write_rerender
 
 
 @option_groups()
@@ -23,17 +23,44 @@ def render_command(
     ],
     batching: BatchingFlags,
     templates: Templates = None,
+    diff: ShowDiff = False,
+    rewrite: Annotated[
+        bool,
+        typer.Option(
+            "--rewrite",
+            help="Render the whole file from the templates even where it was written by hand "
+            "(its comments and layout are not kept).",
+        ),
+    ] = False,
 ) -> None:
-    """Rewrite MODEL_DIR/config.pbtxt in place (the old one is kept as config.pbtxt.bak)."""
+    """Change MODEL_DIR/config.pbtxt in place (the old one is kept as config.pbtxt.bak).
+
+    A config written by hand keeps every comment, blank line and layout choice: only the
+    fields whose values change are touched. A config tritongen generated is rendered again
+    from the templates. Nothing is written when nothing changes.
+    """
     options = batching.options()
     with user_errors():
         check_render_kind(model_dir, options.kind)
-        config = rerender_model(model_dir, options, templates)
-    console.print(
-        f"rewrote {model_dir / 'config.pbtxt'}: max batch {config.max_batch_size}, "
-        f"dynamic batching {describe_batching(config)}, instances {describe_instances(config)} "
-        f"(previous config in config.pbtxt.bak)",
-        soft_wrap=True,
-        highlight=False,
-        markup=False,
-    )
+        plan = plan_rerender(model_dir, options, templates, rewrite=rewrite)
+        if not diff:
+            write_rerender(plan)
+    if diff:
+        show_diff(plan)
+    else:
+        console.print(plan.summary(), soft_wrap=True, highlight=False, markup=False)
+
+
+def show_diff(plan: Rerender) -> None:
+    """The planned change as a unified diff on stdout, and one line on stderr saying what it is."""
+    sys.stdout.write(plan.diff())
+    sys.stdout.flush()
+    if plan.changed:
+        err_console.print(
+            f"not written (--diff): {'; '.join(plan.changes) or 'layout only'}",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+    else:
+        err_console.print(plan.summary(), soft_wrap=True, highlight=False, markup=False)

@@ -25,6 +25,7 @@ from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.options import AdminKey, embedded_server
 from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.render import show_diff
 from tritongen.client.endpoint import grpc_url_beside
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_ROUNDS, format_summary
@@ -33,7 +34,7 @@ from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
-from tritongen.triton.rerender import model_target, rerender_model
+from tritongen.triton.rerender import Rerender, model_target, plan_rerender, write_rerender
 from tritongen.tune.composing import tuned_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
 from tritongen.tune.control import ModelControl
@@ -207,6 +208,27 @@ class TrialFlags:
     ] = "60s"
 
 
+@dataclass(frozen=True)
+class ApplyFlags:
+    """Whether the winner goes into the repository, or is only shown."""
+
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Write the best config into the repository (.bak kept), only if it beat the current "
+            "config significantly; a hand-written config keeps its comments and layout.",
+        ),
+    ] = False
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="With --apply: print the change to config.pbtxt as a unified diff and write nothing.",
+        ),
+    ] = False
+
+
 @option_groups(
     load=Pick(
         defaults={"duration": "10s", "warmup": "2s"},
@@ -230,20 +252,13 @@ def tune_command(
     server: ServerFlags,
     trials: TrialFlags,
     output: OutputFlags,
+    applying: ApplyFlags,
     repo: Annotated[Path, typer.Option("--repo", help="Model repository holding MODEL.")] = Path(
         "model_repository"
     ),
     slo_p99_ms: Annotated[
         float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.", show_default=False)
     ] = None,
-    apply: Annotated[
-        bool,
-        typer.Option(
-            "--apply",
-            help="Write the best config into the repository (.bak kept), only if it beat the current "
-            "config significantly.",
-        ),
-    ] = False,
 ) -> None:
     """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO.
 
@@ -251,6 +266,8 @@ def tune_command(
     interleaved rounds, and one replaces it only when it is faster beyond the noise.
     """
     with user_errors():
+        if applying.diff and not applying.apply:
+            raise ConfigError("--diff shows what --apply would write", "add --apply")
         if server.serve and server.url is not None:
             raise ConfigError(
                 "--serve and --url exclude each other", "tune the embedded server or a running one"
@@ -271,13 +288,13 @@ def tune_command(
             )
         check_claim(request)
         _announce(request)
-        report = _tune(request, repo, server, base, apply)
+        report, applied = _tune(request, repo, server, base, applying)
         _outputs(report, output)
         _print(report)
         if not report.finalists and not report.current_feasible:
             raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
-        if apply:
-            _print_applied(report, model_dir)
+        if applying.apply:
+            _print_applied(applied, model_dir, applying.diff)
 
 
 def _announce(request: TuneRequest) -> None:
@@ -327,8 +344,8 @@ def _request(
 
 
 def _tune(
-    request: TuneRequest, repo: Path, server: ServerFlags, base: ModelConfig, apply: bool
-) -> TuneReport:
+    request: TuneRequest, repo: Path, server: ServerFlags, base: ModelConfig, applying: ApplyFlags
+) -> tuple[TuneReport, Rerender | None]:
     """Run the trials and the confirmation; apply the winner when asked; restore the config on Ctrl-C."""
     model_dir = repo / request.model
     admin_key = server.admin_key if server.url is not None else None
@@ -340,9 +357,13 @@ def _tune(
         try:
             report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
             winner = report.winner
-            if apply and winner is not None and isinstance(winner.candidate, Candidate):
-                control.load(rerender_model(model_dir, winner.candidate.to_options(), base=base))
-            return report
+            applied = None
+            if applying.apply and winner is not None and isinstance(winner.candidate, Candidate):
+                applied = plan_rerender(model_dir, winner.candidate.to_options(), base=base)
+                if not applying.diff:
+                    write_rerender(applied)
+                    control.load(applied.config)
+            return report, applied
         except KeyboardInterrupt as e:
             err_console.print(
                 f"interrupted: model config restored, partial results in {request.out_dir}", markup=False
@@ -352,15 +373,11 @@ def _tune(
             control.close()
 
 
-def _print_applied(report: TuneReport, model_dir: Path) -> None:
-    winner = report.winner
-    if winner is not None:
-        console.print(
-            f"applied {winner.key} to {model_dir / 'config.pbtxt'}"
-            + (" (previous kept as .bak)" if (model_dir / "config.pbtxt.bak").exists() else ""),
-            markup=False,
-            soft_wrap=True,
-        )
+def _print_applied(applied: Rerender | None, model_dir: Path, diff: bool) -> None:
+    if applied is not None and diff:
+        show_diff(applied)
+    elif applied is not None:
+        console.print(applied.summary(), markup=False, highlight=False, soft_wrap=True)
     else:
         config = model_dir / "config.pbtxt"
         console.print(

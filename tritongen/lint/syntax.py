@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_TWICE = re.compile(r'Message type "([\w.]+)" should not have multiple "(\w+)" fields\.?')
 
 
 class ConfigSyntaxError(Exception):
@@ -31,5 +34,14 @@ def parse_model_config(text: str) -> Any:
         line, column = e.GetLine(), e.GetColumn()
         detail = str(e)
         prefix = f"{line}:{column} : "
-        raise ConfigSyntaxError(line, column, detail.removeprefix(prefix)) from e
+        raise ConfigSyntaxError(line, column, _plain(detail.removeprefix(prefix))) from e
     return message
+
+
+def _plain(detail: str) -> str:
+    """The parser's complaint about a repeated singular field, in words users search for."""
+    twice = _TWICE.fullmatch(detail)
+    if twice is None:
+        return detail
+    where = twice.group(1).removeprefix("inference.")
+    return f'field "{twice.group(2)}" is given twice (in {where}); it may appear once'

@@ -13,8 +13,12 @@ from tritongen.triton.model_config import ModelConfig
 _MODELLED_FIELDS = [name for name in ModelConfig.model_fields if name != "passthrough"]
 
 
-def parse_config_text(text: str, source: str = "config.pbtxt") -> ModelConfig:
+def parse_config_text(
+    text: str, source: str = "config.pbtxt", default_name: str | None = None
+) -> ModelConfig:
     """Parse protobuf text into a :class:`ModelConfig`.
+
+    ``default_name`` stands for a ``name`` the text leaves out (Triton takes the directory's).
 
     Raises:
         ConfigError: the text does not parse with Triton's schema (the message carries
@@ -37,6 +41,8 @@ def parse_config_text(text: str, source: str = "config.pbtxt") -> ModelConfig:
     for field in _MODELLED_FIELDS:
         rest.ClearField(field)
     data["passthrough"] = text_format.MessageToString(rest).strip()
+    if default_name is not None and not data.get("name"):
+        data["name"] = default_name
     try:
         return ModelConfig.model_validate(data)
     except ValidationError as e:
@@ -45,13 +51,21 @@ def parse_config_text(text: str, source: str = "config.pbtxt") -> ModelConfig:
 
 def read_config(path: Path) -> ModelConfig:
     """Read and parse a ``config.pbtxt`` file."""
+    return parse_config_text(read_config_text(path), str(path))
+
+
+def read_config_text(path: Path) -> str:
+    """The text of a ``config.pbtxt`` file.
+
+    Raises:
+        ConfigError: the file is missing or unreadable.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError as e:
         raise ConfigError(f"{path} does not exist", "point at a model directory holding config.pbtxt") from e
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}", "check the file's permissions and encoding") from e
-    return parse_config_text(text, str(path))
 
 
 def describe_validation_error(error: ValidationError) -> str:
