@@ -912,7 +912,6 @@ output [
 dynamic_batching {
   preferred_batch_size: [ 16, 32, 64 ]
   max_queue_delay_microseconds: 500
-  preserve_ordering: true
   priority_levels: 2
   default_priority_level: 2
   default_queue_policy {

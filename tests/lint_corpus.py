@@ -617,7 +617,7 @@ STEP_MODEL = Case("step_echo", ECHO_STEP)
 
 SYNTAX: list[tuple[str, str, int, int]] = [
     # (text, words of the message, line, column)
-    ('name: "m"\nmax_batch_size: 8\nmax_batch_size: 4\n', 'multiple "max_batch_size"', 3, 17),
+    ('name: "m"\nmax_batch_size: 8\nmax_batch_size: 4\n', 'field "max_batch_size" is given twice', 3, 17),
     ('name: "m"\ndynamic_batching { }\nsequence_batching { }\n', "another member of oneof", 3, 1),
     (
         'name: "m"\ninput [{ name: "x" data_type: TYPE_FLOAT dims: [ 4 ] }]\n',

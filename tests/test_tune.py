@@ -203,7 +203,10 @@ def test_apply_writes_a_config_that_beat_the_current_one_significantly(
         verdict = doc["verdict"]
         assert verdict.startswith(f"best: {finalist} ") and "the baseline (current config)" in verdict
         assert verdict in result.stdout
-        assert f"applied {finalist} to {config}" in result.stdout
+        assert (
+            f"applied {finalist}: rewrote {config} from the templates: dynamic_batching added"
+            in result.stdout
+        )
         assert (repo / BATCHED / "config.pbtxt.bak").read_text() == original
         applied = config.read_text()
         assert "dynamic_batching" in applied and "max_queue_delay_microseconds: 1000" in applied

@@ -294,7 +294,7 @@ def tune_command(
         if not report.finalists and not report.current_feasible:
             raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
         if applying.apply:
-            _print_applied(applied, model_dir, applying.diff)
+            _print_applied(report, applied, model_dir, applying.diff)
 
 
 def _announce(request: TuneRequest) -> None:
@@ -373,11 +373,13 @@ def _tune(
             control.close()
 
 
-def _print_applied(applied: Rerender | None, model_dir: Path, diff: bool) -> None:
+def _print_applied(report: TuneReport, applied: Rerender | None, model_dir: Path, diff: bool) -> None:
     if applied is not None and diff:
         show_diff(applied)
-    elif applied is not None:
-        console.print(applied.summary(), markup=False, highlight=False, soft_wrap=True)
+    elif applied is not None and report.winner is not None:
+        console.print(
+            f"applied {report.winner.key}: {applied.summary()}", markup=False, highlight=False, soft_wrap=True
+        )
     else:
         config = model_dir / "config.pbtxt"
         console.print(

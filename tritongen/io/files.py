@@ -16,7 +16,7 @@ def atomic_write_text(path: Path, text: str, backup_suffix: str | None = None) -
     """Replace ``path`` with ``text`` atomically, keeping the old file as ``path + backup_suffix``."""
     tmp = path.with_name(f"{STAGING_PREFIX}{path.name}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(text.encode("utf-8"))  # no newline translation
         if backup_suffix is not None and path.exists():
             shutil.copy2(path, path.with_name(path.name + backup_suffix))
         os.replace(tmp, path)

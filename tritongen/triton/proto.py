@@ -61,7 +61,7 @@ def read_config_text(path: Path) -> str:
         ConfigError: the file is missing or unreadable.
     """
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")  # as written: "\r\n" stays
     except FileNotFoundError as e:
         raise ConfigError(f"{path} does not exist", "point at a model directory holding config.pbtxt") from e
     except (OSError, UnicodeDecodeError) as e:

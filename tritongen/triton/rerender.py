@@ -81,7 +81,9 @@ class Rerender:
         if not self.changed:
             return f"{self.path} unchanged: it already has these settings"
         out, put = self.line_counts()
-        kept = "; previous config in config.pbtxt.bak" if self.before is not None else ""
+        if self.before is None:
+            return f"wrote {self.path} (there was none): {what}"
+        kept = "; previous config in config.pbtxt.bak"
         if self.how == "edit":
             return f"edited {self.path} in place: {what} (-{out} +{put} lines, the rest as written){kept}"
         return f"rewrote {self.path} from the templates: {what}{kept}"
@@ -136,7 +138,7 @@ def plan_rerender(
         assert before is not None
         after = _edited(before, path, (old, new))
     if after != before:
-        _check_rules(after, model_dir, path)
+        _check_rules(after, before, model_dir, path)
     return Rerender(path, config, before, after, how, changes)
 
 
@@ -211,11 +213,23 @@ def _edited(text: str, path: Path, pair: tuple[Any, Any]) -> str:
     return after
 
 
-def _check_rules(text: str, model_dir: Path, path: Path) -> None:
+def _check_rules(text: str, before: str | None, model_dir: Path, path: Path) -> None:
+    """Refuse a new text that breaks one of Triton's rules, saying whether the file broke it already.
+
+    Raises:
+        ConfigError: the first error lint finds in ``text``.
+    """
     findings = lint_model_text(text, model_dir, str(path), check_files=False)
     errors = [f for f in findings if f.severity == "error"]
-    if errors:
-        raise ConfigError(f"the new config breaks Triton's rules: {errors[0].text()}", "nothing was written")
+    if not errors:
+        return
+    first = errors[0]
+    earlier = [] if before is None else lint_model_text(before, model_dir, str(path), check_files=False)
+    if any((f.rule, f.field, f.message) == (first.rule, first.field, first.message) for f in earlier):
+        raise ConfigError(
+            f"{path} already breaks Triton's rules, so it was not changed: {first.text()}", "fix that first"
+        )
+    raise ConfigError(f"the new config breaks Triton's rules: {first.text()}", "nothing was written")
 
 
 def _message(text: str) -> Any:

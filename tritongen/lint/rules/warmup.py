@@ -75,7 +75,7 @@ def _check_input_data(ctx: ModelContext, where: str, label: str, value: Any) -> 
             f"{label} has variable dims",
             "give every dim a size",
         )
-    if source == "input_data_file" and ctx.directory is not None:
+    if source == "input_data_file" and ctx.directory is not None and ctx.check_files:
         data = ctx.directory / "warmup" / value.input_data_file
         if not data.is_file():
             ctx.error(

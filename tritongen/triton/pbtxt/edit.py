@@ -58,6 +58,8 @@ class _Editor:
         self.text = text
         self.style = style
         self.edits: list[_Edit] = []
+        self.into_empty: dict[int, tuple[Block, str, list[list[str]]]] = {}
+        """Fields for blocks that have none yet, written together when the walk is done."""
 
     # --- the walk ---------------------------------------------------------------------------
 
@@ -231,7 +233,7 @@ class _Editor:
         elif block.fields:
             self.add_before(block.fields[0], groups)
         else:
-            self.add_into(block, groups, indent)
+            self.into_empty.setdefault(block.open, (block, indent, []))[2].extend(groups)
 
     def add_after(self, anchor: Field, groups: list[list[str]]) -> None:
         if not self._ends_line(anchor.sep_end):
@@ -313,6 +315,8 @@ class _Editor:
         return fallback
 
     def result(self) -> str:
+        for block, indent, groups in self.into_empty.values():
+            self.add_into(block, groups, indent)
         text = self.text
         ordered = sorted(self.edits, key=lambda e: (e.start, e.order), reverse=True)
         bound = len(text) + 1
