@@ -1308,4 +1308,61 @@ parameters {
         scheduler="dynamic",
         instance_groups=3,
     ),
+    Handwritten(
+        name="densenet_nchw",
+        text="""# DenseNet from the ONNX model zoo, as in Triton's quickstart.
+name: "densenet_nchw"
+platform: "onnxruntime_onnx"
+max_batch_size : 0
+input [
+  {
+    name: "data_0"
+    data_type: TYPE_FP32
+    format: FORMAT_NCHW  # tritongen does not model input formats
+    dims: [ 3, 224, 224 ]
+    reshape { shape: [ 1, 3, 224, 224 ] }
+  }
+]
+output [
+  {
+    name: "fc6_1"
+    data_type: TYPE_FP32
+    dims: [ 1000 ]
+    reshape { shape: [ 1, 1000, 1, 1 ] }
+    label_filename: "densenet_labels.txt"
+  }
+]
+""",
+        batching=False,
+        scheduler="none",
+        instance_groups=0,
+    ),
+    Handwritten(
+        name="rate_limited",
+        text="""name: "rate_limited"
+backend: "onnxruntime"
+max_batch_size: 32
+input { name: "pixels" data_type: TYPE_UINT8 format: FORMAT_NHWC dims: [ 224, 224, 3 ] }
+output { name: "probs" data_type: TYPE_FP32 dims: [ 1000 ] }
+dynamic_batching {
+  preferred_batch_size: [ 8, 16 ]
+  max_queue_delay_microseconds: 2000
+}
+# Two copies share the GPU with the detector: each holds one of the 4 "R1" units.
+instance_group [
+  {
+    count: 2
+    kind: KIND_GPU
+    rate_limiter {
+      resources [ { name: "R1" count: 1 } ]
+      priority: 2
+    }
+  }
+]
+optimization { eager_batching: true }
+""",
+        batching=True,
+        scheduler="dynamic",
+        instance_groups=1,
+    ),
 )

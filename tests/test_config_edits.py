@@ -408,3 +408,38 @@ def test_tune_diff_needs_apply() -> None:
     result = CliRunner().invoke(app, ["tune", "nothing_here", "--repo", "/nonexistent", "--diff"])
     assert result.exit_code == 1
     assert _error(result.stderr) == "error: --diff shows what --apply would write. add --apply."
+
+
+def test_a_partial_config_the_server_completes_gets_only_the_changed_fields(tmp_path: Path) -> None:
+    from tritongen.triton.proto import parse_config_text
+
+    partial = '# The server fills in the rest from model.py.\nbackend: "python"\n'
+    model = _model(tmp_path, partial, "auto")
+    served = parse_config_text(
+        'name: "auto" backend: "python" max_batch_size: 8\n'
+        'input { name: "x" data_type: TYPE_FP32 dims: [ 4 ] }\n'
+        'output { name: "y" data_type: TYPE_FP32 dims: [ 4 ] }\n'
+        "instance_group { count: 1 kind: KIND_CPU }\n"
+    )
+    plan = plan_rerender(model, BatchingOptions(instances=2, max_queue_delay_us=300), base=served)
+    write_rerender(plan)
+    after = (model / "config.pbtxt").read_text()
+    assert after.startswith(partial)
+    expected = _parse(partial)
+    expected.dynamic_batching.max_queue_delay_microseconds = 300
+    group = expected.instance_group.add()
+    group.count, group.kind = 2, model_config_pb2.ModelInstanceGroup.KIND_CPU
+    assert _parse(after) == expected
+    assert plan.config.instance_group[0].count == 2 and plan.config.max_batch_size == 8
+
+
+def test_fields_tritongen_does_not_model_stay_in_place_and_refuse_a_rewrite(tmp_path: Path) -> None:
+    limited = CORPUS[[case.name for case in CORPUS].index("rate_limited")]
+    model = _model(tmp_path, limited.text, limited.name)
+    code, _, err = _render(model, "--instances", "3", "--rewrite")
+    assert code == 1
+    assert "input.0.format" in _error(err) and "without --rewrite/--templates" in err
+    assert (model / "config.pbtxt").read_text() == limited.text
+    code, out, err = _render(model, "--instances", "3")
+    assert code == 0, err
+    assert (model / "config.pbtxt").read_text() == limited.text.replace("count: 2", "count: 3")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tritongen.errors import ConfigError
 from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
@@ -14,11 +16,14 @@ _MODELLED_FIELDS = [name for name in ModelConfig.model_fields if name != "passth
 
 
 def parse_config_text(
-    text: str, source: str = "config.pbtxt", default_name: str | None = None
+    text: str, source: str = "config.pbtxt", default_name: str | None = None, lenient: bool = False
 ) -> ModelConfig:
     """Parse protobuf text into a :class:`ModelConfig`.
 
     ``default_name`` stands for a ``name`` the text leaves out (Triton takes the directory's).
+    ``lenient`` leaves out fields the typed model does not model inside the blocks it
+    models (``input { format: FORMAT_NCHW }``) instead of refusing them: for an editor that
+    keeps them in the file.
 
     Raises:
         ConfigError: the text does not parse with Triton's schema (the message carries
@@ -43,6 +48,8 @@ def parse_config_text(
     data["passthrough"] = text_format.MessageToString(rest).strip()
     if default_name is not None and not data.get("name"):
         data["name"] = default_name
+    if lenient:
+        unmodelled_fields(data, ModelConfig, prune=True)
     try:
         return ModelConfig.model_validate(data)
     except ValidationError as e:
@@ -66,6 +73,42 @@ def read_config_text(path: Path) -> str:
         raise ConfigError(f"{path} does not exist", "point at a model directory holding config.pbtxt") from e
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}", "check the file's permissions and encoding") from e
+
+
+def unmodelled_fields(data: dict[str, Any], model: type[BaseModel], prune: bool = False) -> list[str]:
+    """Paths of the keys of ``data`` (nested) that ``model`` does not model; ``prune`` drops them."""
+    found: list[str] = []
+    for key in list(data):
+        field = model.model_fields.get(key)
+        if field is None:
+            found.append(key)
+            if prune:
+                del data[key]
+            continue
+        inner = _modelled_class(field.annotation)
+        if inner is None:
+            continue
+        value = data[key]
+        items = value if isinstance(value, list) else value.values() if _is_map(field.annotation) else [value]
+        for item in items:
+            if isinstance(item, dict):
+                found += [f"{key}.{path}" for path in unmodelled_fields(item, inner, prune)]
+    return found
+
+
+def _modelled_class(annotation: Any) -> type[BaseModel] | None:
+    """The typed block inside ``X``, ``X | None``, ``list[X]`` or ``dict[K, X]``, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _modelled_class(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_map(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is dict
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from tritongen.errors import ConfigError, RepositoryError
 from tritongen.io.files import atomic_write_text
 from tritongen.lint.repository import lint_model_text
@@ -120,16 +122,16 @@ def plan_rerender(
         )
     path = model_dir / "config.pbtxt"
     before = read_config_text(path) if path.exists() or base is None else None
+    whole = rewrite or templates_dir is not None
     written = (
-        None if before is None else _parse_written(before, path, model_dir.name, lenient=base is not None)
+        None if before is None else _parse_written(before, path, model_dir.name, (base is not None, whole))
     )
     current = base if base is not None else written
     assert current is not None
     config = apply_batching(current, options, model_target(model_dir))
     old, new = _message(render_config(current)), _message(render_config(config))
     changes = tuple(describe_changes(old, new))
-    whole = before is None or rewrite or templates_dir is not None or _generated(before, written)
-    how: How = "template" if whole else "edit"
+    how: How = "template" if before is None or whole or _generated(before, written) else "edit"
     if before is not None and not changes and not rewrite and templates_dir is None:
         after = before
     elif how == "template":
@@ -152,20 +154,33 @@ def write_rerender(plan: Rerender) -> None:
         atomic_write_text(plan.path, plan.after, backup_suffix=BACKUP_SUFFIX)
 
 
-def _parse_written(text: str, path: Path, directory: str, lenient: bool) -> ModelConfig | None:
+def _parse_written(text: str, path: Path, directory: str, how: tuple[bool, bool]) -> ModelConfig | None:
     """The file's config; a map key given twice is refused (Triton would drop one entry silently).
 
-    ``lenient``: a file the server completes may break the typed model's rules on its own
-    (``None`` then); a syntax error is refused all the same.
+    ``how`` is (the server completes the file, the file is to be rendered whole). A file the
+    server completes may break the typed model's rules on its own (``None`` then). Fields
+    tritongen does not model inside the blocks it models stay in a file edited in place
+    (the typed config leaves them out); rendering it whole would drop them, and is refused.
+    A syntax error is refused all the same.
     """
     from tritonclient.grpc import model_config_pb2
 
+    completed, whole = how
     try:
         config: ModelConfig | None = parse_config_text(text, str(path), default_name=directory)
     except ConfigError as e:
-        if not lenient or isinstance(e.__cause__, ConfigSyntaxError):
+        if isinstance(e.__cause__, ConfigSyntaxError):
             raise
-        config = None
+        if _unmodelled(e) and whole:
+            raise ConfigError(
+                e.message, "render it without --rewrite/--templates: an edit in place keeps them"
+            ) from e
+        if _unmodelled(e):
+            config = parse_config_text(text, str(path), default_name=directory, lenient=True)
+        elif completed:
+            config = None
+        else:
+            raise
 
     try:
         twice = repeated_keys(text, model_config_pb2.ModelConfig)
@@ -174,6 +189,14 @@ def _parse_written(text: str, path: Path, directory: str, lenient: bool) -> Mode
     if twice:
         raise ConfigError(f"{path}: {twice[0].text()}", "keep one of the two entries")
     return config
+
+
+def _unmodelled(error: ConfigError) -> bool:
+    """Whether the typed model refused the config for a field it does not model inside a block it does."""
+    cause = error.__cause__
+    return isinstance(cause, ValidationError) and any(
+        item["type"] == "extra_forbidden" for item in cause.errors()
+    )
 
 
 def _generated(text: str, config: ModelConfig | None) -> bool:
