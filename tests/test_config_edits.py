@@ -440,6 +440,6 @@ def test_fields_tritongen_does_not_model_stay_in_place_and_refuse_a_rewrite(tmp_
     assert code == 1
     assert "input.0.format" in _error(err) and "without --rewrite/--templates" in err
     assert (model / "config.pbtxt").read_text() == limited.text
-    code, out, err = _render(model, "--instances", "3")
+    code, _, err = _render(model, "--instances", "3")
     assert code == 0, err
     assert (model / "config.pbtxt").read_text() == limited.text.replace("count: 2", "count: 3")
