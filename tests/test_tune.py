@@ -219,6 +219,45 @@ def test_apply_writes_a_config_that_beat_the_current_one_significantly(
         control.close()
 
 
+HAND_WRITTEN = f"""# Sleeps per batch, not per request: batching is what makes it fast.
+name: "{BATCHED}"
+backend: "python"
+max_batch_size: 8
+input [ {{ name: "x", data_type: TYPE_FP32, dims: [ 4 ] }} ]
+output [ {{ name: "y", data_type: TYPE_FP32, dims: [ 4 ] }} ]
+instance_group [ {{ count: 1, kind: KIND_CPU }} ]  # one copy
+"""
+
+
+def test_apply_diff_shows_the_winner_as_an_edit_of_a_hand_written_config_and_writes_nothing(
+    batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
+) -> None:
+    server, repo = batching_server
+    config = repo / BATCHED / "config.pbtxt"
+    original = config.read_text()
+    config.write_text(HAND_WRITTEN)
+    try:
+        result = runner.invoke(
+            app,
+            ["tune", BATCHED, "--repo", str(repo), "--url", server.http_url, *ON_BATCHED, "--rounds", "3",
+             "--out", str(tmp_path / "t"), "--apply", "--diff"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.stderr
+        doc = json.loads((tmp_path / "t" / "tune.json").read_text())
+        assert doc["decision"] == "apply", doc["verdict"]
+        hunk = (
+            ' output [ { name: "y", data_type: TYPE_FP32, dims: [ 4 ] } ]\n'
+            "+dynamic_batching {\n+  max_queue_delay_microseconds: 1000\n+}\n"
+            " instance_group [ { count: 1, kind: KIND_CPU } ]  # one copy\n"
+        )
+        assert f"--- {config}\n+++ {config}\n" in result.stdout and hunk in result.stdout
+        assert "not written (--diff): dynamic_batching added" in result.stderr
+        assert config.read_text() == HAND_WRITTEN and not (repo / BATCHED / "config.pbtxt.bak").exists()
+        assert "dynamic_batching" not in _served(server, BATCHED)  # nothing loaded either
+    finally:
+        config.write_text(original)
+
+
 def test_apply_is_refused_in_one_line_without_a_significant_gain(
     batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
 ) -> None:
