@@ -42,36 +42,44 @@ def _parse(text: str) -> Any:
     return message
 
 
-def _options(change: Change) -> BatchingOptions:
-    if change.kind == "max_batch_size":
-        return BatchingOptions(max_batch_size=change.value)
-    if change.kind == "preferred":
-        return BatchingOptions(preferred_batch_sizes=change.value)
-    if change.kind == "delay":
-        return BatchingOptions(max_queue_delay_us=change.value)
-    if change.kind == "instances":
-        return BatchingOptions(instances=change.value)
-    return BatchingOptions()
+OPTION = {
+    "max_batch_size": "max_batch_size",
+    "preferred": "preferred_batch_sizes",
+    "delay": "max_queue_delay_us",
+    "instances": "instances",
+}
 
 
-def _intended(case: Handwritten, change: Change) -> Any | None:
-    """The message Triton should read after ``change``, worked out from the schema alone (None: refused)."""
+def _options(changes: tuple[Change, ...]) -> BatchingOptions:
+    return BatchingOptions(**{OPTION[c.kind]: c.value for c in changes if c.kind in OPTION})
+
+
+def _intended(case: Handwritten, changes: tuple[Change, ...]) -> Any | None:
+    """The message Triton should read after ``changes``, worked out from the schema alone (None: refused)."""
     message = _parse(case.text)
+    for change in changes:
+        if not _apply(case, message, change):
+            return None
+    return message
+
+
+def _apply(case: Handwritten, message: Any, change: Change) -> bool:
+    """Apply one change to ``message`` as Triton's schema reads it; False where tritongen must refuse it."""
     kind, value = change.kind, change.value
     if kind == "max_batch_size":
         sizes = list(message.dynamic_batching.preferred_batch_size) + list(
             message.sequence_batching.oldest.preferred_batch_size
         )
-        if not case.batching or value == 0 or any(size > value for size in sizes):
-            return None if value != message.max_batch_size else message
+        if value == message.max_batch_size:
+            return True
+        if not case.batching or any(size > value for size in sizes):
+            return False
         message.max_batch_size = value
     elif kind in ("preferred", "delay"):
-        if (
-            not case.batching
-            or case.scheduler == "ensemble"
-            or (kind == "preferred" and case.scheduler == "direct")
-        ):
-            return None
+        if not case.batching or case.scheduler == "ensemble":
+            return False
+        if case.scheduler == "direct" and kind == "preferred":
+            return not value  # no preferred sizes with the direct strategy; none to clear either
         if case.scheduler == "oldest":
             batcher = message.sequence_batching.oldest
         elif case.scheduler == "direct":
@@ -80,6 +88,7 @@ def _intended(case: Handwritten, change: Change) -> Any | None:
                 batcher.minimum_slot_utilization = 1.0
         else:
             batcher = message.dynamic_batching
+        batcher.SetInParent()
         if kind == "preferred":
             del batcher.preferred_batch_size[:]
             batcher.preferred_batch_size.extend(value)
@@ -87,12 +96,12 @@ def _intended(case: Handwritten, change: Change) -> Any | None:
             batcher.max_queue_delay_microseconds = value
     elif kind == "instances":
         if case.instance_groups > 1 or case.scheduler == "ensemble":
-            return None  # one group at most; an ensemble has none (its steps do)
+            return False  # one group at most; an ensemble has none (its steps do)
         if message.instance_group and (message.instance_group[0].count or 1) == value:
-            return message  # a group without a count runs one instance
+            return True  # a group without a count runs one instance
         group = message.instance_group[0] if message.instance_group else message.instance_group.add()
         group.count = value
-    return message
+    return True
 
 
 LEAVES = {
@@ -165,12 +174,14 @@ def _changed_lines(before: str, after: str) -> tuple[list[int], list[str]]:
     return removed, added
 
 
-def _check_diff(case: Handwritten, change: Change, after: str) -> None:
-    leaves, parents = LEAVES[change.kind], PARENTS[change.kind]
+def _check_diff(case: Handwritten, changes: tuple[Change, ...], after: str) -> None:
+    leaves = tuple(name for change in changes for name in LEAVES[change.kind])
+    parents = tuple(name for change in changes for name in PARENTS[change.kind])
     removed, added = _changed_lines(case.text, after)
-    allowed = _inside(case.text, leaves, parents) or _first_lines(case.text, parents)
+    inside = set().union(*(_inside(case.text, LEAVES[c.kind], PARENTS[c.kind]) for c in changes))
+    allowed = inside | _first_lines(case.text, parents)
     assert set(removed) <= allowed, f"lines {sorted(set(removed) - allowed)} changed outside {leaves}"
-    assert len(removed) <= max(len(_inside(case.text, leaves, parents)), 1)
+    assert len(removed) <= max(len(inside), len(changes))
     names = leaves + parents + ("kind",)
     for line in added:
         code = _code(line).strip()
@@ -187,37 +198,42 @@ def _first_lines(text: str, parents: tuple[str, ...]) -> set[int]:
     return {n for n, line in enumerate(lines) for p in parents if re.search(rf"\b{p}\b", line)}
 
 
-@st.composite
-def changes(draw: st.DrawFn) -> Change:
-    kind = draw(st.sampled_from(["max_batch_size", "preferred", "delay", "instances", "none"]))
+def one_change(kind: str) -> st.SearchStrategy[Change]:
     if kind == "max_batch_size":
-        return Change(kind, draw(st.integers(1, 64)))
+        return st.integers(1, 64).map(lambda v: Change(kind, v))
     if kind == "preferred":
-        sizes = draw(st.lists(st.integers(1, 8), min_size=1, max_size=4, unique=True))
-        return Change(kind, tuple(sorted(sizes)))
+        sizes = st.lists(st.integers(1, 8), max_size=4, unique=True)  # empty: `--preferred-batch-sizes none`
+        return sizes.map(lambda v: Change(kind, tuple(sorted(v))))
     if kind == "delay":
-        return Change(kind, draw(st.integers(0, 20_000)))
+        return st.integers(0, 20_000).map(lambda v: Change(kind, v))
     if kind == "instances":
-        return Change(kind, draw(st.integers(1, 6)))
-    return Change(kind, None)
+        return st.integers(1, 6).map(lambda v: Change(kind, v))
+    return st.just(Change("none", None))
+
+
+SINGLE = st.sampled_from(["max_batch_size", "preferred", "delay", "instances", "none"]).flatmap(one_change)
+SEVERAL = st.lists(
+    st.sampled_from(["preferred", "delay", "instances"]), min_size=2, max_size=3, unique=True
+).flatmap(lambda kinds: st.tuples(*(one_change(kind) for kind in kinds)))
+REQUESTS = st.one_of(SINGLE.map(lambda change: (change,)), SEVERAL)
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=[case.name for case in CORPUS])
-@settings(max_examples=20, deadline=None, derandomize=True)
-@given(change=changes())
-def test_a_change_touches_only_its_fields_lines(case: Handwritten, change: Change) -> None:
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(changes=REQUESTS)
+def test_a_change_touches_only_its_fields_lines(case: Handwritten, changes: tuple[Change, ...]) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         model = Path(scratch) / case.name
         model.mkdir()
         path = model / "config.pbtxt"
         path.write_bytes(case.text.encode())
-        intended = _intended(case, change)
+        intended = _intended(case, changes)
         if intended is None:
             with pytest.raises(ConfigError):
-                plan_rerender(model, _options(change))
+                plan_rerender(model, _options(changes))
             assert path.read_bytes() == case.text.encode()
             return
-        plan = plan_rerender(model, _options(change))
+        plan = plan_rerender(model, _options(changes))
         write_rerender(plan)
         after = path.read_bytes().decode()
         assert _parse(after) == intended
@@ -226,7 +242,7 @@ def test_a_change_touches_only_its_fields_lines(case: Handwritten, change: Chang
             return
         assert plan.how == "edit"
         assert (model / "config.pbtxt.bak").read_bytes() == case.text.encode()
-        _check_diff(case, change, after)
+        _check_diff(case, changes, after)
         if "\r\n" in case.text:
             assert after.count("\n") == after.count("\r\n")
 
@@ -443,3 +459,24 @@ def test_fields_tritongen_does_not_model_stay_in_place_and_refuse_a_rewrite(tmp_
     code, _, err = _render(model, "--instances", "3")
     assert code == 0, err
     assert (model / "config.pbtxt").read_text() == limited.text.replace("count: 2", "count: 3")
+
+
+def test_the_diff_applies_with_git_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    paged = LICENSED.replace(
+        "# Serves the tokenizer", "# \x0cServes the tokenizer"
+    )  # a form feed inside a line
+    model = _model(tmp_path, paged)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = _render(Path("tok"), "--instances", "2", "--max-queue-delay-us", "250", "--diff")
+    assert code == 0 and out.startswith("--- a/tok/config.pbtxt\n+++ b/tok/config.pbtxt\n")
+    subprocess.run([git, "apply", "-"], input=out.encode(), cwd=tmp_path, check=True)
+    applied = (model / "config.pbtxt").read_text()
+    (model / "config.pbtxt").write_text(paged)
+    assert _render(Path("tok"), "--instances", "2", "--max-queue-delay-us", "250")[0] == 0
+    assert applied == (model / "config.pbtxt").read_text() != paged

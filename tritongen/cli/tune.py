@@ -27,7 +27,7 @@ from tritongen.cli.options import AdminKey, embedded_server
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.render import show_diff
 from tritongen.client.endpoint import grpc_url_beside
-from tritongen.errors import ConfigError
+from tritongen.errors import ConfigError, TritongenError
 from tritongen.intervals import DEFAULT_ROUNDS, format_summary
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
@@ -291,6 +291,8 @@ def tune_command(
         report, applied = _tune(request, repo, server, base, applying)
         _outputs(report, output)
         _print(report)
+        if isinstance(applied, TritongenError):
+            raise ConfigError(f"not applied: {applied.message}", applied.hint)
         if not report.finalists and not report.current_feasible:
             raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
         if applying.apply:
@@ -345,7 +347,7 @@ def _request(
 
 def _tune(
     request: TuneRequest, repo: Path, server: ServerFlags, base: ModelConfig, applying: ApplyFlags
-) -> tuple[TuneReport, Rerender | None]:
+) -> tuple[TuneReport, Rerender | TritongenError | None]:
     """Run the trials and the confirmation; apply the winner when asked; restore the config on Ctrl-C."""
     model_dir = repo / request.model
     admin_key = server.admin_key if server.url is not None else None
@@ -357,13 +359,9 @@ def _tune(
         try:
             report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
             winner = report.winner
-            applied = None
             if applying.apply and winner is not None and isinstance(winner.candidate, Candidate):
-                applied = plan_rerender(model_dir, winner.candidate.to_options(), base=base)
-                if not applying.diff:
-                    write_rerender(applied)
-                    control.load(applied.config)
-            return report, applied
+                return report, _apply(model_dir, winner.candidate, base, control, applying.diff)
+            return report, None
         except KeyboardInterrupt as e:
             err_console.print(
                 f"interrupted: model config restored, partial results in {request.out_dir}", markup=False
@@ -373,7 +371,26 @@ def _tune(
             control.close()
 
 
+def _apply(
+    model_dir: Path, winner: Candidate, base: ModelConfig, control: ModelControl, diff: bool
+) -> Rerender | TritongenError:
+    """The winner's config planned and (unless ``diff``) loaded and written; a refusal is returned.
+
+    The report is printed and saved before a refusal ends the command. The server loads the
+    new config first: where it refuses, nothing is written.
+    """
+    try:
+        applied = plan_rerender(model_dir, winner.to_options(), base=base)
+        if not diff:
+            control.load(applied.config)
+            write_rerender(applied)
+        return applied
+    except TritongenError as e:
+        return e
+
+
 def _print_applied(report: TuneReport, applied: Rerender | None, model_dir: Path, diff: bool) -> None:
+    """What --apply did: the diff, the one-line summary, or why nothing was applied."""
     if applied is not None and diff:
         show_diff(applied)
     elif applied is not None and report.winner is not None:

@@ -89,6 +89,11 @@ def apply_batching(config: ModelConfig, options: BatchingOptions, target: str | 
     data = config.model_dump()
     max_batch = _max_batch_size(config, options)
     data["max_batch_size"] = max_batch
+    if _wants_batching(options) and config.platform == "ensemble":
+        raise ConfigError(
+            f"'{config.name}' is an ensemble: it has no batcher of its own (its steps have theirs)",
+            "set the batching options on the step models",
+        )
     if options.dynamic_batching is False:
         data["dynamic_batching"] = None
     elif _wants_batching(options) and has_sequence_batching(config.passthrough):  # its own batcher

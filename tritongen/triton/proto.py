@@ -57,8 +57,8 @@ def parse_config_text(
 
 
 def read_config(path: Path) -> ModelConfig:
-    """Read and parse a ``config.pbtxt`` file."""
-    return parse_config_text(read_config_text(path), str(path))
+    """Read and parse a ``config.pbtxt`` file (a missing ``name`` is its directory's, as for Triton)."""
+    return parse_config_text(read_config_text(path), str(path), default_name=path.parent.name)
 
 
 def read_config_text(path: Path) -> str:

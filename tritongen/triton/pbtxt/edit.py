@@ -58,8 +58,10 @@ class _Editor:
         self.text = text
         self.style = style
         self.edits: list[_Edit] = []
-        self.into_empty: dict[int, tuple[Block, str, list[list[str]]]] = {}
-        """Fields for blocks that have none yet, written together when the walk is done."""
+        self.inserts: list[tuple[Block, Any, list[list[str]], str]] = []
+        """Fields to add, placed when the walk is done (their neighbours may be going)."""
+        self.deleted: set[int] = set()
+        """The fields (by ``id``) the walk removes: no new field is placed beside them."""
 
     # --- the walk ---------------------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class _Editor:
         elif texts and not written:
             self.insert(block, descriptor, [[f"{descriptor.name}: {self.style.list(texts)}"]], indent)
         elif texts:
-            last = found[-1]
+            last = [occurrence for occurrence in found if occurrence.values][-1]  # not an empty []
             if last.is_list:
                 self.append_to_list(last, texts)
             else:
@@ -143,7 +145,7 @@ class _Editor:
                 block, descriptor, [block_lines(descriptor.name, item, self.style) for item in added], indent
             )
         elif added:
-            self.append_messages(found[-1], descriptor.name, added)
+            self.append_messages([f for f in found if f.values][-1], descriptor.name, added)
 
     def map_field(self, block: Block, found: list[Field], descriptor: Any, after: Any, indent: str) -> None:
         """Entries matched by key: changed ones edited, missing ones removed, new ones appended."""
@@ -206,6 +208,7 @@ class _Editor:
 
     def delete_field(self, occurrence: Field) -> None:
         """Remove a field: its lines where it has them to itself, else just its text."""
+        self.deleted.add(id(occurrence))
         text = self.text
         if self._starts_line(occurrence.start) and self._ends_line(occurrence.sep_end):
             start = self._line_start(occurrence.start)
@@ -223,17 +226,25 @@ class _Editor:
         self._edit(occurrence.start, end, "")
 
     def insert(self, block: Block, descriptor: Any, groups: list[list[str]], indent: str) -> None:
-        """Add new occurrences of a field the block lacks, after its nearest preceding sibling."""
-        order = {field.name: number for number, field in enumerate(descriptor.containing_type.fields)}
-        rank = order[descriptor.name]
-        preceding = [f for f in block.fields if order.get(f.name, -1) < rank]
-        if preceding:
-            anchor = max(preceding, key=lambda f: (order[f.name], f.start))
-            self.add_after(anchor, groups)
-        elif block.fields:
-            self.add_before(block.fields[0], groups)
-        else:
-            self.into_empty.setdefault(block.open, (block, indent, []))[2].extend(groups)
+        """Add new occurrences of a field the block lacks (placed by :meth:`place` once the walk is done)."""
+        self.inserts.append((block, descriptor, groups, indent))
+
+    def place(self) -> None:
+        """Put each new field after its nearest preceding sibling that stays (an empty block's together)."""
+        empty: dict[int, tuple[Block, str, list[list[str]]]] = {}
+        for block, descriptor, groups, indent in self.inserts:
+            order = {field.name: number for number, field in enumerate(descriptor.containing_type.fields)}
+            rank = order[descriptor.name]
+            staying = [f for f in block.fields if id(f) not in self.deleted]
+            preceding = [f for f in staying if order.get(f.name, -1) < rank]
+            if preceding:
+                self.add_after(max(preceding, key=lambda f: (order[f.name], f.start)), groups)
+            elif staying:
+                self.add_before(staying[0], groups)
+            else:
+                empty.setdefault(block.open, (block, indent, []))[2].extend(groups)
+        for block, indent, groups in empty.values():
+            self.add_into(block, groups, indent)
 
     def add_after(self, anchor: Field, groups: list[list[str]]) -> None:
         if not self._ends_line(anchor.sep_end):
@@ -273,9 +284,12 @@ class _Editor:
             self._edit(len(self.text), len(self.text), lead + added)
             return
         inside = self.text[block.open + 1 : block.close]
-        if "\n" in inside:
+        if "\n" in inside:  # after the opening line (and its comment)
             added = "".join(newline + newline.join(indent + line for line in group) for group in groups)
-            self._edit(block.open + 1, block.open + 1, added)
+            position = self._line_end(block.open)
+            self._edit(position, position, added)
+        elif block.fields:  # on one line, its fields all going
+            self._edit(block.open + 1, block.open + 1, "".join(" " + one_line(group) for group in groups))
         else:
             self._edit(block.open + 1, block.close, " " + " ".join(one_line(group) for group in groups) + " ")
 
@@ -315,8 +329,7 @@ class _Editor:
         return fallback
 
     def result(self) -> str:
-        for block, indent, groups in self.into_empty.values():
-            self.add_into(block, groups, indent)
+        self.place()
         text = self.text
         ordered = sorted(self.edits, key=lambda e: (e.start, e.order), reverse=True)
         bound = len(text) + 1

@@ -108,7 +108,8 @@ def _patch_map(mine: Any, old: Any, new: Any, descriptor: Any) -> None:
 def _one_line(message: Any) -> str:
     from google.protobuf import text_format
 
-    return "{ " + str(text_format.MessageToString(message, as_one_line=True)) + " }"
+    inside = str(text_format.MessageToString(message, as_one_line=True)).strip()
+    return "{ " + inside + " }" if inside else "{ }"
 
 
 def _listed(descriptor: Any, values: Any) -> str:
