@@ -151,7 +151,7 @@ def plan_rerender(
     current = base if base is not None else written
     assert current is not None
     config = apply_batching(current, options, model_target(model_dir))
-    old, new = _message(render_config(current)), _message(render_config(config))
+    old, new = parse_model_config(render_config(current)), parse_model_config(render_config(config))
     changes = tuple(describe_changes(old, new))
     how: How = "template" if before is None or whole or _generated(before, written) else "edit"
     if before is not None and not changes and not rewrite and templates_dir is None:
@@ -269,7 +269,3 @@ def _check_rules(text: str, before: str | None, model_dir: Path, path: Path) -> 
             f"{path} already breaks Triton's rules, so it was not changed: {first.text()}", "fix that first"
         )
     raise ConfigError(f"the new config breaks Triton's rules: {first.text()}", "nothing was written")
-
-
-def _message(text: str) -> Any:
-    return parse_model_config(text)

@@ -17,14 +17,16 @@ from tritongen.triton.pbtxt.values import (
     Style,
     block_lines,
     detect_style,
-    entry_class,
     field_lines,
     is_map,
     is_repeated,
+    line_indent,
     map_entry,
     one_line,
     same_field,
     scalar_text,
+    starts_line,
+    written_entry,
 )
 
 
@@ -108,8 +110,8 @@ class _Editor:
         indent: str,
     ) -> None:
         before, after = lists
-        written = [(occurrence, value) for occurrence in found for value in occurrence.values]
-        for (_, value), old, new in zip(written, before, after, strict=False):
+        written = [value for occurrence in found for value in occurrence.values]
+        for value, old, new in zip(written, before, after, strict=False):
             if old != new:
                 self.replace(value, scalar_text(descriptor, new))
         texts = [scalar_text(descriptor, item) for item in after[len(before) :]]
@@ -118,7 +120,7 @@ class _Editor:
         elif texts and not written:
             self.insert(block, descriptor, [[f"{descriptor.name}: {self.style.list(texts)}"]], indent)
         elif texts:
-            last = [occurrence for occurrence in found if occurrence.values][-1]  # not an empty []
+            last = _last_written(found)
             if last.is_list:
                 self.append_to_list(last, texts)
             else:
@@ -133,8 +135,8 @@ class _Editor:
         indent: str,
     ) -> None:
         before, after = lists
-        written = [(occurrence, value) for occurrence in found for value in occurrence.values]
-        for (_, value), old, new in zip(written, before, after, strict=False):
+        written = [value for occurrence in found for value in occurrence.values]
+        for value, old, new in zip(written, before, after, strict=False):
             if old != new and isinstance(value, Block):
                 self.block(value, old, new, self.child_indent(value, indent + self.style.unit))
         added = after[len(before) :]
@@ -145,19 +147,17 @@ class _Editor:
                 block, descriptor, [block_lines(descriptor.name, item, self.style) for item in added], indent
             )
         elif added:
-            self.append_messages([f for f in found if f.values][-1], descriptor.name, added)
+            self.append_messages(_last_written(found), descriptor.name, added)
 
     def map_field(self, block: Block, found: list[Field], descriptor: Any, after: Any, indent: str) -> None:
         """Entries matched by key: changed ones edited, missing ones removed, new ones appended."""
-        from google.protobuf import text_format
-
         seen: dict[Any, int] = {}
         doomed: dict[int, list[int]] = {}
         for number, occurrence in enumerate(found):
             for index, value in enumerate(occurrence.values):
                 if not isinstance(value, Block):
                     continue
-                entry = text_format.Parse(self.text[value.open + 1 : value.close], entry_class(descriptor)())
+                entry = written_entry(self.text, value, descriptor)
                 if entry.key in seen:
                     raise EditError(f"{descriptor.name} key {entry.key!r} is given twice")
                 seen[entry.key] = number
@@ -358,21 +358,25 @@ class _Editor:
         return len(self.text) if end < 0 else end + 1
 
     def _starts_line(self, position: int) -> bool:
-        return self.text[self._line_start(position) : position].strip() == ""
+        return starts_line(self.text, position)
 
     def _ends_line(self, position: int) -> bool:
         rest = self.text[position : self._line_end(position)].strip()
         return rest == "" or rest.startswith("#")
 
     def _indent(self, position: int) -> str:
-        line = self.text[self._line_start(position) : position]
-        return line[: len(line) - len(line.lstrip(" \t"))]
+        return line_indent(self.text, position)
 
     def _line_is_blank(self, start: int) -> bool:
         return start < len(self.text) and self.text[start : self._line_end(start)].strip() == ""
 
     def _blank_line_before(self, line_start: int) -> bool:
         return line_start > 0 and self._line_is_blank(self._line_start(line_start - 1))
+
+
+def _last_written(found: list[Field]) -> Field:
+    """The last occurrence that holds a value (an empty ``[]`` is nothing to write after)."""
+    return [occurrence for occurrence in found if occurrence.values][-1]
 
 
 def _runs(indexes: list[int]) -> list[tuple[int, int]]:

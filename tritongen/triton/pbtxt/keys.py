@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritongen.triton.pbtxt.tree import Block, parse_tree
-from tritongen.triton.pbtxt.values import entry_class, is_map
+from tritongen.triton.pbtxt.values import is_map, written_entry
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,6 @@ def repeated_keys(text: str, message_class: Any) -> list[RepeatedKey]:
 
 
 def _walk(text: str, block: Block, descriptor: Any, prefix: str, found: list[RepeatedKey]) -> None:
-    from google.protobuf import text_format
-
     seen: dict[tuple[str, Any], int] = {}
     for occurrence in block.fields:
         field = descriptor.fields_by_name.get(occurrence.name)
@@ -50,7 +48,7 @@ def _walk(text: str, block: Block, descriptor: Any, prefix: str, found: list[Rep
                 continue
             line = text.count("\n", 0, value.open) + 1
             if is_map(field):
-                entry = text_format.Parse(text[value.open + 1 : value.close], entry_class(field)())
+                entry = written_entry(text, value, field)
                 if (field.name, entry.key) in seen:
                     found.append(
                         RepeatedKey(prefix + field.name, entry.key, seen[field.name, entry.key], line)

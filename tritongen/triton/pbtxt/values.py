@@ -65,6 +65,13 @@ def entry_class(descriptor: Any) -> Any:
     return message_factory.GetMessageClass(descriptor.message_type)
 
 
+def written_entry(text: str, block: Block, descriptor: Any) -> Any:
+    """The entry message of map field ``descriptor`` that ``block`` of ``text`` writes."""
+    from google.protobuf import text_format
+
+    return text_format.Parse(text[block.open + 1 : block.close], entry_class(descriptor)())
+
+
 def map_entry(descriptor: Any, key: Any, value: Any) -> Any:
     """One entry message of map field ``descriptor``."""
     entry = entry_class(descriptor)()
@@ -167,10 +174,10 @@ def _indent_unit(text: str, block: Block) -> str | None:
         for value in occurrence.values:
             if not isinstance(value, Block):
                 continue
-            parent = _line_indent(text, value.open)
+            parent = line_indent(text, value.open)
             for child in value.fields:
-                own = _line_indent(text, child.start)
-                if _starts_line(text, child.start) and own.startswith(parent) and len(own) > len(parent):
+                own = line_indent(text, child.start)
+                if starts_line(text, child.start) and own.startswith(parent) and len(own) > len(parent):
                     return own[len(parent) :]
             found = _indent_unit(text, value)
             if found:
@@ -188,11 +195,13 @@ def _all_fields(block: Block) -> list[Field]:
     return found
 
 
-def _line_indent(text: str, position: int) -> str:
+def line_indent(text: str, position: int) -> str:
+    """The spaces and tabs that start the line of ``position``."""
     start = text.rfind("\n", 0, position) + 1
     line = text[start:position]
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def _starts_line(text: str, position: int) -> bool:
+def starts_line(text: str, position: int) -> bool:
+    """Whether only whitespace comes before ``position`` on its line."""
     return text[text.rfind("\n", 0, position) + 1 : position].strip() == ""
