@@ -14,9 +14,9 @@ from pathlib import Path
 
 from provenance import RESULTS, write_result
 
-from tritongen.build.pipeline import build_models
-from tritongen.build.request import BuildRequest
 from tritongen.examples.models import EXAMPLES, write_example
+from tritongen.pipeline.request import BuildRequest
+from tritongen.pipeline.run import build_models
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.render import render_config
 

@@ -125,9 +125,9 @@ def _feed(model: BenchModel, batch: int, seq: int | None) -> dict[str, Array]:
 
 
 def _build(model: BenchModel, repo: Path, tune_minutes: float, tune_trials: int) -> Any:
-    from tritongen.build.pipeline import build_models
-    from tritongen.build.request import BuildRequest
     from tritongen.convert.tvm import TvmOptions
+    from tritongen.pipeline.request import BuildRequest
+    from tritongen.pipeline.run import build_models
     from tritongen.triton.batching import BatchingOptions
 
     request = BuildRequest(

@@ -34,13 +34,13 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
-from tritongen.build.pipeline import build_models
-from tritongen.build.request import BuildRequest
 from tritongen.examples.models import write_example
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary, paired_ratio, summarise
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.pipeline.request import BuildRequest
+from tritongen.pipeline.run import build_models
 from tritongen.server.local import LocalTritonServer
 
 SCHEMA = "tritongen.bench.noise/1"

@@ -53,10 +53,10 @@ def _compare(
     duration_s: float,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    from tritongen.build.request import BuildRequest, VerifyOptions
     from tritongen.cli.engine_options import PrecisionFlags
     from tritongen.compare.measure import MeasureSettings
     from tritongen.compare.runner import CompareRequest, run_compare
+    from tritongen.pipeline.request import BuildRequest, VerifyOptions
     from tritongen.triton.batching import BatchingOptions
 
     variants, options = PrecisionFlags(

@@ -29,11 +29,11 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
-from tritongen.build.pipeline import build_models
-from tritongen.build.request import BuildRequest
 from tritongen.intervals import DEFAULT_ROUNDS, paired_ratio, summarise
 from tritongen.loadtest.rounds import Contender, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.pipeline.request import BuildRequest
+from tritongen.pipeline.run import build_models
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.model_config import ModelConfig

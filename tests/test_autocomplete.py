@@ -31,8 +31,8 @@ from tritongen.errors import ConfigError, ModelLoadError
 from tritongen.examples.models import write_example
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_paths
-from tritongen.lint.syntax import parse_model_config
 from tritongen.server.local import LocalTritonServer
+from tritongen.triton.config_text import parse_model_config
 from tritongen.triton.served import config_from_served, server_completes
 from tritongen.tune.control import ModelControl
 

@@ -97,7 +97,7 @@ def test_kind_resolution() -> None:
     assert resolve_kind("auto", "local") == "KIND_CPU"
     assert resolve_kind("auto", "container") == "KIND_GPU"
     assert resolve_kind("auto", None) == "KIND_AUTO"
-    # whether the engine can run there is decided where it is known (tritongen.build.gpu_kind)
+    # whether the engine can run there is decided where it is known (tritongen.pipeline.gpu_kind)
     assert resolve_kind("gpu", "local") == "KIND_GPU"
     assert resolve_kind("gpu", "container") == "KIND_GPU"
 

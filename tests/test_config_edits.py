@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
 
 from tritongen.errors import ConfigError
+from tritongen.pipeline.rerender import plan_rerender, write_rerender
 from tritongen.triton.batching import BatchingOptions
-from tritongen.triton.rerender import plan_rerender, write_rerender
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from tritongen.build.configs import model_config_for
-from tritongen.build.gpu_kind import check_render_kind, tvm_target_kind
 from tritongen.cli.main import app
 from tritongen.convert.artifact import Artifact
 from tritongen.convert.wrappers import wrapper_runner
 from tritongen.errors import ConfigError
+from tritongen.pipeline.configs import model_config_for
+from tritongen.pipeline.gpu_kind import check_render_kind, tvm_target_kind
 from tritongen.sources.signature import Signature, TensorSpec
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.proto import read_config

@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "cli": 1,
     "__main__": 1,
     # 2. workflows
-    "build": 2,
+    "pipeline": 2,
     "compare": 2,
     "tune": 2,
     "deploy": 2,
@@ -99,6 +99,21 @@ def test_no_import_from_a_lower_layer_to_a_higher_one() -> None:
             wrong.append(
                 f"{importer}:{line} ({LAYER_NAMES[LAYERS[a]]}) imports {target} ({LAYER_NAMES[LAYERS[b]]})"
             )
+    assert wrong == []
+
+
+# Imports that the layers allow but the design does not: (importer package, imported package).
+FORBIDDEN: dict[tuple[str, str], str] = {
+    ("triton", "lint"): "Triton's own knowledge (schema, auto-complete) lives in triton/; lint depends on it",
+}
+
+
+def test_no_forbidden_imports() -> None:
+    wrong = [
+        f"{importer}:{line} imports {target}: {FORBIDDEN[pair]}"
+        for importer, target, _names, line in IMPORTS
+        if (pair := (_package(importer), _package(target))) in FORBIDDEN
+    ]
     assert wrong == []
 
 

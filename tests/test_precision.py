@@ -12,7 +12,6 @@ import onnxruntime as ort
 import pytest
 from typer.testing import CliRunner
 
-from tritongen.build.request import model_dir_name
 from tritongen.cli.main import app
 from tritongen.convert.accuracy import OutputAccuracy, guess_task, measure_accuracy
 from tritongen.convert.calibration import RANDOM, load_calibration, parse_calibration_source
@@ -30,6 +29,7 @@ from tritongen.convert.quantize import (
 from tritongen.convert.reduced import Evaluation, ReducedPrecision
 from tritongen.errors import ConfigError, ConversionError
 from tritongen.examples.models import write_example
+from tritongen.pipeline.request import model_dir_name
 from tritongen.sources.signature import Signature, TensorSpec
 
 MLP = Signature(

@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 from rich.status import Status
 
-from tritongen.build.request import BuildRequest, build_plan, model_dir_name
 from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.convert import default_name, source_kind_or_none
@@ -28,6 +27,7 @@ from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
 from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import DEFAULT_ROUNDS
 from tritongen.loadtest.runner import Progress
+from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
 from tritongen.triton.batching import BatchingOptions
 
 SourceArg = Annotated[

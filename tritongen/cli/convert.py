@@ -12,8 +12,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.build.pipeline import build_models
-from tritongen.build.request import BuildRequest, BuildResult
 from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import console, err_console, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
@@ -23,6 +21,8 @@ from tritongen.cli.output_options import OutputFlags
 from tritongen.convert.formats import FORMATS, parse_formats
 from tritongen.convert.tvm import foreign_arch
 from tritongen.errors import TritongenError
+from tritongen.pipeline.request import BuildRequest, BuildResult
+from tritongen.pipeline.run import build_models
 from tritongen.sources.model_source import source_kind
 from tritongen.triton.model_config import ModelConfig
 

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from tritongen.build.request import VerifyOptions
 from tritongen.cli.common import parse_name_list
 from tritongen.convert.calibration import parse_calibration_source
 from tritongen.convert.precision import PrecisionOptions, Variant, parse_precisions
@@ -16,6 +15,7 @@ from tritongen.convert.tensorrt import TensorRtOptions, parse_dim_ranges
 from tritongen.convert.torch_export import TorchScriptMode
 from tritongen.convert.tvm import TvmOptions
 from tritongen.convert.verify import TOLERANCES
+from tritongen.pipeline.request import VerifyOptions
 
 
 def _tolerances() -> str:

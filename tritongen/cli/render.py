@@ -8,12 +8,12 @@ from typing import Annotated
 
 import typer
 
-from tritongen.build.gpu_kind import check_render_kind
 from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import console, err_console, user_errors
 from tritongen.cli.groups import option_groups
 from tritongen.cli.options import ShowDiff, Templates
-from tritongen.triton.rerender import Rerender, plan_rerender, write_rerender
+from tritongen.pipeline.gpu_kind import check_render_kind
+from tritongen.pipeline.rerender import Rerender, plan_rerender, write_rerender
 
 
 @option_groups()

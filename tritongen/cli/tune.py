@@ -32,9 +32,9 @@ from tritongen.intervals import DEFAULT_ROUNDS, format_summary
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.pipeline.rerender import Rerender, model_target, plan_rerender, write_rerender
 from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
-from tritongen.triton.rerender import Rerender, model_target, plan_rerender, write_rerender
 from tritongen.tune.composing import tuned_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
 from tritongen.tune.control import ModelControl

@@ -21,8 +21,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tritongen.build.pipeline import build_models
-from tritongen.build.request import BuildRequest, BuildResult, FormatOutcome, build_plan, model_dir_name
 from tritongen.client.endpoint import normalise_url
 from tritongen.client.repository import RepositoryControl
 from tritongen.compare.measure import (
@@ -44,6 +42,8 @@ from tritongen.loadtest.runner import Progress, metrics_url_for
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, seconds_text
 from tritongen.metrics.hardware import describe_host, nvml_server_gpus, server_gpus
 from tritongen.metrics.process_memory import local_server_pid
+from tritongen.pipeline.request import BuildRequest, BuildResult, FormatOutcome, build_plan, model_dir_name
+from tritongen.pipeline.run import build_models
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.repository import METADATA_FILE
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tritongen.build.pipeline import build_models
-from tritongen.build.request import BuildRequest, BuildResult
 from tritongen.deploy.compose import ComposeSpec, render_compose
 from tritongen.examples.models import write_example
 from tritongen.io.files import atomic_write_text
+from tritongen.pipeline.request import BuildRequest, BuildResult
+from tritongen.pipeline.run import build_models
 from tritongen.triton.batching import BatchingOptions
 
 EXAMPLE_OPTIONS: dict[str, BatchingOptions] = {

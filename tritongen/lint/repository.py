@@ -15,12 +15,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tritongen.lint.autofill import autofilled_config, is_model_directory, looks_like_model, numeric_versions
 from tritongen.lint.findings import Finding, LintReport
 from tritongen.lint.rules.context import ModelContext, enum_name
 from tritongen.lint.rules.ensembles import iter_steps
 from tritongen.lint.rules.run import lint_model
-from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
+from tritongen.triton.autofill import (
+    autofilled_config,
+    is_model_directory,
+    looks_like_model,
+    numeric_versions,
+)
+from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
 
 CONFIG_FILE = "config.pbtxt"
 

@@ -69,7 +69,7 @@ def resolve_kind(kind: Kind, target: str | None) -> InstanceKind:
     """Map the CLI's ``auto|cpu|gpu`` to Triton's instance kind for a target.
 
     ``gpu`` is ``KIND_GPU`` on every target; whether the model's engine can run there is
-    decided where the engine is known (``tritongen.build.gpu_kind``).
+    decided where the engine is known (``tritongen.pipeline.gpu_kind``).
     """
     if kind == "cpu":
         return "KIND_CPU"

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tritongen.errors import ConfigError
-from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
+from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
 from tritongen.triton.model_config import ModelConfig
 
 _MODELLED_FIELDS = [name for name in ModelConfig.model_fields if name != "passthrough"]

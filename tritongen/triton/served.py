@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import ConfigError
-from tritongen.lint.autofill import autofill, numeric_versions, python_auto_complete, undeclared_tensors
-from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
+from tritongen.triton.autofill import autofill, numeric_versions, python_auto_complete, undeclared_tensors
+from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import parse_config_text
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import ConfigError
-from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
 from tritongen.metrics.composing import ensemble_steps, ensemble_tree
+from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
 
 
 def repository_config(repo: Path, model: str) -> dict[str, Any] | None:

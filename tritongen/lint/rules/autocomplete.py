@@ -1,6 +1,6 @@
 """The lint rule on configs Triton completes: directories without config.pbtxt, configs without tensors.
 
-What Triton fills in, and from where, is in :mod:`tritongen.lint.autofill`; this rule says
+What Triton fills in, and from where, is in :mod:`tritongen.triton.autofill`; this rule says
 so in a note, and fails a directory Triton refuses.
 """
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tritongen.lint.autofill import (
+from tritongen.lint.rules.context import ModelContext
+from tritongen.triton.autofill import (
     AUTO_COMPLETE_METHOD,
     FILLED_FROM,
     KNOWN_FILES,
@@ -20,7 +21,6 @@ from tritongen.lint.autofill import (
     undeclared_tensors,
     version_dirs,
 )
-from tritongen.lint.rules.context import ModelContext
 
 
 def _served_version(ctx: ModelContext) -> Path | None:

@@ -1,14 +1,14 @@
 """The model directory as Triton reads it: platforms and backends, and their model files.
 
 Its version directories (which subdirectories count, in which order) are in
-:mod:`tritongen.lint.autofill`.
+:mod:`tritongen.triton.autofill`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tritongen.lint.autofill import version_dirs
+from tritongen.triton.autofill import version_dirs
 
 # platform -> backend, and each backend's default model file (Triton's constants).
 PLATFORM_BACKENDS = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from tritongen.lint.autofill import numeric_versions
 from tritongen.lint.rules.context import ModelContext
 from tritongen.lint.rules.layout import CHECKED_BACKENDS, DEFAULT_FILES, PLATFORM_BACKENDS
+from tritongen.triton.autofill import numeric_versions
 
 NAME_CHARACTERS = re.compile(r"^[A-Za-z0-9_.\-]+$")
 

@@ -9,18 +9,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tritongen.build.configs import model_config_for, model_metadata, resolve_max_batch_size
-from tritongen.build.gpu_kind import check_build_kind, trace_device, verification_device
-from tritongen.build.request import (
-    BuildRequest,
-    BuildResult,
-    BuiltModel,
-    FormatOutcome,
-    OutcomeStatus,
-    Progress,
-    build_plan,
-    model_dir_name,
-)
 from tritongen.convert.artifact import TARGETS, Artifact, Runner
 from tritongen.convert.formats import FORMATS, ConvertOptions, ConvertSession, discard, unavailable_reason
 from tritongen.convert.precision import Variant
@@ -37,6 +25,18 @@ from tritongen.convert.verify import (
 from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_model_text
+from tritongen.pipeline.configs import model_config_for, model_metadata, resolve_max_batch_size
+from tritongen.pipeline.gpu_kind import check_build_kind, trace_device, verification_device
+from tritongen.pipeline.request import (
+    BuildRequest,
+    BuildResult,
+    BuiltModel,
+    FormatOutcome,
+    OutcomeStatus,
+    Progress,
+    build_plan,
+    model_dir_name,
+)
 from tritongen.sources.model_source import ModelSource, load_source
 from tritongen.sources.samples import Feed
 from tritongen.triton.model_config import CudaOptimization, ModelConfig, Optimization

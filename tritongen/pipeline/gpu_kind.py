@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tritongen.build.request import BuildRequest
 from tritongen.convert.tvm import METADATA, resolve_target
 from tritongen.errors import ConfigError
+from tritongen.pipeline.request import BuildRequest
 from tritongen.triton.batching import resolve_kind
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.repository import read_metadata

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from tritongen.errors import ConfigError, RepositoryError
 from tritongen.io.files import atomic_write_text
 from tritongen.lint.repository import lint_model_text
-from tritongen.lint.syntax import ConfigSyntaxError, parse_model_config
 from tritongen.triton.batching import BatchingOptions, apply_batching
+from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.pbtxt.edit import EditError, edit_text
 from tritongen.triton.pbtxt.keys import repeated_keys

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from tritongen import __version__
-from tritongen.build.request import BuildRequest
 from tritongen.convert.artifact import Artifact, Target
 from tritongen.convert.reduced import PrecisionReport
 from tritongen.convert.verify import (
     Verification,
 )
 from tritongen.errors import ConfigError
+from tritongen.pipeline.request import BuildRequest
 from tritongen.sources.model_source import ModelSource
 from tritongen.sources.signature import Signature, TensorSpec
 from tritongen.triton.batching import DEFAULT_MAX_BATCH_SIZE, BatchingOptions, apply_batching, resolve_kind
