@@ -29,6 +29,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.control import ModelControl
 from tritongen.intervals import DEFAULT_ROUNDS, paired_ratio, summarise
 from tritongen.loadtest.rounds import Contender, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
@@ -38,7 +39,6 @@ from tritongen.server.local import LocalTritonServer
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
-from tritongen.tune.control import ModelControl
 from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import candidate_config

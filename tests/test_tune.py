@@ -17,9 +17,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.control import ModelControl
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import parse_config_text
-from tritongen.tune.control import ModelControl
 
 pytestmark = pytest.mark.triton
 runner = CliRunner()

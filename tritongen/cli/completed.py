@@ -8,12 +8,12 @@ from typing import Any
 from rich.markup import escape
 
 from tritongen.cli.common import console, err_console
+from tritongen.client.control import ModelControl
 from tritongen.errors import ServerError
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
 from tritongen.triton.served import config_from_served, server_completes
-from tritongen.tune.control import ModelControl
 
 
 def base_config(repo: Path, model: str, url: str | None = None, admin_key: str | None = None) -> ModelConfig:

@@ -26,6 +26,7 @@ from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_sp
 from tritongen.cli.options import AdminKey, embedded_server
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.render import show_diff
+from tritongen.client.control import ModelControl
 from tritongen.client.endpoint import grpc_url_beside
 from tritongen.errors import ConfigError, TritongenError
 from tritongen.intervals import DEFAULT_ROUNDS, format_summary
@@ -37,7 +38,6 @@ from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
 from tritongen.tune.composing import tuned_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
-from tritongen.tune.control import ModelControl
 from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, check_claim, plan, run_tune
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import TrialRecord

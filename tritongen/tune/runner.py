@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
+from tritongen.client.control import ModelControl
 from tritongen.errors import ConfigError, ServerError, TritongenError
 from tritongen.intervals import (
     DEFAULT_CONFIDENCE,
@@ -39,7 +40,6 @@ from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
 from tritongen.tune.composing import untouched_warning
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation, Confirmed, Entry, judge
-from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, objective, pareto_front
 from tritongen.tune.objective import best as best_measured
 from tritongen.tune.space import Candidate, Current, SearchSpace

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritongen.client.control import ModelControl
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError, ModelLoadError, SourceError, TritongenError
 from tritongen.io.files import atomic_write_text
@@ -25,7 +26,6 @@ from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.batching import apply_batching
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
-from tritongen.tune.control import ModelControl
 from tritongen.tune.objective import Measurement, feasible
 from tritongen.tune.space import Candidate, Current
 
