@@ -16,8 +16,9 @@ from tritongen.cli.convert import default_name, source_kind_or_none
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags
-from tritongen.cli.options import AdminKey, Templates, lint_before_serving
+from tritongen.cli.options import AdminKey, Templates
 from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.serving import show_finding
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.compare.measure import MeasureSettings
 from tritongen.compare.recommend import RANK_KEYS
@@ -28,6 +29,7 @@ from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import DEFAULT_ROUNDS
 from tritongen.loadtest.runner import Progress
 from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
+from tritongen.server.preflight import lint_before_serving
 from tritongen.triton.batching import BatchingOptions
 
 SourceArg = Annotated[
@@ -161,7 +163,9 @@ def compare_command(
         if deployment.url is None and deployment.repo is not None:
             # served here: refuse configs Triton would refuse (or hang on)
             planned, _ = build_plan(chosen, variants)
-            lint_before_serving(deployment.repo, [model_dir_name(name, f, v) for f, v in planned])
+            lint_before_serving(
+                deployment.repo, [model_dir_name(name, f, v) for f, v in planned], on_finding=show_finding
+            )
         work = compare.out or Path(f"compare-{name}")
         build = None
         if not deployment.existing:

@@ -15,11 +15,13 @@ from rich.table import Table
 from tritongen.cli.common import console, user_errors
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags
-from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Url, embedded_server
+from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Url
+from tritongen.cli.serving import serving_hooks
 from tritongen.client.endpoint import DEFAULT_PORTS, InferResult, TritonEndpoint
 from tritongen.client.input_data import input_steps
 from tritongen.client.inputs import parse_input_files, parse_shape_overrides
 from tritongen.errors import ConfigError
+from tritongen.server.embedded import embedded_server
 
 
 @option_groups(
@@ -78,7 +80,7 @@ def infer_command(
 def _endpoint(url: str | None, protocol: str, serve: Path | None, model: str) -> Iterator[TritonEndpoint]:
     with contextlib.ExitStack() as stack:
         if serve is not None:
-            server = stack.enter_context(embedded_server(serve, model))
+            server = stack.enter_context(embedded_server(serve, [model], serving_hooks()))
             url = server.http_url if protocol == "http" else server.grpc_url
         endpoint = TritonEndpoint(url or f"localhost:{DEFAULT_PORTS[protocol]}", protocol)  # type: ignore[arg-type]
         stack.callback(endpoint.close)

@@ -16,8 +16,9 @@ from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.load_worker import given_options, run_worker_mode
-from tritongen.cli.options import Serve, Url, embedded_server
+from tritongen.cli.options import Serve, Url
 from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
@@ -26,6 +27,7 @@ from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult, gpu_source_text
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
+from tritongen.server.embedded import embedded_server
 
 DEFAULT_MAX_ERROR_RATE = 0.01
 
@@ -127,7 +129,7 @@ def _server(spec: LoadSpec, serve: Path | None, models: tuple[str, ...]) -> Iter
     if serve is None:
         yield spec
         return
-    with embedded_server(serve, *models) as server:
+    with embedded_server(serve, models, serving_hooks()) as server:
         yield replace(
             spec,
             url=server.http_url if spec.protocol == "http" else server.grpc_url,

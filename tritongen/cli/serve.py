@@ -11,10 +11,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
-from tritongen.cli.options import lint_before_serving
+from tritongen.cli.serving import show_finding
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
+from tritongen.server.preflight import lint_before_serving
 
 
 def serve_command(
@@ -58,7 +59,10 @@ def serve_command(
     with user_errors():
         if lint:
             lint_before_serving(
-                repo, list(parse_name_list(models)), "fix them (see above), or start anyway with --no-lint"
+                repo,
+                parse_name_list(models),
+                "fix them (see above), or start anyway with --no-lint",
+                on_finding=show_finding,
             )
         try:
             with err_console.status("starting the embedded Triton server"):

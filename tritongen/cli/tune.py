@@ -20,12 +20,12 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
-from tritongen.cli.completed import base_config
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
-from tritongen.cli.options import AdminKey, embedded_server
+from tritongen.cli.options import AdminKey
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.render import show_diff
+from tritongen.cli.serving import serving_hooks
 from tritongen.client.control import ModelControl
 from tritongen.client.endpoint import grpc_url_beside
 from tritongen.errors import ConfigError, TritongenError
@@ -34,6 +34,8 @@ from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.pipeline.rerender import Rerender, model_target, plan_rerender, write_rerender
+from tritongen.server.completed import base_config
+from tritongen.server.embedded import embedded_server
 from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
 from tritongen.tune.composing import tuned_model
@@ -274,7 +276,10 @@ def tune_command(
             )
         tuned = tuned_model(repo, model, search.composing)
         model_dir = repo / tuned
-        base = base_config(repo, tuned, server.url, server.admin_key)
+        start = base_config(repo, tuned, server.url, server.admin_key, hooks=serving_hooks())
+        if start.note is not None:
+            console.print(f"[bold]{escape(tuned)}[/]: {escape(start.note)}", highlight=False, soft_wrap=True)
+        base = start.config
         space = search.space(base)
         if base.max_batch_size == 0:
             raise ConfigError(
@@ -418,7 +423,7 @@ def _server(
     # The model under load, and the composing model tuned (a model called through BLS is not
     # loaded with its caller, as an ensemble's steps are).
     others = ([model] if model != spec.model else []) + list(background.models if background else ())
-    with embedded_server(repo, spec.model, *others) as server:
+    with embedded_server(repo, [spec.model, *others], serving_hooks()) as server:
         target = server.http_url if spec.protocol == "http" else server.grpc_url
         yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
 
