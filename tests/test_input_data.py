@@ -25,9 +25,10 @@ from tritongen.client.input_data import (
     parse_input_data,
     parse_input_values,
 )
-from tritongen.client.inputs import STRING_ALPHABET, InputSpec, ModelInterface
+from tritongen.client.inputs import InputSpec, ModelInterface
 from tritongen.errors import ConfigError, SourceError
-from tritongen.io.arrays import STEPS_KEY, ArrayDtypeError, ArrayFileUnreadableError, read_steps, write_steps
+from tritongen.io.arrays import ArrayDtypeError, ArrayFileUnreadableError, read_steps, write_steps
+from tritongen.io.loadgen_shared import STEPS_KEY, STRING_ALPHABET
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"

@@ -42,7 +42,12 @@ LAYERS: dict[str, int] = {
     "intervals": 5,
     "io": 5,
     "": 5,  # tritongen/__init__.py: the version
+    # The load generator's shared definitions (loadtests/tritonload/shared.py, shipped as
+    # tritongen.loadtests), reached only through the facade tritongen/io/loadgen_shared.py.
+    "loadtests": 5,
 }
+BESIDE_THE_PACKAGE = {"loadtests"}
+"""Layers of folders beside tritongen/ (README gives them rows of their own)."""
 LAYER_NAMES = {1: "commands", 2: "workflows", 3: "services", 4: "model description", 5: "basics"}
 
 
@@ -117,6 +122,15 @@ def test_no_forbidden_imports() -> None:
     assert wrong == []
 
 
+def test_the_load_generator_is_reached_through_one_facade() -> None:
+    wrong = [
+        f"{importer}:{line} imports {target}"
+        for importer, target, _names, line in IMPORTS
+        if _package(target) == "loadtests" and importer != "tritongen.io.loadgen_shared"
+    ]
+    assert wrong == [], "import the load generator's shared names from tritongen.io.loadgen_shared"
+
+
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     """One cycle of ``graph`` (as a path that comes back to its start), or None."""
     state: dict[str, int] = {}
@@ -186,5 +200,7 @@ def test_readme_layout_table_states_the_layers(layer: int) -> None:
     rows = [line for line in readme.splitlines() if line.startswith(f"| {layer}. ")]
     assert len(rows) == 1, f"README's layout table needs one row starting '| {layer}. '"
     named = {part.strip().strip("`").rstrip("/") for part in rows[0].split("|")[2].split(",")}
-    expected = {p for p, n in LAYERS.items() if n == layer and p not in ("", "__main__")}
+    expected = {
+        p for p, n in LAYERS.items() if n == layer and p not in ("", "__main__", *BESIDE_THE_PACKAGE)
+    }
     assert named == expected

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tritongen.client.inputs import STRING_ALPHABET
 from tritongen.intervals import DEFAULT_CONFIDENCE
-from tritongen.io.arrays import STEPS_KEY, ArrayFileMissingError, ArrayFileUnreadableError, read_npz
-from tritongen.loadtest import windows
+from tritongen.io import loadgen_shared as shared
+from tritongen.io.arrays import ArrayFileMissingError, ArrayFileUnreadableError, read_npz
+from tritongen.io.loadgen_shared import STEPS_KEY, STRING_ALPHABET, SUMMED_FIGURES, WindowLine
 from tritongen.loadtest.result import LoadTestReport, RunResult
-from tritongen.loadtest.windows import WindowLog, WindowReport
+from tritongen.loadtest.windows import WindowLog
 from tritongen.sources.signature import TRITON_TO_NUMPY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def _package_outcome(path: Path) -> list[Any]:
 
 
 def test_histogram_bounds_and_precision(probe: Probe) -> None:
-    assert probe[0]["bounds"] == [windows.LOWEST_US, windows.HIGHEST_US, windows.DIGITS]
+    assert probe[0]["bounds"] == [shared.LOWEST_US, shared.HIGHEST_US, shared.DIGITS]
 
 
 def test_request_steps_marker_and_string_alphabet(probe: Probe) -> None:
@@ -194,7 +194,7 @@ def test_dtype_table(probe: Probe) -> None:
 
 def test_window_records_are_what_the_package_reads(probe: Probe) -> None:
     assert probe[0]["message"] == "tritongen_window"
-    assert probe[0]["record"] == sorted(WindowReport.__annotations__)
+    assert probe[0]["record"] == sorted(WindowLine.__annotations__)
 
 
 def test_windows_written_by_the_locustfile_read_back(probe: Probe) -> None:
@@ -221,14 +221,14 @@ def test_npz_readers_agree_on_good_and_malformed_files(probe: Probe) -> None:
 
 def test_report_constants_are_the_packages(probe: Probe) -> None:
     from tritongen.loadtest.result import LATENCY_KEYS, SCHEMA, SERVER_KEYS
-    from tritongen.metrics.prometheus import _SUMMED, UTILISATION_METRICS
+    from tritongen.metrics.prometheus import UTILISATION_METRICS
     from tritongen.metrics.statistics import PHASES
 
     assert probe[0]["report"] == {
-        "schema": SCHEMA, "latency": list(LATENCY_KEYS), "percentiles": windows.PERCENTILES,
-        "phases": list(SERVER_KEYS), "metrics": UTILISATION_METRICS, "summed": sorted(_SUMMED),
-        "stability": [windows.STABILITY_WINDOWS, windows.STABILITY_TOLERANCE],
-        "confidence": DEFAULT_CONFIDENCE, "summary_key": windows.SUMMARY_KEY,
+        "schema": SCHEMA, "latency": list(LATENCY_KEYS), "percentiles": shared.PERCENTILES,
+        "phases": list(SERVER_KEYS), "metrics": UTILISATION_METRICS, "summed": sorted(SUMMED_FIGURES),
+        "stability": [shared.STABILITY_WINDOWS, shared.STABILITY_TOLERANCE],
+        "confidence": DEFAULT_CONFIDENCE, "summary_key": shared.SUMMARY_KEY,
     }  # fmt: skip
     assert list(PHASES) == list(SERVER_KEYS)
 

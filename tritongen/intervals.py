@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritongen.errors import ConfigError
+from tritongen.io.loadgen_shared import CONFIDENCE
 
-DEFAULT_CONFIDENCE = 0.95
+DEFAULT_CONFIDENCE = CONFIDENCE
+"""The confidence level of intervals unless told otherwise (a locustfile report of one run states it)."""
 DEFAULT_ROUNDS = 5
 """Rounds compare and tune measure by default."""
 

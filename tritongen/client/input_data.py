@@ -54,10 +54,10 @@ from tritongen.io.arrays import (
     Array,
     ArrayDtypeError,
     ArrayShapeError,
-    is_string_array,
     read_steps,
     request_arrays,
 )
+from tritongen.io.loadgen_shared import is_string_array
 
 Step = dict[str, Array]
 """One prepared request: an array per model input."""

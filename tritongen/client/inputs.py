@@ -15,6 +15,7 @@ from tritongen.io.arrays import (
     check_request_array,
     read_npy,
 )
+from tritongen.io.loadgen_shared import random_strings
 
 DEFAULT_DYNAMIC_DIM = 8
 DEFAULT_STRING_LENGTH = 16
@@ -131,20 +132,6 @@ def request_shape(
     else:
         dims = [DEFAULT_DYNAMIC_DIM if d == -1 else d for d in spec.dims]
     return ([batch_size] if batched else []) + dims
-
-
-STRING_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-"""What random BYTES elements are made of."""
-
-
-def random_strings(shape: list[int], length: int, rng: np.random.Generator) -> npt.NDArray[Any]:
-    """An object array of random ASCII letters and digits, ``length`` bytes per element."""
-    count = int(np.prod(shape))
-    alphabet = np.frombuffer(STRING_ALPHABET, dtype=np.uint8)
-    codes = alphabet[rng.integers(0, len(alphabet), size=(count, length))]
-    out = np.empty(count, dtype=np.object_)
-    out[:] = [row.tobytes() for row in codes]
-    return out.reshape(shape)
 
 
 def random_array(

@@ -9,7 +9,6 @@ input must have the same rows (:func:`feed_arrays`).
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from tritongen.errors import SourceError
+from tritongen.io import loadgen_shared as shared
 
 Array = npt.NDArray[Any]
-
-READ_FAILURES: tuple[type[Exception], ...] = (OSError, ValueError, EOFError, zipfile.BadZipFile)
-"""What ``numpy.load`` raises for a file that is not a readable array file."""
 
 
 class ArrayFileError(SourceError):
@@ -72,7 +69,7 @@ def _load(path: Path, label: str, option: str | None, kind: str) -> Any:
     except FileNotFoundError as e:
         hint = f"check the path given to {option}" if option else "check the path"
         raise ArrayFileMissingError(f"{label} does not exist", hint) from e
-    except READ_FAILURES as e:
+    except shared.NPZ_READ_FAILURES as e:
         raise _unreadable(label, kind, str(e)) from e
 
 
@@ -82,7 +79,7 @@ def _unreadable(label: str, kind: str, reason: str) -> ArrayFileUnreadableError:
 
 
 def read_npz(path: Path, label: str, option: str | None = None) -> dict[str, Array]:
-    """Every array of an ``.npz`` file by name; pickled objects are refused.
+    """Every array of an ``.npz`` file by name; pickled objects are refused (the locustfile's reader).
 
     Args:
         path: The file.
@@ -93,18 +90,13 @@ def read_npz(path: Path, label: str, option: str | None = None) -> dict[str, Arr
         ArrayFileMissingError: The file does not exist.
         ArrayFileUnreadableError: It is not an ``.npz`` archive of plain arrays.
     """
-    loaded = _load(path, label, option, "an .npz archive")
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise _unreadable(label, "an .npz archive", "it holds a single array")
     try:
-        with loaded:
-            arrays = {name: loaded[name] for name in loaded.files}
-    except READ_FAILURES as e:
-        raise _unreadable(label, "an .npz archive", str(e)) from e
-    stray = [name for name, value in arrays.items() if not isinstance(value, np.ndarray)]
-    if stray:
-        raise _unreadable(label, "an .npz archive", f"{stray[0]!r} is not an array")
-    return arrays
+        return shared.read_npz(path, label)
+    except shared.NpzReadError as e:
+        if e.kind == "missing":
+            hint = f"check the path given to {option}" if option else "check the path"
+            raise ArrayFileMissingError(e.message, hint) from e
+        raise ArrayFileUnreadableError(e.message, "save it with numpy.savez") from e
 
 
 def read_npy(path: Path, label: str, option: str | None = None) -> Array:
@@ -216,14 +208,6 @@ def _feed_array(array: Array, expected: ExpectedArray, label: str, batched: bool
 
 # -- request steps: several requests in one .npz --------------------------------------------
 
-STEPS_KEY = "__tritongen_steps__"
-"""Marks an ``.npz`` of request steps; holds ``[number of steps]``. Without it an ``.npz`` is one step."""
-
-
-def is_string_array(array: Array) -> bool:
-    """Whether ``array`` holds strings (``bytes``/``str`` objects, numpy ``S`` or ``U``): a BYTES tensor."""
-    return array.dtype.kind in "OSU"
-
 
 def write_steps(path: Path, steps: Sequence[Mapping[str, Array]]) -> None:
     """Write request steps to one ``.npz`` (read back by :func:`read_steps` and the locustfile).
@@ -232,27 +216,7 @@ def write_steps(path: Path, steps: Sequence[Mapping[str, Array]]) -> None:
     without pickling and without losing trailing NUL bytes: ``n<i>/NAME`` holds the byte
     length of each element (in the tensor's shape), ``b<i>/NAME`` their bytes, concatenated.
     """
-    stored: dict[str, Array] = {STEPS_KEY: np.array([len(steps)], dtype=np.int64)}
-    for index, step in enumerate(steps):
-        for name, array in step.items():
-            if not is_string_array(array):
-                stored[f"{index}/{name}"] = np.ascontiguousarray(array)
-                continue
-            items = [_item_bytes(item) for item in array.reshape(-1).tolist()]
-            lengths = np.array([len(item) for item in items], np.int64)
-            stored[f"n{index}/{name}"] = lengths.reshape(array.shape)
-            stored[f"b{index}/{name}"] = np.frombuffer(b"".join(items), dtype=np.uint8)
-    np.savez(path, **stored)
-
-
-def _object_array(items: list[bytes]) -> Array:
-    out = np.empty(len(items), dtype=np.object_)
-    out[:] = items
-    return out
-
-
-def _item_bytes(item: Any) -> bytes:
-    return item if isinstance(item, bytes) else str(item).encode()
+    np.savez(path, **shared.encode_steps(steps))
 
 
 def read_steps(path: Path, label: str, option: str | None = None) -> list[dict[str, Array]]:
@@ -266,29 +230,9 @@ def read_steps(path: Path, label: str, option: str | None = None) -> list[dict[s
         ArrayFileUnreadableError: It is not an ``.npz`` archive of plain arrays, or a malformed steps file.
     """
     arrays = read_npz(path, label, option)
-    if STEPS_KEY not in arrays:
+    if shared.STEPS_KEY not in arrays:
         return [arrays]
     try:
-        return _decode_steps(arrays)
-    except (ValueError, KeyError, IndexError) as e:
+        return shared.decode_steps(arrays)
+    except shared.STEP_FAILURES as e:
         raise _unreadable(label, "an .npz archive", f"malformed request steps ({e})") from e
-
-
-def _decode_steps(arrays: Mapping[str, Array]) -> list[dict[str, Array]]:
-    count = int(arrays[STEPS_KEY].reshape(-1)[0])
-    steps: list[dict[str, Array]] = [{} for _ in range(count)]
-    for key, array in arrays.items():
-        head, _, name = key.partition("/")
-        if key == STEPS_KEY or head.startswith("b"):
-            continue
-        if head.startswith("n"):
-            lengths = array.reshape(-1).astype(np.int64)
-            data = arrays[f"b{head[1:]}/{name}"].tobytes()
-            if int(lengths.sum()) != len(data) or (lengths < 0).any():
-                raise ValueError(f"the lengths of {name!r} do not add up to its bytes")
-            ends = np.cumsum(lengths).tolist()
-            items = [data[end - size : end] for end, size in zip(ends, lengths.tolist(), strict=True)]
-            steps[int(head[1:])][name] = _object_array(items).reshape(array.shape)
-        else:
-            steps[int(head)][name] = array
-    return steps

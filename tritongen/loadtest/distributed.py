@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tritongen.errors import ConfigError, ServerError
+from tritongen.io.loadgen_shared import MASTER_SILENT_ENV, WORKER_FAILURE, WORKER_JOINED, WORKER_TOTAL
 from tritongen.loadtest.locust_process import LocustProcess, locust_binary, locustfile_path
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.windows import Window, WindowLog
@@ -38,14 +39,6 @@ from tritongen.server.process import tail_lines
 DEFAULT_PORT = 5557
 """Locust's own master port."""
 DEFAULT_WAIT_S = 60.0
-WORKER_FAILURE = "tritongen worker: "
-"""Prefix of the one line the locustfile prints when a worker cannot load (a copy of its constant)."""
-WORKER_JOINED = "tritongen worker joined the master"
-"""The line the locustfile prints once the master has answered the worker (a copy of its constant)."""
-WORKER_TOTAL = "tritongen worker total: "
-"""Prefix of the line a worker prints when it quits: its id and the requests it reported (a copy)."""
-MASTER_SILENT_ENV = "TRITONGEN_MASTER_SILENT_S"
-"""The locustfile's setting of how long a worker waits on a silent master (a copy of its constant)."""
 WORKER_MASTER_SILENT_S = 8.0
 """A worker of ``loadtest --worker`` quits when its master is silent this long: the next run has a new one."""
 BETWEEN_RUNS_S = 1.0

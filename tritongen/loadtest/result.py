@@ -13,11 +13,8 @@ from typing import Any
 from tritongen import __version__
 from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.io.files import write_output
+from tritongen.io.loadgen_shared import LATENCY_KEYS, SCHEMA, SERVER_KEYS
 from tritongen.loadtest.sequences import SEQUENCE_COLUMNS, sequence_figures
-
-SCHEMA = "tritongen.loadtest/1"
-LATENCY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")
-SERVER_KEYS = ("queue", "compute_input", "compute_infer", "compute_output")
 
 
 @dataclass

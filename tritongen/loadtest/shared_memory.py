@@ -11,22 +11,20 @@ processes that are gone are found by the pid in their names.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import psutil
 
 from tritongen.client.endpoint import TritonEndpoint, normalise_url
 from tritongen.client.inputs import ModelInterface
 from tritongen.errors import ConfigError, ServerError
+from tritongen.io.loadgen_shared import tensor_byte_size
 from tritongen.loadtest.sequences import is_sequence_model
 from tritongen.loadtest.streaming import is_decoupled
 from tritongen.server.local import SHM_DIR, SHM_PREFIX, is_loopback
-from tritongen.sources.signature import TRITON_TO_NUMPY
 
 SharedMemory = Literal["none", "system"]
 SHARED_MEMORY_KINDS: tuple[SharedMemory, ...] = ("none", "system")
@@ -79,10 +77,9 @@ def output_sizes(
         dims = [int(d) for d in tensor["shape"]]
         if batched and dims:
             dims[0] = rows
-        numpy_type = TRITON_TO_NUMPY.get(f"TYPE_{tensor['datatype']}")
-        known = numpy_type is not None and numpy_type is not np.object_ and all(d >= 0 for d in dims)
-        if known:
-            sizes[tensor["name"]] = max(1, math.prod(dims) * np.dtype(numpy_type).itemsize)
+        size = tensor_byte_size(tensor["datatype"], dims)
+        if size is not None:
+            sizes[tensor["name"]] = size
         elif fallback is not None:
             sizes[tensor["name"]] = fallback
         else:

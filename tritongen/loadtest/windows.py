@@ -6,43 +6,19 @@ import base64
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3
-STABILITY_WINDOWS = 3
-STABILITY_TOLERANCE = 0.10
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
-SUMMARY_KEY = "summary"
-"""The key of the line in which a Locust master reports the whole run (no window)."""
-
-
-class WindowReport(TypedDict, total=False):
-    """One line of the workers' JSON-lines file: one worker's figures for one window.
-
-    The locustfile writes these lines; a key an older locustfile did not write counts as zero.
-    """
-
-    worker: str
-    index: int
-    ok: int
-    errors: dict[str, int]
-    sent: int
-    hist: str
-    """Base64 of the window's encoded HDR histogram; empty when nothing succeeded."""
-    late: int
-    max_lag_us: float
-    held_back: int
-    max_hold_us: float
-    final: bool
-    """Written when the test stopped (the window may be partial)."""
-    extra: dict[str, str]
-    """Further latency histograms by name (e.g. ``first_response``), encoded like ``hist``."""
-    counts: dict[str, int]
-    """Further counters by name (e.g. ``responses``)."""
-    users: int
-    """Users running in the worker when it reported the window."""
+from tritongen.io.loadgen_shared import (
+    DIGITS,
+    HIGHEST_US,
+    LOWEST_US,
+    SUMMARY_KEY,
+    WindowLine,
+    is_stable_figures,
+    latency_figures,
+)
 
 
 def new_histogram() -> HdrHistogram:
@@ -73,10 +49,10 @@ class Window:
     """Further counters by name (streaming: ``responses``; ...)."""
     users: dict[str, int] = field(default_factory=dict)
     """Users each worker ran when it reported this window."""
-    reports: list[WindowReport] = field(default_factory=list)
+    reports: list[WindowLine] = field(default_factory=list)
     """The workers' own reports of this window (kept by a ``WindowLog`` with ``keep_reports`` only)."""
 
-    def add(self, report: WindowReport) -> None:
+    def add(self, report: WindowLine) -> None:
         """Merge one worker's report for this window."""
         self.ok += int(report.get("ok", 0))
         self.sent += int(report.get("sent", 0))
@@ -149,7 +125,7 @@ class WindowLog:
             if "lost" in entry:  # a master's note that it lost ``worker`` (or that it is back): no window
                 self._lost_line(entry)
                 continue
-            report: WindowReport = entry
+            report: WindowLine = entry
             index = int(report["index"])
             window = self.windows.setdefault(index, Window(index))
             window.add(report)
@@ -207,28 +183,12 @@ def merge(windows: list[Window]) -> Window:
 
 def is_stable(windows: list[Window], window_s: float) -> bool:
     """The last three windows agree within 10% on throughput and on P99 (perf_analyzer's rule)."""
-    if len(windows) < STABILITY_WINDOWS:
-        return False
-    last = windows[-STABILITY_WINDOWS:]
-    rates = [w.ok / window_s for w in last]
-    p99s = [w.p99_us() for w in last]
-    if min(rates) <= 0 or any(p is None for p in p99s):
-        return False
-    p99_values = [float(p) for p in p99s if p is not None]
-    return _within(rates) and _within(p99_values)
-
-
-def _within(values: list[float]) -> bool:
-    mean = sum(values) / len(values)
-    return all(abs(v - mean) <= STABILITY_TOLERANCE * mean for v in values)
+    return is_stable_figures([w.ok / window_s for w in windows], [w.p99_us() for w in windows])
 
 
 def latency_summary(histogram: HdrHistogram) -> dict[str, float]:
-    """P50/P90/P95/P99/P99.9, mean and max in µs."""
-    summary = {name: float(histogram.get_value_at_percentile(p)) for name, p in PERCENTILES.items()}
-    summary["mean"] = float(histogram.get_mean_value())
-    summary["max"] = float(histogram.get_max_value())
-    return summary
+    """P50/P90/P95/P99/P99.9, mean and max in µs (the locustfile's report computes them alike)."""
+    return latency_figures(histogram)
 
 
 def extra_summaries(window: Window) -> dict[str, dict[str, float]]:

@@ -15,16 +15,8 @@ from collections import Counter
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
+from tritongen.io.loadgen_shared import SUMMED_FIGURES, UTILISATION_METRICS
 from tritongen.metrics.nvml import NvmlReader, open_nvml
-
-# Triton metric name -> (figure, how several label sets combine).
-UTILISATION_METRICS: dict[str, str] = {
-    "nv_gpu_utilization": "gpu_util",
-    "nv_gpu_memory_used_bytes": "gpu_mem_bytes",
-    "nv_cpu_utilization": "cpu_util",
-    "nv_cpu_memory_used_bytes": "cpu_mem_bytes",
-}
-_SUMMED = {"gpu_mem_bytes", "cpu_mem_bytes"}
 
 
 @dataclass(frozen=True)
@@ -57,7 +49,7 @@ def parse_metrics(text: str) -> dict[str, float]:
             if sample.name == family.name:
                 found.setdefault(figure, []).append(float(sample.value))
     return {
-        figure: (sum(values) if figure in _SUMMED else sum(values) / len(values))
+        figure: (sum(values) if figure in SUMMED_FIGURES else sum(values) / len(values))
         for figure, values in found.items()
         if values
     }

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
+from tritongen.io.loadgen_shared import SERVER_KEYS
+
+PHASES = SERVER_KEYS
+"""The phases of a request the statistics API times (the load generator's report names them alike)."""
 
 
 @dataclass(frozen=True)

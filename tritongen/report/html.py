@@ -18,7 +18,7 @@ from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
 from tritongen.compare.result import CompareReport
 from tritongen.errors import ConfigError
 from tritongen.io.files import write_output
-from tritongen.loadtest.result import SCHEMA as LOADTEST_SCHEMA
+from tritongen.io.loadgen_shared import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.pipeline.request import CONVERT_SCHEMA
 from tritongen.report.tables import (

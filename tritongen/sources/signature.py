@@ -6,22 +6,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Triton data type -> numpy dtype (TYPE_STRING travels as numpy object arrays of bytes).
+from tritongen.io.loadgen_shared import NUMPY_DTYPES
+
 TRITON_TO_NUMPY: dict[str, type | str] = {
-    "TYPE_BOOL": np.bool_,
-    "TYPE_UINT8": np.uint8,
-    "TYPE_UINT16": np.uint16,
-    "TYPE_UINT32": np.uint32,
-    "TYPE_UINT64": np.uint64,
-    "TYPE_INT8": np.int8,
-    "TYPE_INT16": np.int16,
-    "TYPE_INT32": np.int32,
-    "TYPE_INT64": np.int64,
-    "TYPE_FP16": np.float16,
-    "TYPE_FP32": np.float32,
-    "TYPE_FP64": np.float64,
+    **{f"TYPE_{name}": numpy_type for name, numpy_type in NUMPY_DTYPES.items()},
     "TYPE_STRING": np.object_,
 }
+"""Triton data type -> numpy dtype: the load generator's wire types, and TYPE_STRING as numpy object
+arrays of bytes."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,323 @@
+"""What the load generator and the tritongen package both use, written once.
+
+The worker↔master message name and the window records it carries, the lines of
+``--triton-results``, the latency histograms' bounds, Triton's dtype table, the ``.npz``
+reader and the request-steps layout, the random string alphabet, the report's schema keys,
+the stability rule and the lines a worker prints for tritongen to read. This module imports
+only the standard library and numpy: tritongen imports it (through
+``tritongen/io/loadgen_shared.py``) in processes that never import Locust, gevent or tritonclient.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zipfile
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from typing import NotRequired
+
+Array = npt.NDArray[Any]
+
+# -- worker → master: windows ----------------------------------------------------------------
+
+MESSAGE = "tritongen_window"
+"""Name of the message that carries finished windows from the workers to the master."""
+LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3
+"""Latency histograms: 1 µs to 120 s, 3 significant digits."""
+
+
+class WindowRecord(TypedDict):
+    """One worker's figures for one window, as sent to the master."""
+
+    index: int
+    ok: int
+    errors: dict[str, int]
+    sent: int
+    hist: str
+    """The window's HDR histogram, base64 of its compressed encoding; empty when nothing succeeded."""
+    late: int
+    max_lag_us: float
+    held_back: int
+    max_hold_us: float
+    final: bool
+    """Sent when the test stopped (the window may be partial)."""
+    extra: dict[str, str]
+    """Further latency histograms by name (e.g. ``first_response``), encoded like ``hist``."""
+    counts: dict[str, int]
+    """Further counters by name (e.g. ``responses``)."""
+
+
+class WindowMessage(TypedDict):
+    """The message a worker sends to the master: who it is and its windows that are over."""
+
+    worker: str
+    windows: list[WindowRecord]
+    t0: float
+    """The run's ``--triton-t0`` as the worker got it: a master drops the windows of another run."""
+    users: int
+    """Users running in the worker when it sent the message."""
+    final: NotRequired[bool]
+    """The worker's last message of the test (its windows may be none)."""
+
+
+class WindowLine(WindowRecord):
+    """One line of ``--triton-results``: a window and the worker that measured it.
+
+    tritongen reads these lines (``tritongen.loadtest.windows``); a key an older locustfile
+    did not write counts as zero there.
+    """
+
+    worker: str
+    users: int
+    """Users running in that worker when it reported the window."""
+
+
+class LostLine(TypedDict):
+    """A line of ``--triton-results``: the master lost a worker (no heartbeat, or it quit), or it is back."""
+
+    worker: str
+    lost: bool
+    """True: lost; False: its heartbeats resumed (a stall, e.g. on a busy machine)."""
+    at: float
+    """Epoch at which the master noticed."""
+
+
+SUMMARY_KEY = "summary"
+"""The key of the ``--triton-results`` line that holds the run's report (readers skip it)."""
+
+# -- what a worker prints, for tritongen to read from its log ----------------------------------
+
+WORKER_FAILURE = "tritongen worker: "
+"""Prefix of the one line a worker prints when it cannot load (e.g. no request data)."""
+WORKER_JOINED = "tritongen worker joined the master"
+"""The line a worker prints once its master has answered (its first heartbeat)."""
+WORKER_TOTAL = "tritongen worker total: "
+"""Prefix of the line a worker prints when it quits: its id and the requests (ok and failed) it reported."""
+MASTER_SILENT_ENV = "TRITONGEN_MASTER_SILENT_S"
+"""A worker whose master sent no heartbeat for this many seconds quits (the master is gone).
+
+``tritongen loadtest --worker`` sets it short, since it joins a fresh master per run; unset (processes
+forked by a local master, a worker in a cluster) the limit is Locust's own minute, so a busy machine
+does not stop a worker early."""
+
+# -- the run's report (``tritongen.loadtest/1``) -----------------------------------------------
+
+SCHEMA = "tritongen.loadtest/1"
+"""The document ``--triton-json`` and ``tritongen loadtest --json`` write."""
+LATENCY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "max")
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
+SERVER_KEYS = ("queue", "compute_input", "compute_infer", "compute_output")
+"""Phases of the statistics API, reported as µs per request."""
+UTILISATION_METRICS = {
+    "nv_gpu_utilization": "gpu_util",
+    "nv_gpu_memory_used_bytes": "gpu_mem_bytes",
+    "nv_cpu_utilization": "cpu_util",
+    "nv_cpu_memory_used_bytes": "cpu_mem_bytes",
+}
+"""Triton metric → figure; several GPUs: utilisation averaged, memory (``SUMMED_FIGURES``) summed."""
+SUMMED_FIGURES = ("cpu_mem_bytes", "gpu_mem_bytes")
+CONFIDENCE = 0.95
+"""The confidence level of intervals over rounds (a report of one run states it too)."""
+STABILITY_WINDOWS, STABILITY_TOLERANCE = 3, 0.10
+"""Stable: the last complete windows agree within this on throughput and on P99 (perf_analyzer's rule)."""
+
+
+class Histogram(Protocol):
+    """What the report reads of an HDR latency histogram (``hdrh.histogram.HdrHistogram``)."""
+
+    def get_value_at_percentile(self, percentile: float) -> int:
+        """The value at ``percentile`` (0..100)."""
+        ...
+
+    def get_mean_value(self) -> float:
+        """The mean value."""
+        ...
+
+    def get_max_value(self) -> int:
+        """The largest value."""
+        ...
+
+
+def latency_figures(histogram: Histogram) -> dict[str, float]:
+    """P50, P90, P95, P99, P99.9, mean and max in µs."""
+    figures = {key: float(histogram.get_value_at_percentile(p)) for key, p in PERCENTILES.items()}
+    return figures | {"mean": float(histogram.get_mean_value()), "max": float(histogram.get_max_value())}
+
+
+def is_stable_figures(qps: Sequence[float], p99_us: Sequence[float | None]) -> bool:
+    """Whether the last ``STABILITY_WINDOWS`` windows agree within ``STABILITY_TOLERANCE`` on both figures.
+
+    ``qps`` and ``p99_us`` are the windows' throughput and P99, oldest first; a window
+    without a request or without a P99 is never stable.
+    """
+    rates, p99s = list(qps[-STABILITY_WINDOWS:]), list(p99_us[-STABILITY_WINDOWS:])
+    if len(rates) < STABILITY_WINDOWS or min(rates) <= 0 or any(p is None for p in p99s):
+        return False
+    return _within(rates) and _within([float(p) for p in p99s if p is not None])
+
+
+def _within(values: list[float]) -> bool:
+    mean = sum(values) / len(values)
+    return all(abs(v - mean) <= STABILITY_TOLERANCE * mean for v in values)
+
+
+# -- tensors and request data ------------------------------------------------------------------
+
+NUMPY_DTYPES: dict[str, type] = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+}
+"""Triton wire type → numpy type (every other type is sent as BYTES)."""
+STRING_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+"""What random BYTES elements are made of."""
+
+
+def is_string_array(array: Array) -> bool:
+    """Whether ``array`` holds strings (``bytes``/``str`` objects, numpy ``S`` or ``U``): a BYTES tensor."""
+    return array.dtype.kind in "OSU"
+
+
+def item_bytes(item: Any) -> bytes:
+    """One element of a string tensor as bytes (``str`` as UTF-8)."""
+    return item if isinstance(item, bytes) else str(item).encode()
+
+
+def random_strings(shape: Sequence[int], length: int, rng: np.random.Generator) -> Array:
+    """An object array of random ASCII letters and digits, ``length`` bytes per element."""
+    count = int(np.prod(shape))
+    alphabet = np.frombuffer(STRING_ALPHABET, dtype=np.uint8)
+    codes = alphabet[rng.integers(0, len(alphabet), size=(count, length))]
+    out = np.empty(count, dtype=np.object_)
+    out[:] = [row.tobytes() for row in codes]
+    return out.reshape(shape)
+
+
+def tensor_byte_size(datatype: str, dims: Sequence[int]) -> int | None:
+    """Bytes of a tensor of wire type ``datatype`` and shape ``dims`` (at least 1); None if unknown.
+
+    Unknown: a BYTES (or other non-numeric) tensor, or a dynamic (negative) dim.
+    """
+    dtype = NUMPY_DTYPES.get(datatype)
+    if dtype is None or any(d < 0 for d in dims):
+        return None
+    return max(1, math.prod(dims) * np.dtype(dtype).itemsize)
+
+
+# -- .npz files: plain arrays, or request steps ----------------------------------------------
+
+NPZ_READ_FAILURES: tuple[type[Exception], ...] = (OSError, ValueError, EOFError, zipfile.BadZipFile)
+"""What ``numpy.load`` raises for a file that is not a readable array file."""
+STEPS_KEY = "__tritongen_steps__"
+"""Marks an ``.npz`` of request steps; holds ``[number of steps]``. Without it an ``.npz`` is one step.
+
+In a steps file a numeric array of step ``i`` is ``i/NAME``; a string array is ``n<i>/NAME``
+(each element's byte length, in the tensor's shape) and ``b<i>/NAME`` (the elements' bytes,
+concatenated): stored without pickling and without losing trailing NUL bytes."""
+STEP_FAILURES: tuple[type[Exception], ...] = (ValueError, KeyError, IndexError)
+"""What :func:`decode_steps` raises for malformed request steps."""
+
+
+class NpzReadError(ValueError):
+    """An ``.npz`` file that is missing (``kind`` ``missing``) or not a readable archive (``unreadable``)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def read_npz(path: str | os.PathLike[str], label: str) -> dict[str, Array]:
+    """Every array of an ``.npz`` file by name; pickled objects are refused.
+
+    ``label`` names the file in messages, e.g. ``input data batch.npz``.
+
+    Raises:
+        NpzReadError: The file does not exist, or is not an archive of plain arrays.
+    """
+    unreadable = f"cannot read {label} as an .npz archive"
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except FileNotFoundError as e:
+        raise NpzReadError("missing", f"{label} does not exist") from e
+    except NPZ_READ_FAILURES as e:
+        raise NpzReadError("unreadable", f"{unreadable}: {e}") from e
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise NpzReadError("unreadable", f"{unreadable}: it holds a single array")
+    try:
+        with loaded:
+            arrays = {name: loaded[name] for name in loaded.files}
+    except NPZ_READ_FAILURES as e:
+        raise NpzReadError("unreadable", f"{unreadable}: {e}") from e
+    stray = [name for name, value in arrays.items() if not isinstance(value, np.ndarray)]
+    if stray:
+        raise NpzReadError("unreadable", f"{unreadable}: {stray[0]!r} is not an array")
+    return arrays
+
+
+def encode_steps(steps: Sequence[Mapping[str, Array]]) -> dict[str, Array]:
+    """The arrays of one ``.npz`` holding request ``steps`` (see ``STEPS_KEY``)."""
+    stored: dict[str, Array] = {STEPS_KEY: np.array([len(steps)], dtype=np.int64)}
+    for index, step in enumerate(steps):
+        for name, array in step.items():
+            if not is_string_array(array):
+                stored[f"{index}/{name}"] = np.ascontiguousarray(array)
+                continue
+            items = [item_bytes(item) for item in array.reshape(-1).tolist()]
+            lengths = np.array([len(item) for item in items], np.int64)
+            stored[f"n{index}/{name}"] = lengths.reshape(array.shape)
+            stored[f"b{index}/{name}"] = np.frombuffer(b"".join(items), dtype=np.uint8)
+    return stored
+
+
+def decode_steps(arrays: Mapping[str, Array]) -> list[dict[str, Array]]:
+    """The request steps held by the arrays of an ``.npz`` that has ``STEPS_KEY``.
+
+    String tensors come back as object arrays of ``bytes``, in their shape.
+
+    Raises:
+        ValueError: String lengths that do not add up to their bytes, or a bad step number.
+        KeyError: The bytes of a string tensor are missing.
+        IndexError: An array of a step beyond the number of steps.
+    """
+    count = int(arrays[STEPS_KEY].reshape(-1)[0])
+    steps: list[dict[str, Array]] = [{} for _ in range(count)]
+    for key, array in arrays.items():
+        head, _, name = key.partition("/")
+        if key == STEPS_KEY or head.startswith("b"):
+            continue
+        if head.startswith("n"):
+            steps[int(head[1:])][name] = _split_strings(arrays[f"b{head[1:]}/{name}"], array, name)
+        else:
+            steps[int(head)][name] = array
+    return steps
+
+
+def _split_strings(data: Array, lengths: Array, name: str) -> Array:
+    """An object array of ``bytes`` shaped like ``lengths``, cut from the concatenated ``data``."""
+    sizes = lengths.reshape(-1).astype(np.int64).tolist()
+    raw = data.tobytes()
+    if sum(sizes) != len(raw) or min(sizes, default=0) < 0:
+        raise ValueError(f"the lengths of {name!r} do not add up to its bytes")
+    items, at = [], 0
+    for size in sizes:
+        items.append(raw[at : at + size])
+        at += size
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out.reshape(lengths.shape)
