@@ -74,7 +74,7 @@ pytest: install
 example-repository: install
 	$(BIN)/python -m tritongen.examples.repository model_repository compose.yaml
 
-# README's benchmark tables from the committed bench/results/*.json (a test checks they are current).
+# The benchmark tables of docs/benchmarks.md from the committed bench/results/*.json (a test checks they are current).
 bench-tables: install
 	$(BIN)/python bench/tables.py
 

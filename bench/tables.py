@@ -1,10 +1,10 @@
-"""README's benchmark tables, generated from the committed ``bench/results/*.json``.
+"""The benchmark tables of docs/benchmarks.md, generated from the committed ``bench/results/*.json``.
 
-Each table lives in README.md between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``,
+Each table lives in docs/benchmarks.md between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->``,
 one block per result file ``bench/results/NAME.json``: the table, a line saying where and
 how it was measured (from the file's ``provenance``) and the noise floor of this machine
 (from ``bench/results/noise.json``). A result that is not committed yet gets one line
-saying how to measure it instead of a table, so README never shows a figure without its
+saying how to measure it instead of a table, so the docs never show a figure without its
 file.
 
 Usage: ``.venv/bin/python bench/tables.py [--check]`` (``make bench-tables``). ``--check``
@@ -23,7 +23,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "benchmarks.md"
+"""The page that holds the benchmark blocks."""
 
 Document = dict[str, Any]
 
@@ -45,7 +46,7 @@ GENERATOR_LABELS = {
 
 
 class TablesError(Exception):
-    """README lacks a block, or a result file cannot be read."""
+    """The page lacks a block, or a result file cannot be read."""
 
 
 # --- number formats ---------------------------------------------------------------------
@@ -557,7 +558,7 @@ def render_shared_memory(doc: Document) -> list[str]:
 
 @dataclass(frozen=True)
 class Block:
-    """One README block: the result file ``bench/results/{name}.json`` and its renderer."""
+    """One block of the page: the result file ``bench/results/{name}.json`` and its renderer."""
 
     name: str
     script: str
@@ -629,7 +630,7 @@ def noise_line(noise: Document | None, doc: Document) -> str:
     )
 
 
-# --- README ------------------------------------------------------------------------------
+# --- the page ---------------------------------------------------------------------------
 
 
 def _load(path: Path) -> Document | None:
@@ -661,13 +662,13 @@ def _markers(name: str) -> tuple[str, str]:
     return f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
 
 
-def _span(text: str, name: str) -> tuple[int, int]:
-    """Where the block, its markers included, starts and ends in ``text``."""
+def _span(text: str, name: str, page: str) -> tuple[int, int]:
+    """Where the block, its markers included, starts and ends in ``text`` (the page ``page``)."""
     start, end = _markers(name)
     at = text.find(start)
     until = text.find(end, at + len(start)) if at >= 0 else -1
     if at < 0 or until < 0:
-        raise TablesError(f"README.md has no {start} … {end} block")
+        raise TablesError(f"{page} has no {start} … {end} block")
     return at, until + len(end)
 
 
@@ -676,51 +677,56 @@ def _generated(block: Block, results: Path) -> str:
     return f"{start}\n{render_block(block, results)}\n{end}"
 
 
-def render_readme(text: str, results: Path = RESULTS) -> str:
-    """``text`` with every benchmark block regenerated from ``results``."""
+def _name(page: Path) -> str:
+    """The page as messages name it: relative to the repository where it lies inside it."""
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
+
+
+def render_page(text: str, results: Path = RESULTS, page: Path = PAGE) -> str:
+    """``text`` (the page ``page``) with every benchmark block regenerated from ``results``."""
     for block in BLOCKS:
-        begin, end = _span(text, block.name)
+        begin, end = _span(text, block.name, _name(page))
         text = text[:begin] + _generated(block, results) + text[end:]
     return text
 
 
-def stale_blocks(text: str, results: Path = RESULTS) -> list[str]:
-    """The names of the blocks whose content differs from what ``results`` give."""
+def stale_blocks(text: str, results: Path = RESULTS, page: Path = PAGE) -> list[str]:
+    """The names of the blocks of ``text`` (the page ``page``) that differ from what ``results`` give."""
     stale = []
     for block in BLOCKS:
-        begin, end = _span(text, block.name)
+        begin, end = _span(text, block.name, _name(page))
         if text[begin:end] != _generated(block, results):
             stale.append(block.name)
     return stale
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite README's benchmark blocks, or with ``--check`` report the first that differs."""
+    """Rewrite the page's benchmark blocks, or with ``--check`` report those that differ."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a block differs")
-    parser.add_argument("--readme", type=Path, default=README)
+    parser.add_argument("--page", type=Path, default=PAGE, help="the Markdown page (docs/benchmarks.md)")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     try:
-        text = args.readme.read_text(encoding="utf-8")
+        text = args.page.read_text(encoding="utf-8")
         if args.check:
-            stale = stale_blocks(text, args.results)
+            stale = stale_blocks(text, args.results, args.page)
             if stale:
                 names = ", ".join(f"bench:{name}" for name in stale)
                 print(
-                    f"{args.readme.name}: {names} differs from what {args.results.name}/ gives; "
+                    f"{_name(args.page)}: {names} differs from what {args.results.name}/ gives; "
                     "run make bench-tables",
                     file=sys.stderr,
                 )
                 return 1
             return 0
-        updated = render_readme(text, args.results)
+        updated = render_page(text, args.results, args.page)
     except (OSError, TablesError) as e:
         print(f"bench/tables.py: {e}", file=sys.stderr)
         return 1
     if updated != text:
-        args.readme.write_text(updated, encoding="utf-8")
-        print(f"updated {args.readme.name}")
+        args.page.write_text(updated, encoding="utf-8")
+        print(f"updated {_name(args.page)}")
     return 0
 
 

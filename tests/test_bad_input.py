@@ -1,7 +1,7 @@
 """Bad input, tried through the CLI: one line, a non-zero exit, nothing half-written.
 
-Every case here is a row of the README's error table (the test checks that too), so the
-table lists what is tried, not what is hoped.
+Every case here is a row of the error table in docs/errors.md (the test checks that too), so
+the table lists what is tried, not what is hoped.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ runner = CliRunner()
 @dataclass(frozen=True)
 class Case:
     row: str
-    """The README row (first cell) this case backs."""
+    """The row of docs/errors.md's error table (its first cell) this case backs."""
     args: tuple[str, ...]
     """The command line: ``@name`` is a bad file, ``OUT`` the output directory, ``REPO`` the examples."""
     message: str
@@ -234,7 +234,7 @@ def test_input_data_of_the_wrong_dtype_or_shape(triton_server: LocalTritonServer
     assert result.exit_code == 1 and "allow_pickle=False" in _one_line(result.stderr)
 
 
-def test_the_readme_lists_every_case() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = sorted({case.row for case in CASES} - set(re.findall(r"^\| (.+?) \|", readme, re.M)))
-    assert not missing, f"README error table lacks rows: {missing}"
+def test_the_error_table_lists_every_case() -> None:
+    page = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    missing = sorted({case.row for case in CASES} - set(re.findall(r"^\| (.+?) \|", page, re.M)))
+    assert not missing, f"the error table of docs/errors.md lacks rows: {missing}"

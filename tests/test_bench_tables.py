@@ -1,4 +1,4 @@
-"""README's benchmark tables are generated from the committed bench/results/*.json."""
+"""The benchmark tables of docs/benchmarks.md are generated from the committed bench/results/*.json."""
 
 from __future__ import annotations
 
@@ -97,23 +97,29 @@ def _write(results: Path, name: str, doc: dict[str, Any]) -> None:
     (results / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
 
 
-def _readme(names: list[str] | None = None) -> str:
+def _page(names: list[str] | None = None) -> str:
     names = names or [block.name for block in tables.BLOCKS]
     blocks = "\n\n".join(f"<!-- bench:{n} -->\nold text\n<!-- /bench:{n} -->" for n in names)
     return f"# Project\n\n## Benchmarks\n\n{blocks}\n\n## Tests\n"
 
 
-def test_readme_tables_match_the_committed_results() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_benchmark_tables_match_the_committed_results() -> None:
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     stale = tables.stale_blocks(text)
-    assert stale == [], f"README's blocks {stale} differ from bench/results: run make bench-tables"
-    assert tables.render_readme(text) == text
+    assert stale == [], (
+        f"docs/benchmarks.md's blocks {stale} differ from bench/results: run make bench-tables"
+    )
+    assert tables.render_page(text) == text
+
+
+def test_the_readme_holds_no_benchmark_block() -> None:
+    assert "<!-- bench:" not in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_every_result_file_has_a_block_and_provenance() -> None:
     names = {block.name for block in tables.BLOCKS}
     for path in sorted((ROOT / "bench" / "results").glob("*.json")):
-        assert path.stem in names, f"{path.name} has no README block in bench/tables.py"
+        assert path.stem in names, f"{path.name} has no docs/benchmarks.md block in bench/tables.py"
         assert "provenance" in json.loads(path.read_text(encoding="utf-8")), path.name
 
 
@@ -275,35 +281,35 @@ def test_tune_soak_convert_and_precision_tables() -> None:
     )
 
 
-def test_readme_is_rewritten_in_place_and_check_names_the_stale_block(
+def test_the_page_is_rewritten_in_place_and_check_names_the_stale_block(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "results"
     _write(results, "loadgen", LOADGEN)
-    readme = tmp_path / "README.md"
-    readme.write_text(_readme(), encoding="utf-8")
-    args = ["--readme", str(readme), "--results", str(results)]
+    page = tmp_path / "benchmarks.md"
+    page.write_text(_page(), encoding="utf-8")
+    args = ["--page", str(page), "--results", str(results)]
     assert tables.main([*args, "--check"]) == 1
     assert "bench:noise" in capsys.readouterr().err
     assert tables.main(args) == 0
-    text = readme.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
     assert text.startswith("# Project\n\n## Benchmarks\n\n<!-- bench:noise -->\nNo committed result")
     assert text.endswith(f"<!-- /bench:{tables.BLOCKS[-1].name} -->\n\n## Tests\n")
     assert "| wrk (1 thread) | 4,208 |" in text and "old text" not in text
     assert tables.main([*args, "--check"]) == 0
-    assert tables.render_readme(text, results) == text  # idempotent
+    assert tables.render_page(text, results, page) == text  # idempotent
 
     _write(results, "loadgen", {**LOADGEN, "concurrency": 32})
     assert tables.main([*args, "--check"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith("README.md: bench:loadgen differs") and "\n" not in err
+    assert err.startswith(f"{page}: bench:loadgen differs") and "\n" not in err
 
 
-def test_a_readme_without_a_block_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(_readme(["noise", "loadgen"]), encoding="utf-8")
-    assert tables.main(["--readme", str(readme), "--results", str(tmp_path), "--check"]) == 1
-    assert "README.md has no <!-- bench:convert_speed --> … <!-- /bench:convert_speed --> block" in (
+def test_a_page_without_a_block_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "benchmarks.md"
+    page.write_text(_page(["noise", "loadgen"]), encoding="utf-8")
+    assert tables.main(["--page", str(page), "--results", str(tmp_path), "--check"]) == 1
+    assert f"{page} has no <!-- bench:convert_speed --> … <!-- /bench:convert_speed --> block" in (
         capsys.readouterr().err
     )
 

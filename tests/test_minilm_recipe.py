@@ -24,7 +24,7 @@ FORMATS = ("onnx", "torchscript", "tvm")
 
 @pytest.fixture(scope="module")
 def recipe_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The recipe as the README gives it, with real sentences as extra verification data."""
+    """The recipe as docs/convert.md gives it (without TVM's buckets and tuning), on real sentences too."""
     from tritongen.examples.minilm import INPUT_SPECS
 
     root = tmp_path_factory.mktemp("minilm")
