@@ -533,3 +533,26 @@ def test_the_docs_link_to_each_other() -> None:
     assert _slug("The Locust master's report") == "the-locust-masters-report"
     assert _slug("Noise floor (`bench/noise.py`)") == "noise-floor-benchnoisepy"
     assert _slug("render: changing a config you keep in git") == "render-changing-a-config-you-keep-in-git"
+
+
+# --- the shape of the docs ------------------------------------------------------------------
+
+
+def test_the_readme_is_a_front_door_and_the_pages_stay_short() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(readme) <= 300, f"README.md has {len(readme)} lines: move detail into docs/"
+    first_block = next(block for language, _, block in _split_fences(readme) if language is not None)
+    assert [line.split()[:2] for line in first_block if line.startswith("make ")] == [
+        ["make", "demo"],
+        ["make", "test"],
+    ], "the set-up (make demo, make test) is the first thing a newcomer sees"
+    for page in DOCS[1:]:
+        lines = page.read_text(encoding="utf-8").count("\n")
+        assert lines <= 400, f"{page.relative_to(ROOT)} has {lines} lines: split it into two pages"
+
+
+def test_the_contents_list_every_page() -> None:
+    contents = ROOT / "docs" / "README.md"
+    listed = {target.partition("#")[0] for _, target in relative_links(contents)}
+    unlisted = [p.name for p in DOCS[1:] if p != contents and p.name not in listed]
+    assert unlisted == [], f"docs/README.md does not list {unlisted}"
