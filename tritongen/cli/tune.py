@@ -26,21 +26,17 @@ from tritongen.cli.options import AdminKey
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.render import show_diff
 from tritongen.cli.serving import serving_hooks
-from tritongen.client.control import ModelControl
-from tritongen.client.endpoint import grpc_url_beside
-from tritongen.errors import ConfigError, TritongenError
+from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_ROUNDS, format_summary
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
-from tritongen.loadtest.spec import LoadSpec
-from tritongen.pipeline.rerender import Rerender, model_target, plan_rerender, write_rerender
 from tritongen.server.completed import base_config
-from tritongen.server.embedded import embedded_server
 from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
 from tritongen.tune.composing import tuned_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
-from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, check_claim, plan, run_tune
+from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, check_claim, plan
+from tritongen.tune.session import SessionHooks, TuneInterrupted, TuneOutcome, TuneSession, run_session
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import TrialRecord
 
@@ -268,40 +264,42 @@ def tune_command(
     interleaved rounds, and one replaces it only when it is faster beyond the noise.
     """
     with user_errors():
-        if applying.diff and not applying.apply:
-            raise ConfigError("--diff shows what --apply would write", "add --apply")
-        if server.serve and server.url is not None:
-            raise ConfigError(
-                "--serve and --url exclude each other", "tune the embedded server or a running one"
-            )
+        session = _session(repo, server, applying)
         tuned = tuned_model(repo, model, search.composing)
-        model_dir = repo / tuned
-        start = base_config(repo, tuned, server.url, server.admin_key, hooks=serving_hooks())
-        if start.note is not None:
-            console.print(f"[bold]{escape(tuned)}[/]: {escape(start.note)}", highlight=False, soft_wrap=True)
-        base = start.config
-        space = search.space(base)
-        if base.max_batch_size == 0:
-            raise ConfigError(
-                f"'{tuned}' has max_batch_size 0: there is no batching to tune",
-                "convert the model with a dynamic batch dim",
-            )
-        request = _request(model, space, search, load, rounds, trials, slo_p99_ms, server=server)
-        if trials.resume is not None and not trials.resume.is_dir():
-            raise ConfigError(
-                f"--resume {trials.resume} does not exist", "pass the directory of an earlier tune"
-            )
+        base = _base_config(repo, tuned, server)
+        request = _request(model, base, search, load, rounds, trials, slo_p99_ms, server)
         check_claim(request)
         _announce(request)
-        report, applied = _tune(request, repo, server, base, applying)
-        _outputs(report, output)
-        _print(report)
-        if isinstance(applied, TritongenError):
-            raise ConfigError(f"not applied: {applied.message}", applied.hint)
-        if not report.finalists and not report.current_feasible:
-            raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
-        if applying.apply:
-            _print_applied(report, applied, model_dir, applying.diff)
+        try:
+            hooks = SessionHooks(serving=serving_hooks(), trials=_trial_lines)
+            outcome = run_session(request, session, base, hooks)
+        except TuneInterrupted as e:
+            err_console.print(
+                f"interrupted: model config restored, partial results in {e.out_dir}", markup=False
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from e
+        _outputs(outcome.report, output)
+        _print(outcome.report)
+        _finish(outcome, session, repo / tuned)
+
+
+def _session(repo: Path, server: ServerFlags, applying: ApplyFlags) -> TuneSession:
+    """Which server the tune runs on and what becomes of the winner (checked)."""
+    if applying.diff and not applying.apply:
+        raise ConfigError("--diff shows what --apply would write", "add --apply")
+    if server.serve and server.url is not None:
+        raise ConfigError("--serve and --url exclude each other", "tune the embedded server or a running one")
+    return TuneSession(
+        repo=repo, url=server.url, admin_key=server.admin_key, apply=applying.apply, diff=applying.diff
+    )
+
+
+def _base_config(repo: Path, model: str, server: ServerFlags) -> ModelConfig:
+    """The config the tune starts from; where the server completes it, one line says so."""
+    start = base_config(repo, model, server.url, server.admin_key, hooks=serving_hooks())
+    if start.note is not None:
+        console.print(f"[bold]{escape(model)}[/]: {escape(start.note)}", highlight=False, soft_wrap=True)
+    return start.config
 
 
 def _announce(request: TuneRequest) -> None:
@@ -318,15 +316,21 @@ def _announce(request: TuneRequest) -> None:
 
 def _request(
     model: str,
-    space: SearchSpace,
+    base: ModelConfig,
     search: SearchFlags,
     load: LoadFlags,
     rounds: RoundsFlags,
     trials: TrialFlags,
     slo_p99_ms: float | None,
-    server: ServerFlags | None = None,
+    server: ServerFlags,
 ) -> TuneRequest:
-    """What to tune and how, from the command's option groups (checked)."""
+    """What to tune and how, from the command's option groups and the model's config (checked)."""
+    space = search.space(base)
+    if base.max_batch_size == 0:
+        raise ConfigError(
+            f"'{search.composing or model}' has max_batch_size 0: there is no batching to tune",
+            "convert the model with a dynamic batch dim",
+        )
     if not load.concurrency and not load.rate and not load.sequences:
         load = replace(load, concurrency="8")
     tuned = search.composing or model
@@ -344,59 +348,28 @@ def _request(
         rounds=rounds.count(default=DEFAULT_ROUNDS),
         finalists=trials.finalists,
         confidence=rounds.confidence,
-        background=server.background_spec() if server is not None else None,
+        background=server.background_spec(),
     )
     request.check()
+    if trials.resume is not None and not trials.resume.is_dir():
+        raise ConfigError(f"--resume {trials.resume} does not exist", "pass the directory of an earlier tune")
     return request
 
 
-def _tune(
-    request: TuneRequest, repo: Path, server: ServerFlags, base: ModelConfig, applying: ApplyFlags
-) -> tuple[TuneReport, Rerender | TritongenError | None]:
-    """Run the trials and the confirmation; apply the winner when asked; restore the config on Ctrl-C."""
-    model_dir = repo / request.model
-    admin_key = server.admin_key if server.url is not None else None
-    with (
-        _server(repo, request.model, server.url, request.load, request.background) as (control_url, spec),
-        stop_on_signals() as stopping,
-    ):
-        control = ModelControl(control_url, request.model, admin_key=admin_key)
-        try:
-            report = _run(replace(request, load=spec), control, base, model_target(model_dir), stopping)
-            winner = report.winner
-            if applying.apply and winner is not None and isinstance(winner.candidate, Candidate):
-                return report, _apply(model_dir, winner.candidate, base, control, applying.diff)
-            return report, None
-        except KeyboardInterrupt as e:
-            err_console.print(
-                f"interrupted: model config restored, partial results in {request.out_dir}", markup=False
-            )
-            raise typer.Exit(EXIT_INTERRUPTED) from e
-        finally:
-            control.close()
+def _finish(outcome: TuneOutcome, session: TuneSession, model_dir: Path) -> None:
+    """After the report: a refusal or no config within the SLO as one error; what --apply did.
 
-
-def _apply(
-    model_dir: Path, winner: Candidate, base: ModelConfig, control: ModelControl, diff: bool
-) -> Rerender | TritongenError:
-    """The winner's config planned and (unless ``diff``) loaded and written; a refusal is returned.
-
-    The report is printed and saved before a refusal ends the command. The server loads the
-    new config first: where it refuses, nothing is written.
+    Raises:
+        ConfigError: the winner was refused, or no config met the SLO.
     """
-    try:
-        applied = plan_rerender(model_dir, winner.to_options(), base=base)
-        if not diff:
-            control.load(applied.config)
-            write_rerender(applied)
-        return applied
-    except TritongenError as e:
-        return e
-
-
-def _print_applied(report: TuneReport, applied: Rerender | None, model_dir: Path, diff: bool) -> None:
-    """What --apply did: the diff, the one-line summary, or why nothing was applied."""
-    if applied is not None and diff:
+    report, applied, refusal = outcome.report, outcome.applied, outcome.refusal
+    if refusal is not None:
+        raise ConfigError(f"not applied: {refusal.message}", refusal.hint)
+    if not report.finalists and not report.current_feasible:
+        raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
+    if not session.apply:
+        return
+    if applied is not None and session.diff:
         show_diff(applied)
     elif applied is not None and report.winner is not None:
         console.print(
@@ -414,71 +387,65 @@ def _print_applied(report: TuneReport, applied: Rerender | None, model_dir: Path
 
 
 @contextlib.contextmanager
-def _server(
-    repo: Path, model: str, url: str | None, spec: LoadSpec, background: BackgroundSpec | None
-) -> Iterator[tuple[str, LoadSpec]]:
-    if url is not None:
-        yield url, replace(spec, url=url if spec.protocol == "http" else grpc_url_beside(url))
-        return
-    # The model under load, and the composing model tuned (a model called through BLS is not
-    # loaded with its caller, as an ensemble's steps are).
-    others = ([model] if model != spec.model else []) + list(background.models if background else ())
-    with embedded_server(repo, [spec.model, *others], serving_hooks()) as server:
-        target = server.http_url if spec.protocol == "http" else server.grpc_url
-        yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
+def _trial_lines() -> Iterator[TuneHooks]:
+    """A progress bar and a line per trial and round on stderr; SIGINT and SIGTERM stop the tune in order."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with stop_on_signals() as stopping, Progress(*columns, console=err_console, transient=True) as bar:
+        lines = _TrialLines(bar)
+        yield TuneHooks(
+            on_start=lines.started,
+            on_done=lines.done,
+            stop=stopping,
+            on_round_start=lines.round_started,
+            on_round=lines.round_done,
+        )
 
 
-def _run(request: TuneRequest, control: ModelControl, base, target, stopping) -> TuneReport:  # type: ignore[no-untyped-def]
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err_console, transient=True,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("trials", total=None)
+class _TrialLines:
+    """The progress bar of the search and of the confirmation, and the line each trial and round ends with."""
 
-        def started(number: int, total: int, candidate: Candidate | Current) -> None:
-            bar.update(task, total=total + 1, description=f"trial {number}/{total}: {candidate.key}")
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.search = bar.add_task("trials", total=None)
+        self.confirming = bar.add_task("confirmation", total=None, visible=False)
 
-        def done(record: TrialRecord, reused: bool) -> None:
-            bar.advance(task)
-            m = record.measurement
-            what = "reused" if reused else ("failed" if m.failed else "ok")
-            p99 = f"{m.p99_us / 1000:.2f} ms" if m.p99_us is not None else "-"
-            mark = "✓" if record.feasible else "✗"
-            line = f"  {mark} {record.key}: {m.infer_per_s:,.0f} infer/s, P99 {p99} ({what})"
-            line += f" {record.reason}" if record.reason else ""
-            err_console.print(line, highlight=False, markup=False)
+    def started(self, number: int, total: int, candidate: Candidate | Current) -> None:
+        self.bar.update(self.search, total=total + 1, description=f"trial {number}/{total}: {candidate.key}")
 
-        confirming = bar.add_task("confirmation", total=None, visible=False)
+    def done(self, record: TrialRecord, reused: bool) -> None:
+        self.bar.advance(self.search)
+        m = record.measurement
+        what = "reused" if reused else ("failed" if m.failed else "ok")
+        p99 = f"{m.p99_us / 1000:.2f} ms" if m.p99_us is not None else "-"
+        mark = "✓" if record.feasible else "✗"
+        line = f"  {mark} {record.key}: {m.infer_per_s:,.0f} infer/s, P99 {p99} ({what})"
+        line += f" {record.reason}" if record.reason else ""
+        err_console.print(line, highlight=False, markup=False)
 
-        def round_started(number: int, rounds: int, key: str) -> None:
-            if not bar.tasks[confirming].visible:
-                err_console.print(
-                    f"confirming the best search configs against the current config: {rounds} "
-                    "round(s), interleaved",
-                    highlight=False,
-                    markup=False,
-                )
-                bar.update(task, visible=False)
-                bar.update(confirming, visible=True)
-            bar.update(confirming, description=f"round {number}/{rounds}: {key}")
-            err_console.print(f"  round {number}/{rounds}: {key}", highlight=False, markup=False)
-
-        def round_done(confirmation: Confirmation) -> None:
-            figures = ", ".join(
-                f"{c.key} {format_summary(c.infer_per_s)}/s"
-                + (f" ({c.ratio.text()})" if c.ratio is not None else "")
-                for c in confirmation.contenders
-            )
+    def round_started(self, number: int, rounds: int, key: str) -> None:
+        if not self.bar.tasks[self.confirming].visible:
             err_console.print(
-                f"  round {confirmation.completed}/{confirmation.rounds} done: {figures}",
+                f"confirming the best search configs against the current config: {rounds} "
+                "round(s), interleaved",
                 highlight=False,
                 markup=False,
             )
+            self.bar.update(self.search, visible=False)
+            self.bar.update(self.confirming, visible=True)
+        self.bar.update(self.confirming, description=f"round {number}/{rounds}: {key}")
+        err_console.print(f"  round {number}/{rounds}: {key}", highlight=False, markup=False)
 
-        hooks = TuneHooks(
-            on_start=started, on_done=done, stop=stopping, on_round_start=round_started, on_round=round_done
+    def round_done(self, confirmation: Confirmation) -> None:
+        figures = ", ".join(
+            f"{c.key} {format_summary(c.infer_per_s)}/s"
+            + (f" ({c.ratio.text()})" if c.ratio is not None else "")
+            for c in confirmation.contenders
         )
-        return run_tune(request, control, base, target, hooks)
+        err_console.print(
+            f"  round {confirmation.completed}/{confirmation.rounds} done: {figures}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _outputs(report: TuneReport, output: OutputFlags) -> None:
