@@ -12,13 +12,13 @@ from rich.status import Status
 
 from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
-from tritongen.cli.convert import default_name, source_kind_or_none
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags
 from tritongen.cli.options import AdminKey, Templates
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import show_finding
+from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.compare.measure import MeasureSettings
 from tritongen.compare.recommend import RANK_KEYS

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -18,12 +17,11 @@ from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFl
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.options import Templates
 from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.convert.formats import FORMATS, parse_formats
 from tritongen.convert.tvm import foreign_arch
-from tritongen.errors import TritongenError
 from tritongen.pipeline.request import BuildRequest, BuildResult
 from tritongen.pipeline.run import build_models
-from tritongen.sources.model_source import source_kind
 from tritongen.triton.model_config import ModelConfig
 
 
@@ -137,23 +135,6 @@ def write_results(
         from tritongen.report.html import write_documents
 
         write_documents([(request.name, document)], html)
-
-
-def source_kind_or_none(source: str) -> str | None:
-    """The kind of source (onnx, torchscript, pytorch), or None when it cannot be told."""
-    try:
-        return source_kind(source)
-    except TritongenError:
-        return None
-
-
-def default_name(source: str | Path) -> str:
-    """Derive a legal model name: ``My Model.onnx`` -> ``My_Model``; ``pkg.models:bert`` -> ``bert``."""
-    text = str(source)
-    factory = source_kind_or_none(text) == "pytorch"
-    stem = text.rpartition(":")[2].rpartition(".")[2] if factory else Path(text).stem
-    stem = re.sub(r"[^A-Za-z0-9_.\-]", "_", stem).lstrip(".-")
-    return stem or "model"
 
 
 def print_summary(result: BuildResult, request: BuildRequest) -> None:

@@ -52,9 +52,3 @@ AdminKey = Annotated[
         show_default=False,
     ),
 ]
-
-
-ShowDiff = Annotated[
-    bool,
-    typer.Option("--diff", help="Print the change to config.pbtxt as a unified diff and write nothing."),
-]

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from tritongen.cli.batching_options import BatchingFlags
-from tritongen.cli.common import console, err_console, user_errors
+from tritongen.cli.common import console, user_errors
+from tritongen.cli.config_change import ShowDiff, show_diff
 from tritongen.cli.groups import option_groups
-from tritongen.cli.options import ShowDiff, Templates
+from tritongen.cli.options import Templates
 from tritongen.pipeline.gpu_kind import check_render_kind
-from tritongen.pipeline.rerender import Rerender, plan_rerender, write_rerender
+from tritongen.pipeline.rerender import plan_rerender, write_rerender
 
 
 @option_groups()
@@ -49,18 +49,3 @@ def render_command(
         show_diff(plan)
     else:
         console.print(plan.summary(), soft_wrap=True, highlight=False, markup=False)
-
-
-def show_diff(plan: Rerender) -> None:
-    """The planned change as a unified diff on stdout, and one line on stderr saying what it is."""
-    sys.stdout.write(plan.diff())
-    sys.stdout.flush()
-    if plan.changed:
-        err_console.print(
-            f"not written (--diff): {'; '.join(plan.changes) or 'layout only'}",
-            soft_wrap=True,
-            highlight=False,
-            markup=False,
-        )
-    else:
-        err_console.print(plan.summary(), soft_wrap=True, highlight=False, markup=False)

@@ -20,11 +20,11 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
+from tritongen.cli.config_change import show_diff
 from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.options import AdminKey
 from tritongen.cli.output_options import OutputFlags
-from tritongen.cli.render import show_diff
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_ROUNDS, format_summary
