@@ -14,7 +14,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-from autocomplete_models import (
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.client.control import ModelControl
+from tritongen.errors import ConfigError, ModelLoadError
+from tritongen.examples.models import write_example
+from tritongen.lint.findings import Finding
+from tritongen.lint.repository import lint_paths
+from tritongen.server.completed import base_config
+from tritongen.server.local import LocalTritonServer
+from tritongen.triton.config_text import parse_model_config
+from tritongen.triton.served import config_from_served, server_completes
+
+from support.autocomplete_models import (
     AUTO_MODEL,
     EXECUTION_S,
     FAILING_MODEL_PY,
@@ -23,18 +36,6 @@ from autocomplete_models import (
     write_auto_model,
     write_ensemble,
 )
-from typer.testing import CliRunner
-
-from tritongen.cli.completed import base_config
-from tritongen.cli.main import app
-from tritongen.errors import ConfigError, ModelLoadError
-from tritongen.examples.models import write_example
-from tritongen.lint.findings import Finding
-from tritongen.lint.repository import lint_paths
-from tritongen.server.local import LocalTritonServer
-from tritongen.triton.config_text import parse_model_config
-from tritongen.triton.served import config_from_served, server_completes
-from tritongen.tune.control import ModelControl
 
 runner = CliRunner()
 
@@ -179,7 +180,7 @@ def test_the_server_completes_the_config(triton_server: LocalTritonServer, serve
         ("x", "TYPE_FP32", [4])
     ]
     assert "dynamic_batching" not in served
-    config = base_config(served_repository, AUTO_MODEL, triton_server.http_url)
+    config = base_config(served_repository, AUTO_MODEL, triton_server.http_url).config
     assert config.max_batch_size == 8 and config.dynamic_batching is None
     assert [(t.name, t.dims) for t in config.input] == [("x", [4])]
     assert [t.name for t in config.output] == ["y"]

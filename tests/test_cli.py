@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from compose_schema import check_compose_schema
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.io.files import STAGING_PREFIX
 from tritongen.triton.proto import read_config
+
+from support.compose_schema import check_compose_schema
 
 runner = CliRunner()
 

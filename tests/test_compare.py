@@ -13,7 +13,6 @@ from typing import Any
 
 import psutil
 import pytest
-from processes import descendants, gone, named, shm_regions
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -21,6 +20,8 @@ from tritongen.client.repository import RepositoryControl
 from tritongen.compare.recommend import CRITERIA
 from tritongen.metrics.hardware import local_gpus
 from tritongen.server.local import LocalTritonServer
+
+from support.processes import descendants, gone, named, shm_regions
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 runner = CliRunner()

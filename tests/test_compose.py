@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from compose_schema import check_compose_schema
 
 from tritongen.deploy.compose import default_triton_image, triton_release_for
 from tritongen.errors import ConfigError
+
+from support.compose_schema import check_compose_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 

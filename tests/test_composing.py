@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from composing_models import BLS_MODEL, ENSEMBLE_MODEL, PRE_MODEL, STEP_MODEL
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.control import ModelControl
 from tritongen.server.local import LocalTritonServer
-from tritongen.tune.control import ModelControl
+
+from support.composing_models import BLS_MODEL, ENSEMBLE_MODEL, PRE_MODEL, STEP_MODEL
 
 pytestmark = pytest.mark.triton
 runner = CliRunner()

@@ -7,14 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from composing_models import (
-    BLS_MODEL,
-    ENSEMBLE_MODEL,
-    PRE_MODEL,
-    STEP_MODEL,
-    ensemble_text,
-    write_composing_models,
-)
 
 from tritongen.errors import ConfigError
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -30,6 +22,15 @@ from tritongen.metrics.composing import (
 )
 from tritongen.report.tables import server_models_table, tree_labels
 from tritongen.tune.composing import composing_models, tuned_model, untouched_warning
+
+from support.composing_models import (
+    BLS_MODEL,
+    ENSEMBLE_MODEL,
+    PRE_MODEL,
+    STEP_MODEL,
+    ensemble_text,
+    write_composing_models,
+)
 
 
 def entry(name: str, success: int, executions: int | None = None, inferences: int | None = None,

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from google.protobuf import text_format
-from handwritten_configs import CORPUS, Handwritten
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
@@ -26,6 +25,8 @@ from tritonclient.grpc import model_config_pb2
 from tritongen.errors import ConfigError
 from tritongen.pipeline.rerender import plan_rerender, write_rerender
 from tritongen.triton.batching import BatchingOptions
+
+from support.handwritten_configs import CORPUS, Handwritten
 
 
 @dataclass(frozen=True)

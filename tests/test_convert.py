@@ -50,7 +50,7 @@ def built_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = tmp_path_factory.mktemp("convert") / "repo"
     formats = ",".join(_formats_here())
     code, out, err = _run(
-        "convert", "torch_factories:pooled", "--name", "pooled", "--repo", repo, "--formats", formats,
+        "convert", "support.torch_factories:pooled", "--name", "pooled", "--repo", repo, "--formats", formats,
         *POOLED_SPECS, "--max-batch-size", "8",
     )  # fmt: skip
     assert code == 0, err + out
@@ -97,7 +97,7 @@ def server(built_repo: Path) -> Iterator[LocalTritonServer]:
 @pytest.mark.triton
 @pytest.mark.parametrize("seq", [4, 13])
 def test_every_format_serves_what_the_source_computes(server: LocalTritonServer, seq: int) -> None:
-    from torch_factories import pooled
+    from support.torch_factories import pooled
 
     module = pooled().eval()
     rng = np.random.default_rng(seq)
@@ -120,7 +120,7 @@ def test_every_format_serves_what_the_source_computes(server: LocalTritonServer,
 def test_container_target_uses_native_backends(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     code, _, err = _run(
-        "convert", "torch_factories:mlp", "--name", "mlp", "--repo", repo, "--target", "container",
+        "convert", "support.torch_factories:mlp", "--name", "mlp", "--repo", repo, "--target", "container",
         "--formats", "onnx,torchscript", "--input-spec", "input:FP32:-1,16", "--output-names", "logits",
     )  # fmt: skip
     assert code == 0, err
@@ -134,7 +134,7 @@ def test_container_target_uses_native_backends(tmp_path: Path) -> None:
 def test_script_mode_and_torchscript_file_source(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     code, _, err = _run(
-        "convert", "torch_factories:mlp", "--name", "mlp", "--repo", repo, "--formats", "torchscript",
+        "convert", "support.torch_factories:mlp", "--name", "mlp", "--repo", repo, "--formats", "torchscript",
         "--script", "--input-spec", "input:FP32:-1,16",
     )  # fmt: skip
     assert code == 0, err
@@ -152,7 +152,7 @@ def test_script_mode_and_torchscript_file_source(tmp_path: Path) -> None:
 
 def test_a_wrong_artifact_stays_out_and_names_the_output(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    args = ["convert", "torch_factories:batch_baked", "--name", "baked", "--repo", repo]
+    args = ["convert", "support.torch_factories:batch_baked", "--name", "baked", "--repo", repo]
     args += ["--formats", "onnx,torchscript", "--input-spec", "x:FP32:-1,4"]
     code, _, err = _run(*args)
     assert code == 1
@@ -170,7 +170,7 @@ def test_verify_data_is_used(tmp_path: Path) -> None:
     np.savez(data, input=np.random.default_rng(0).standard_normal((20, 16)).astype(np.float32))
     repo = tmp_path / "repo"
     code, _, err = _run(
-        "convert", "torch_factories:mlp", "--name", "mlp", "--repo", repo, "--formats", "onnx",
+        "convert", "support.torch_factories:mlp", "--name", "mlp", "--repo", repo, "--formats", "onnx",
         "--input-spec", "input:FP32:-1,16", "--verify-data", data, "--max-batch-size", "8",
     )  # fmt: skip
     assert code == 0, err

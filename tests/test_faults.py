@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from processes import (
+
+from tritongen.client.repository import RepositoryControl
+from tritongen.server.local import LocalTritonServer, reclaim_leftovers
+
+from support.processes import (
     descendants,
     gone,
     named,
@@ -25,9 +29,6 @@ from processes import (
     wait_until,
     windows_with_requests,
 )
-
-from tritongen.client.repository import RepositoryControl
-from tritongen.server.local import LocalTritonServer, reclaim_leftovers
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 MODEL = "mlp_onnx"

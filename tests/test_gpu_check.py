@@ -12,7 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import host_gpu_skip_reason
+
+from support.gpus import host_gpu_skip_reason
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,8 @@ import subprocess
 from collections.abc import Callable
 
 import pytest
-from conftest import ListGpus, gpu_skip_reason, host_gpu_skip_reason, skip_gpu_items
+
+from support.gpus import ListGpus, gpu_skip_reason, host_gpu_skip_reason, skip_gpu_items
 
 H200 = "GPU 0: NVIDIA H200 (UUID: GPU-0b5e7b8c-0000-0000-0000-000000000000)\n"
 NO_DRIVER = (

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from string_model import STRING_MODEL, recorded
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.server.local import LocalTritonServer
+
+from support.string_model import STRING_MODEL, recorded
 
 pytestmark = pytest.mark.triton
 runner = CliRunner()

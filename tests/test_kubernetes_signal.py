@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from processes import start_cli
 
 from tritongen.deploy.kubernetes.scaling import SIGNALS, ScalingSignal, adapter_query, scaling_target
 from tritongen.server.local import LocalTritonServer
+
+from support.processes import start_cli
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lint_corpus import INVALID, STEP_MODEL, SYNTAX, VALID, Case
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -35,6 +34,8 @@ from tritongen.triton.model_config import (
     WarmupInput,
 )
 from tritongen.triton.render import render_config
+
+from support.lint_corpus import INVALID, STEP_MODEL, SYNTAX, VALID, Case
 
 runner = CliRunner()
 CASES = [STEP_MODEL, *VALID, *INVALID]

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
-from processes import windows_with_requests
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -24,6 +23,8 @@ from tritongen.loadtest.runner import run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.metrics.hardware import local_gpus
 from tritongen.server.local import LocalTritonServer
+
+from support.processes import windows_with_requests
 
 pytestmark = pytest.mark.triton
 runner = CliRunner()
@@ -114,7 +115,7 @@ def test_open_loop_http_counts_a_server_pause_from_the_schedule(
     so of the RATE * PAUSE_S / 2 sends scheduled in its first half, all but 2 * CAP are held
     back (unless the generator itself stalled half a second), and wait at least 0.5 s.
     """
-    from sleep_model import PAUSE_AFTER_S, PAUSE_MODEL, PAUSE_S, RECORD_FILE
+    from support.sleep_model import PAUSE_AFTER_S, PAUSE_MODEL, PAUSE_S, RECORD_FILE
 
     rate, cap, duration_s = 100.0, 4, 7.0
     # The timing above: the stall starts at least 1 s after warm-up ends at the latest (2 s
@@ -245,7 +246,7 @@ def test_measurement_fidelity(
     stretches). The reported P50 is the model's P50 plus the typical overhead; the reported
     P99 lies between the model's P99 plus the typical overhead and plus the tail overhead.
     """
-    from sleep_model import RECORD_FILE
+    from support.sleep_model import RECORD_FILE
 
     def measure(model: str) -> tuple[dict[str, float], np.ndarray]:
         record = served_repository / model / RECORD_FILE

@@ -10,11 +10,10 @@ from typing import Any, cast
 
 import psutil
 import pytest
-from mix_models import HOLD_MODELS, HOLD_US
-from sequence_model import SEQUENCE_MODEL
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.control import ModelControl
 from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
 from tritongen.loadtest.mix import Mix, split_streams
@@ -22,9 +21,11 @@ from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import read_config
-from tritongen.tune.control import ModelControl
 from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, _end_background, run_tune
 from tritongen.tune.space import SearchSpace, parse_preferred_sets
+
+from support.mix_models import HOLD_MODELS, HOLD_US
+from support.sequence_model import SEQUENCE_MODEL
 
 runner = CliRunner()
 A, B = HOLD_MODELS

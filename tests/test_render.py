@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from full_config import full_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +19,8 @@ from tritongen.triton.model_config import (
 from tritongen.triton.proto import parse_config_text
 from tritongen.triton.render import render_config
 from tritongen.triton.templates import builtin_templates_dir
+
+from support.full_config import full_config
 
 
 def test_every_modelled_field_survives_the_round_trip() -> None:

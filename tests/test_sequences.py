@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from sequence_model import RECORD_FILE, SEQUENCE_MODEL, read_records
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -37,6 +36,8 @@ from tritongen.loadtest.sequences import (
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.report.tables import sequence_table
 from tritongen.server.local import LocalTritonServer
+
+from support.sequence_model import RECORD_FILE, SEQUENCE_MODEL, read_records
 
 runner = CliRunner()
 SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "3s"]

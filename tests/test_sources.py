@@ -51,7 +51,7 @@ def test_repeated_input_spec_names_are_refused() -> None:
 def test_source_kind_by_form(tmp_path: Path) -> None:
     assert source_kind("m.onnx") == "onnx"
     assert source_kind("m.pt") == "torchscript"
-    assert source_kind("torch_factories:mlp") == "pytorch"
+    assert source_kind("support.torch_factories:mlp") == "pytorch"
     with pytest.raises(SourceError, match="cannot tell"):
         source_kind("model.bin")
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
 
 def test_factory_signature_is_probed_from_the_module() -> None:
-    source = load_source("torch_factories:mlp", ["input:FP32:-1,16"])
+    source = load_source("support.torch_factories:mlp", ["input:FP32:-1,16"])
     assert source.kind == "pytorch"
     assert source.signature.batched
     assert [(t.name, t.data_type, t.dims) for t in source.signature.outputs] == [
@@ -22,11 +22,13 @@ def test_factory_signature_is_probed_from_the_module() -> None:
 
 
 def test_dict_outputs_keep_their_keys_and_dynamic_dims() -> None:
-    source = load_source("torch_factories:pooled", ["input_ids:INT64:-1,-1", "attention_mask:INT64:-1,-1"])
+    source = load_source(
+        "support.torch_factories:pooled", ["input_ids:INT64:-1,-1", "attention_mask:INT64:-1,-1"]
+    )
     outputs = {t.name: t.dims for t in source.signature.outputs}
     assert outputs == {"pooled": (8,), "scores": (-1, 3)}
     renamed = load_source(
-        "torch_factories:pooled", ["input_ids:INT64:-1,-1", "attention_mask:INT64:-1,-1"], ["a", "b"]
+        "support.torch_factories:pooled", ["input_ids:INT64:-1,-1", "attention_mask:INT64:-1,-1"], ["a", "b"]
     )
     assert [t.name for t in renamed.signature.outputs] == ["a", "b"]
 
@@ -35,17 +37,17 @@ def test_dict_outputs_keep_their_keys_and_dynamic_dims() -> None:
     ("reference", "specs", "match"),
     [
         ("no_such_module_xyz:make", ["x:FP32:-1,4"], "cannot import"),
-        ("torch_factories:missing", ["x:FP32:-1,4"], "no attribute"),
-        ("torch_factories:not_a_module", ["x:FP32:-1,4"], "not a torch.nn.Module"),
-        ("torch_factories:raises", ["x:FP32:-1,4"], "weights not found"),
-        ("torch_factories:mlp", [], "--input-spec"),
-        ("torch_factories:mlp", ["input:FP32:-1,8"], "rejects inputs"),
+        ("support.torch_factories:missing", ["x:FP32:-1,4"], "no attribute"),
+        ("support.torch_factories:not_a_module", ["x:FP32:-1,4"], "not a torch.nn.Module"),
+        ("support.torch_factories:raises", ["x:FP32:-1,4"], "weights not found"),
+        ("support.torch_factories:mlp", [], "--input-spec"),
+        ("support.torch_factories:mlp", ["input:FP32:-1,8"], "rejects inputs"),
         (
-            "torch_factories:pooled",
+            "support.torch_factories:pooled",
             ["attention_mask:INT64:-1,-1", "input_ids:INT64:-1,-1"],
             "order",
         ),
-        ("torch_factories:mlp", ["input:FP32:-1,16"], None),
+        ("support.torch_factories:mlp", ["input:FP32:-1,16"], None),
     ],
 )
 def test_factory_errors_are_clear(reference: str, specs: list[str], match: str | None) -> None:
@@ -59,7 +61,7 @@ def test_factory_errors_are_clear(reference: str, specs: list[str], match: str |
 
 def test_torchscript_file_source(tmp_path: Path) -> None:
     path = tmp_path / "mlp.pt"
-    from torch_factories import mlp
+    from support.torch_factories import mlp
 
     torch.jit.trace(mlp().eval(), torch.zeros(2, 16)).save(str(path))
     source = load_source(str(path), ["x:FP32:-1,16"], ["logits"])

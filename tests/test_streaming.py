@@ -19,8 +19,6 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mix_models import HOLD_MODELS
-from streaming_model import RECORD_FILE, STREAMING_MODEL, write_plan
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -29,6 +27,9 @@ from tritongen.loadtest.streaming import add_streaming_figures, check_streaming,
 from tritongen.report.html import loadtest_section
 from tritongen.report.tables import streaming_table
 from tritongen.server.local import LocalTritonServer
+
+from support.mix_models import HOLD_MODELS
+from support.streaming_model import RECORD_FILE, STREAMING_MODEL, write_plan
 
 runner = CliRunner()
 SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "3s"]
