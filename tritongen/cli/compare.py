@@ -13,9 +13,18 @@ from rich.status import Status
 from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
-from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.groups import Pick, option_groups, reworded
 from tritongen.cli.load_options import LoadFlags, RoundsFlags
-from tritongen.cli.options import AdminKey, Templates
+from tritongen.cli.options import (
+    AdminKey,
+    Formats,
+    MetricsUrl,
+    ModelNameOption,
+    Repo,
+    Templates,
+    Url,
+    WorkDir,
+)
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import show_finding
 from tritongen.cli.source_names import default_name, source_kind_or_none
@@ -46,14 +55,12 @@ SourceArg = Annotated[
 class CompareFlags:
     """What ``compare`` measures, where, and how it ranks."""
 
-    name: Annotated[
-        str | None, typer.Option("--name", help="Model name (default: from the source).", show_default=False)
-    ] = None
+    name: Annotated[str | None, reworded(ModelNameOption, "Model name (default: from the source).")] = None
     formats: Annotated[
         str,
-        typer.Option(
-            "--formats",
-            help=f"Engines to compare: some of {', '.join(FORMATS)}; all = every one this machine can "
+        reworded(
+            Formats,
+            f"Engines to compare: some of {', '.join(FORMATS)}; all = every one this machine can "
             "build (the others are listed as unavailable, with the reason).",
         ),
     ] = "all"
@@ -71,11 +78,7 @@ class CompareFlags:
     ] = "throughput"
     out: Annotated[
         Path | None,
-        typer.Option(
-            "--out",
-            help="Working directory: the model repository and compare.json (default compare-NAME).",
-            show_default=False,
-        ),
+        reworded(WorkDir, "Working directory: the model repository and compare.json (default compare-NAME)."),
     ] = None
     templates: Templates = None
     max_drift: Annotated[
@@ -97,28 +100,22 @@ class DeploymentFlags:
 
     url: Annotated[
         str | None,
-        typer.Option(
-            "--url",
-            help="Measure a running deployment (HTTP host:port, explicit model control) instead of "
+        reworded(
+            Url,
+            "Measure a running deployment (HTTP host:port, explicit model control) instead of "
             "the embedded server; nothing is converted.",
-            show_default=False,
         ),
     ] = None
     repo: Annotated[
         Path | None,
-        typer.Option(
-            "--repo",
-            help="Measure the models NAME_<format> of an existing repository; nothing is converted.",
+        reworded(
+            Repo,
+            "Measure the models NAME_<format> of an existing repository; nothing is converted.",
             show_default=False,
         ),
     ] = None
     metrics_url: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics-url",
-            help="Metrics endpoint of --url (default its host, port 8002).",
-            show_default=False,
-        ),
+        str | None, reworded(MetricsUrl, "Metrics endpoint of --url (default its host, port 8002).")
     ] = None
     admin_key: AdminKey = None
 

@@ -8,22 +8,17 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import console, user_errors
-from tritongen.cli.options import Templates
+from tritongen.cli.groups import reworded
+from tritongen.cli.options import Image, Templates
+from tritongen.cli.output_options import OutputPath
 from tritongen.deploy.compose import ComposeSpec, render_compose
 from tritongen.io.files import atomic_write_text
 
 
 def compose_command(
     repo: Annotated[Path, typer.Argument(help="Model repository to serve.")] = Path("model_repository"),
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the compose file.")] = Path(
-        "compose.yaml"
-    ),
-    image: Annotated[
-        str | None,
-        typer.Option(
-            "--image", help="Triton image (default: the release matching tritonclient).", show_default=False
-        ),
-    ] = None,
+    output: Annotated[Path, reworded(OutputPath, "Where to write the compose file.")] = Path("compose.yaml"),
+    image: Image = None,
     public: Annotated[
         bool, typer.Option("--public", help="Publish ports on every interface, not only 127.0.0.1.")
     ] = False,

@@ -14,11 +14,11 @@ from rich.table import Table
 from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import console, err_console, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
-from tritongen.cli.groups import Pick, option_groups
-from tritongen.cli.options import Templates
+from tritongen.cli.groups import Pick, option_groups, reworded
+from tritongen.cli.options import Force, Formats, ModelNameOption, Repo, Templates
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.source_names import default_name, source_kind_or_none
-from tritongen.convert.formats import FORMATS, parse_formats
+from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch
 from tritongen.pipeline.request import BuildRequest, BuildResult
 from tritongen.pipeline.run import build_models
@@ -46,12 +46,8 @@ Source = Annotated[
 class ConvertFlags:
     """What ``convert`` writes, and where."""
 
-    name: Annotated[
-        str | None, typer.Option("--name", help="Model name (default: the file name).", show_default=False)
-    ] = None
-    repo: Annotated[Path, typer.Option("--repo", help="Model repository to write into.")] = Path(
-        "model_repository"
-    )
+    name: ModelNameOption = None
+    repo: Annotated[Path, reworded(Repo, "Model repository to write into.")] = Path("model_repository")
     target: Annotated[
         TargetChoice,
         typer.Option(
@@ -59,18 +55,9 @@ class ConvertFlags:
             help="local: the embedded server (Python backend, CPU); container: the full Triton image.",
         ),
     ] = TargetChoice.local
-    formats: Annotated[
-        str,
-        typer.Option(
-            "--formats",
-            help=f"Formats to build, comma-separated: {', '.join(FORMATS)}; "
-            "or all (what this machine can build).",
-        ),
-    ] = "onnx"
+    formats: Formats = "onnx"
     templates: Templates = None
-    force: Annotated[bool, typer.Option("--force", help="Replace model directories that already exist.")] = (
-        False
-    )
+    force: Force = False
 
 
 @option_groups(output=Pick(only=("json_path", "html_path")))

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import console, user_errors
+from tritongen.cli.groups import reworded
+from tritongen.cli.output_options import OutputPath
 from tritongen.examples.models import EXAMPLES, write_example
 
 MINILM = "minilm"
@@ -23,11 +25,11 @@ def example_command(
     ],
     output: Annotated[
         Path | None,
-        typer.Option(
-            "-o", "--output", help="Where to write it (default NAME.onnx, or minilm.npz).", show_default=False
-        ),
+        reworded(OutputPath, "Where to write it (default NAME.onnx, or minilm.npz).", show_default=False),
     ] = None,
     count: Annotated[int, typer.Option("--count", help="Sentences to tokenize (minilm).", min=1)] = 32,
+    # Not compare's --seq (the value of every dynamic dim of the requests it measures): the
+    # length the written sample sentences are padded to.
     seq: Annotated[int, typer.Option("--seq", help="Sequence length to pad to (minilm).", min=2)] = 128,
 ) -> None:
     """Write a small example ONNX model built in code, or MiniLM inputs (nothing is downloaded)."""

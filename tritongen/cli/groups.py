@@ -8,6 +8,9 @@ A command names a group as one typed parameter::
 Typer sees each of the group's fields as an option of the command; the command receives
 one instance of the group. :class:`Pick` lets a command take only some of a group's
 options, or give them its own defaults and help, without declaring them again.
+:func:`reworded` does the same for one option alias taken outside a group::
+
+    url: Annotated[str | None, reworded(Url, "The deployment to measure.")] = None
 """
 
 from __future__ import annotations
@@ -55,15 +58,26 @@ def _is_group(hint: Any) -> bool:
     return inspect.isclass(hint) and dataclasses.is_dataclass(hint)
 
 
+def reworded(alias: Any, help: str, show_default: bool | None = None) -> typer.models.ParameterInfo:
+    """The option an ``Annotated`` alias declares, with one command's own help (and ``show_default``).
+
+    The flag, its parsing and its limits stay declared once, in the alias; only the words change.
+    """
+    infos = [info for info in typing.get_args(alias)[1:] if isinstance(info, typer.models.ParameterInfo)]
+    if len(infos) != 1:
+        raise TypeError(f"{alias!r} is not an Annotated alias of one Typer option")
+    info = copy.copy(infos[0])
+    info.help = help
+    if show_default is not None:
+        info.show_default = show_default
+    return info
+
+
 def _field_parameter(group: str, hint: Any, default: Any, pick: Pick, name: str) -> inspect.Parameter:
     """One option of a group as a keyword parameter Typer reads: ``group__field``."""
     if name in pick.helps:
-        base, *infos = typing.get_args(hint)
-        infos = [copy.copy(info) for info in infos]
-        for info in infos:
-            if isinstance(info, typer.models.ParameterInfo):
-                info.help = pick.helps[name]
-        hint = typing.Annotated[(base, *infos)]
+        base = typing.get_args(hint)[0]
+        hint = typing.Annotated[base, reworded(hint, pick.helps[name])]
     return inspect.Parameter(
         f"{group}{_SEPARATOR}{name}",
         inspect.Parameter.KEYWORD_ONLY,

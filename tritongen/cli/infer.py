@@ -47,6 +47,7 @@ def infer_command(
         int, typer.Option("--step", help="Which step (entry) of an --input-data file to send, from 0.")
     ] = 0,
     serve: Serve = None,
+    # Not the load options' --warmup (a duration of load before measuring): a count of requests.
     warmup: Annotated[
         int,
         typer.Option(

@@ -10,8 +10,10 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import console, user_errors
-from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.groups import Pick, option_groups, reworded
 from tritongen.cli.load_options import LoadFlags, RunFlags, load_spec
+from tritongen.cli.options import Force, Image
+from tritongen.cli.output_options import OutputPath
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.deploy.compose import repository_models
 from tritongen.deploy.kubernetes.load import choose_load_model, cluster_load
@@ -32,16 +34,12 @@ from tritongen.loadtest.spec import parse_duration
 class ClusterFlags:
     """Names, image and schema version of the deployment."""
 
+    # Not the model's --name of convert and compare: the name of the Kubernetes objects.
     name: Annotated[str, typer.Option("--name", help="Name of the Deployment, Service and the rest.")] = (
         "triton"
     )
     namespace: Annotated[str, typer.Option("--namespace", help="Namespace of every object.")] = "default"
-    image: Annotated[
-        str | None,
-        typer.Option(
-            "--image", help="Triton image (default: the release matching tritonclient).", show_default=False
-        ),
-    ] = None
+    image: Image = None
     kubernetes_version: Annotated[
         str | None,
         typer.Option(
@@ -151,7 +149,7 @@ class ClusterLoadFlags:
 class WriteFlags:
     """How the result is written."""
 
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output directory.")] = False
+    force: Annotated[bool, reworded(Force, "Replace a non-empty output directory.")] = False
     no_validate: Annotated[
         bool,
         typer.Option("--no-validate", help="Skip the schema and kustomize checks (no kubernetes-validate)."),
@@ -179,7 +177,7 @@ Sources = Annotated[
 )
 def kubernetes_command(
     repo: Annotated[Path, typer.Argument(help="Model repository to deploy.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Directory of the kustomize layout.")],
+    output: Annotated[Path, reworded(OutputPath, "Directory of the kustomize layout.")],
     cluster: ClusterFlags,
     store: StoreFlags,
     scaling: ScalingFlags,

@@ -11,6 +11,8 @@ import typer
 from rich.markup import escape
 
 from tritongen.cli.common import console, err_console
+from tritongen.cli.groups import reworded
+from tritongen.cli.options import SloP99
 from tritongen.lint.findings import LintReport
 from tritongen.lint.repository import LintUsageError, lint_paths
 
@@ -35,12 +37,7 @@ def lint_command(
         FormatChoice, typer.Option("--format", help="text or json.")
     ] = FormatChoice.text,
     slo_p99_ms: Annotated[
-        float | None,
-        typer.Option(
-            "--slo-p99-ms",
-            help="Warn when a queue delay takes more than half this budget.",
-            show_default=False,
-        ),
+        float | None, reworded(SloP99, "Warn when a queue delay takes more than half this budget.")
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
 ) -> None:

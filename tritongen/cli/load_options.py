@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import parse_int_list
-from tritongen.cli.options import ProtocolChoice, Shapes
+from tritongen.cli.groups import reworded
+from tritongen.cli.options import MetricsUrl, Protocol, ProtocolChoice, Shapes
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
@@ -28,6 +29,15 @@ Rounds = Annotated[
         help="Repeat each measurement this many times, contenders interleaved; figures get a median, "
         "an interval and a CV (1 = one quick look, no interval).",
         show_default=False,
+    ),
+]
+
+RequestTimeout = Annotated[
+    str,
+    typer.Option(
+        "--request-timeout",
+        help="A request without its response (streaming: its final response) after this long "
+        "counts as a timeout error, e.g. 30s.",
     ),
 ]
 
@@ -66,9 +76,9 @@ class LoadFlags:
     warmup: Annotated[
         str, typer.Option("--warmup", help="Load before measuring, excluded from the figures.")
     ] = "5s"
-    protocol: Annotated[
-        ProtocolChoice, typer.Option("--protocol", help="Load-test protocol: http or grpc.")
-    ] = ProtocolChoice.http
+    protocol: Annotated[ProtocolChoice, reworded(Protocol, "Load-test protocol: http or grpc.")] = (
+        ProtocolChoice.http
+    )
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0
     input_data: Annotated[
         str,
@@ -199,28 +209,14 @@ class RunFlags:
         str | None,
         typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
     ] = None
-    request_timeout: Annotated[
-        str,
-        typer.Option(
-            "--request-timeout",
-            help="A request without its response (streaming: its final response) after this long "
-            "counts as a timeout error, e.g. 30s.",
-        ),
-    ] = "60s"
+    request_timeout: RequestTimeout = "60s"
     processes: Annotated[
         str,
         typer.Option(
             "--processes", help="Locust worker processes, or auto (enough not to be the bottleneck)."
         ),
     ] = "auto"
-    metrics_url: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics-url",
-            help="Prometheus endpoint (default: the server host, port 8002).",
-            show_default=False,
-        ),
-    ] = None
+    metrics_url: MetricsUrl = None
     mix: Annotated[
         str | None,
         typer.Option(

@@ -13,10 +13,10 @@ from rich.live import Live
 from rich.text import Text
 
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
-from tritongen.cli.groups import Pick, option_groups
+from tritongen.cli.groups import Pick, option_groups, reworded
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.load_worker import given_options, run_worker_mode
-from tritongen.cli.options import Serve, Url
+from tritongen.cli.options import Serve, SloP99, Url
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError, ServerError
@@ -51,10 +51,7 @@ def loadtest_command(
     url: Url = None,
     serve: Serve = None,
     slo_p99_ms: Annotated[
-        float | None,
-        typer.Option(
-            "--slo-p99-ms", help="Exit 1 when any run's P99 exceeds this (a CI gate).", show_default=False
-        ),
+        float | None, reworded(SloP99, "Exit 1 when any run's P99 exceeds this (a CI gate).")
     ] = None,
     max_error_rate: Annotated[
         float,

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from tritongen.convert.formats import FORMATS
+
 
 class ProtocolChoice(str, Enum):
     """Wire protocol."""
@@ -51,4 +53,35 @@ AdminKey = Annotated[
         help="Key of a --url server whose repository API is restricted (printed by `serve --host`).",
         show_default=False,
     ),
+]
+MetricsUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics-url", help="Prometheus endpoint (default: the server host, port 8002).", show_default=False
+    ),
+]
+Repo = Annotated[Path, typer.Option("--repo", help="Model repository holding MODEL.")]
+ModelNameOption = Annotated[
+    str | None, typer.Option("--name", help="Model name (default: the file name).", show_default=False)
+]
+Formats = Annotated[
+    str,
+    typer.Option(
+        "--formats",
+        help=f"Formats to build, comma-separated: {', '.join(FORMATS)}; "
+        "or all (what this machine can build).",
+    ),
+]
+WorkDir = Annotated[
+    Path | None, typer.Option("--out", help="Trial directory (default tune-MODEL).", show_default=False)
+]
+Force = Annotated[bool, typer.Option("--force", help="Replace model directories that already exist.")]
+Image = Annotated[
+    str | None,
+    typer.Option(
+        "--image", help="Triton image (default: the release matching tritonclient).", show_default=False
+    ),
+]
+SloP99 = Annotated[
+    float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.", show_default=False)
 ]

@@ -8,6 +8,9 @@ from typing import Annotated
 
 import typer
 
+OutputPath = Annotated[Path, typer.Option("-o", "--output", help="Where to write what the command makes.")]
+"""The one file or directory a command makes (each command says what it is, with :func:`reworded`)."""
+
 
 @dataclass(frozen=True)
 class OutputFlags:

@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import console, user_errors
+from tritongen.cli.groups import reworded
 from tritongen.cli.options import Templates
+from tritongen.cli.output_options import OutputPath
 
 
 def report_command(
@@ -19,9 +21,7 @@ def report_command(
             show_default=False,
         ),
     ],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path(
-        "report.html"
-    ),
+    output: Annotated[Path, reworded(OutputPath, "The HTML file to write.")] = Path("report.html"),
     templates: Templates = None,
 ) -> None:
     """Write RESULTS as one HTML page: tables and plots, no external assets (opens offline)."""

@@ -20,10 +20,10 @@ from tritongen.cli.common import (
     stop_on_signals,
     user_errors,
 )
-from tritongen.cli.config_change import show_diff
-from tritongen.cli.groups import Pick, option_groups
-from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
-from tritongen.cli.options import AdminKey
+from tritongen.cli.config_change import ShowDiff, show_diff
+from tritongen.cli.groups import Pick, option_groups, reworded
+from tritongen.cli.load_options import LoadFlags, RequestTimeout, RoundsFlags, RunFlags, load_spec
+from tritongen.cli.options import AdminKey, Repo, SloP99, Url, WorkDir
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
@@ -45,6 +45,9 @@ from tritongen.tune.trial import TrialRecord
 class SearchFlags:
     """The configs ``tune`` may try, and how many."""
 
+    # --max-batch-size, --preferred-batch-sizes, --max-queue-delay-us and --instances are not
+    # the batching options of convert and render (cli/batching_options.py): each takes the
+    # values to try (a list, or sets of lists) where those take the one value to write.
     max_batch_size: Annotated[
         str | None,
         typer.Option(
@@ -113,13 +116,14 @@ class ServerFlags:
 
     url: Annotated[
         str | None,
-        typer.Option(
-            "--url",
-            help="A running server in explicit model-control mode (HTTP host:port) "
+        reworded(
+            Url,
+            "A running server in explicit model-control mode (HTTP host:port) "
             "instead of the embedded one; with --protocol grpc the load goes to its host's port 8001.",
-            show_default=False,
         ),
     ] = None
+    # Not the --serve of infer and loadtest, which names the repository to serve: the
+    # repository is --repo, and this flag only says the embedded server is wanted.
     serve: Annotated[
         bool, typer.Option("--serve", help="Tune on the embedded server started on --repo (the default).")
     ] = False
@@ -179,9 +183,7 @@ class ServerFlags:
 class TrialFlags:
     """Where the trials are kept, how each one's requests are judged, and how the best are confirmed."""
 
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Trial directory (default tune-MODEL).", show_default=False)
-    ] = None
+    out: WorkDir = None
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -196,14 +198,7 @@ class TrialFlags:
             "--finalists", help="Best search configs confirmed against the current config, in rounds."
         ),
     ] = DEFAULT_FINALISTS
-    request_timeout: Annotated[
-        str,
-        typer.Option(
-            "--request-timeout",
-            help="A request without its response (streaming: its final response) after this long "
-            "counts as a timeout error, e.g. 30s.",
-        ),
-    ] = "60s"
+    request_timeout: RequestTimeout = "60s"
 
 
 @dataclass(frozen=True)
@@ -220,9 +215,8 @@ class ApplyFlags:
     ] = False
     diff: Annotated[
         bool,
-        typer.Option(
-            "--diff",
-            help="With --apply: print the change to config.pbtxt as a unified diff and write nothing.",
+        reworded(
+            ShowDiff, "With --apply: print the change to config.pbtxt as a unified diff and write nothing."
         ),
     ] = False
 
@@ -251,12 +245,8 @@ def tune_command(
     trials: TrialFlags,
     output: OutputFlags,
     applying: ApplyFlags,
-    repo: Annotated[Path, typer.Option("--repo", help="Model repository holding MODEL.")] = Path(
-        "model_repository"
-    ),
-    slo_p99_ms: Annotated[
-        float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.", show_default=False)
-    ] = None,
+    repo: Repo = Path("model_repository"),
+    slo_p99_ms: SloP99 = None,
 ) -> None:
     """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO.
 
