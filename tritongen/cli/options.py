@@ -1,4 +1,9 @@
-"""Options several commands share, declared once."""
+"""Options several commands share, declared once.
+
+An alias carries the words of the command that takes it as it is; a command that tells the
+option its own way rewords it (:func:`tritongen.cli.groups.reworded`), keeping the flag, its
+type of value and its limits.
+"""
 
 from __future__ import annotations
 
