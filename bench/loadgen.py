@@ -213,8 +213,13 @@ WARMUP_S = 2.0
 
 
 def known_options(options: list[str], locustfile: Path) -> list[str]:
-    """``options`` less the ``--triton-*`` options (with their values) an older ``locustfile`` lacks."""
-    text = locustfile.read_text(encoding="utf-8")
+    """``options`` less the ``--triton-*`` options (with their values) an older ``locustfile`` lacks.
+
+    The options are declared in the locustfile, or (since it has a package beside it) in
+    ``tritonload/options.py`` next to it.
+    """
+    declaring = [locustfile, locustfile.parent / "tritonload" / "options.py"]
+    text = "".join(path.read_text(encoding="utf-8") for path in declaring if path.is_file())
     kept: list[str] = []
     skip = False
     for option in options:

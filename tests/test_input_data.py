@@ -31,7 +31,8 @@ from tritongen.io.arrays import ArrayDtypeError, ArrayFileUnreadableError, read_
 from tritongen.io.loadgen_shared import STEPS_KEY, STRING_ALPHABET
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
+LOADTESTS = ROOT / "loadtests"
+"""The locustfile's folder: its package ``tritonload`` imports from there."""
 
 MLP = ModelInterface("mlp", 8, (InputSpec("x", "FP32", (4,)),), ("y",))
 TEXT = ModelInterface(
@@ -342,25 +343,24 @@ def test_a_missing_file_and_the_option_parsers(tmp_path: Path) -> None:
 # -- the locustfile reads what the package writes -------------------------------------------
 
 PROBE = r"""
-import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("tritongen_locustfile", sys.argv[1])
-lf = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = lf
-spec.loader.exec_module(lf)
+import json, sys
+sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
+from tritonload import options as opts, payloads
+from tritonload.shared import STEPS_KEY, STRING_ALPHABET
 import numpy as np
 
-steps = lf.read_steps(sys.argv[2], "steps")
-defaults = {option.name.replace("-", "_"): option.default for option in lf.OPTIONS}
-options = lf.TritonOptions(**{**defaults, "string_length": 7, "batch_size": 2})
+steps = payloads.read_steps(sys.argv[2], "steps")
+defaults = {option.name.replace("-", "_"): option.default for option in opts.OPTIONS}
+options = opts.TritonOptions(**{**defaults, "string_length": 7, "batch_size": 2})
 meta = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [-1, -1]}], "outputs": []}
-(random_step,) = lf.build_steps(meta, 4, options)
-plain = lf.read_steps(sys.argv[3], "plain")
+(random_step,) = payloads.build_steps(meta, 4, options)
+plain = payloads.read_steps(sys.argv[3], "plain")
 print(json.dumps({
-    "key": lf.STEPS_KEY,
-    "alphabet": lf.STRING_ALPHABET.decode(),
-    "steps": [{name: [a.dtype.kind, list(a.shape), lf.wire_datatype(a), lf.raw_bytes(a).hex()]
+    "key": STEPS_KEY,
+    "alphabet": STRING_ALPHABET.decode(),
+    "steps": [{name: [a.dtype.kind, list(a.shape), payloads.wire_datatype(a), payloads.raw_bytes(a).hex()]
                for name, a in step.items()} for step in steps],
-    "plain": [{name: [lf.wire_datatype(a), lf.raw_bytes(a).hex()] for name, a in step.items()}
+    "plain": [{name: [payloads.wire_datatype(a), payloads.raw_bytes(a).hex()] for name, a in step.items()}
               for step in plain],
     "random": [list(random_step["text"].shape), sorted({len(item) for item in random_step["text"].flat}),
                len(set(random_step["text"].flat))],
@@ -384,7 +384,7 @@ def test_the_locustfile_sends_the_steps_the_package_writes(tmp_path: Path) -> No
             sys.executable,
             "-c",
             PROBE,
-            str(LOCUSTFILE),
+            str(LOADTESTS),
             str(tmp_path / "steps.npz"),
             str(tmp_path / "plain.npz"),
         ],

@@ -116,12 +116,10 @@ def test_the_in_cluster_master_prints_the_merged_result_and_keeps_running(
 
 
 PROBE = r"""
-import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location("tritongen_locustfile", sys.argv[1])
-lf = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = lf
-spec.loader.exec_module(lf)
+import json, sys
+sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
 from locust.runners import WorkerRunner
+from tritonload.loops import schedule_seed, worker_key
 
 
 class Environment:
@@ -130,13 +128,13 @@ class Environment:
         self.runner.worker_index = index
 
 
-keys = [lf.worker_key(Environment(i)) for i in (0, 1)]
+keys = [worker_key(Environment(i)) for i in (0, 1)]
 print(json.dumps({
     "keys": keys,
-    "seeds": [lf.schedule_seed(7, key, 0) for key in keys],
-    "again": lf.schedule_seed(7, keys[0], 0),
-    "users": [lf.schedule_seed(7, keys[0], user) for user in (0, 1)],
-    "seed": [lf.schedule_seed(seed, keys[0], 0) for seed in (7, 8)],
+    "seeds": [schedule_seed(7, key, 0) for key in keys],
+    "again": schedule_seed(7, keys[0], 0),
+    "users": [schedule_seed(7, keys[0], user) for user in (0, 1)],
+    "seed": [schedule_seed(seed, keys[0], 0) for seed in (7, 8)],
 }))
 """
 
@@ -144,7 +142,7 @@ print(json.dumps({
 def test_two_workers_draw_different_open_loop_schedules_from_one_seed() -> None:
     """In every worker pod Locust is process 1: the schedules' seeds come from the worker's index."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ROOT / "loadtests" / "locustfile.py")],
+        [sys.executable, "-c", PROBE, str(ROOT / "loadtests")],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -606,21 +606,20 @@ def test_a_master_without_workers_or_without_its_port_says_which() -> None:
 
 
 LEFTOVER_PROBE = r"""
-import importlib.util, json, sys, types
+import sys, types
 
-spec = importlib.util.spec_from_file_location("tritongen_locustfile", sys.argv[1])
-lf = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = lf
-spec.loader.exec_module(lf)
+sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
+from tritonload.recording import Collector, Recorder
+from tritonload.shared import WindowMessage
 
-recorder = lf.Recorder(t0=100.0, window_s=1.0)
+recorder = Recorder(t0=100.0, window_s=1.0)
 now = 103.5 - recorder.wall_offset
 recorder.record(now, now + 0.001, None)
 windows = recorder.drain(everything=True)
-collector = lf.Collector(sys.argv[2])
+collector = Collector(sys.argv[2])
 run = types.SimpleNamespace(runner=None, parsed_options=types.SimpleNamespace(triton_t0=100.0))
 for worker, t0 in (("this-run", 100.0), ("earlier-run", 90.0)):
-    message = lf.WindowMessage(worker=worker, windows=windows, t0=t0, users=1)
+    message = WindowMessage(worker=worker, windows=windows, t0=t0, users=1)
     collector.receive(run, types.SimpleNamespace(node_id="local", data=message))
 """
 
@@ -628,9 +627,8 @@ for worker, t0 in (("this-run", 100.0), ("earlier-run", 90.0)):
 def test_windows_of_another_run_are_dropped(tmp_path: Path) -> None:
     """A worker left over from an earlier run (its ``t0``) may reach the next master: not counted."""
     results = tmp_path / "windows.jsonl"
-    locustfile = ROOT / "loadtests" / "locustfile.py"
     done = subprocess.run(
-        [sys.executable, "-c", LEFTOVER_PROBE, str(locustfile), str(results)],
+        [sys.executable, "-c", LEFTOVER_PROBE, str(ROOT / "loadtests"), str(results)],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -13,12 +13,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = r"""
-import importlib.util, json, sys
+import json, sys
 
-spec = importlib.util.spec_from_file_location("tritongen_locustfile", sys.argv[1])
-lf = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = lf
-spec.loader.exec_module(lf)
+sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
+from tritonload.http_wire import ResponseBuffer, frame_response
 
 
 def response(status, body):
@@ -27,7 +25,7 @@ def response(status, body):
 
 
 def feed(data, size):
-    received, statuses, leftovers = lf.ResponseBuffer(), [], []
+    received, statuses, leftovers = ResponseBuffer(), [], []
     for at in range(0, len(data), size):
         received.add(data[at:at + size])
         status = received.next_status()
@@ -47,7 +45,7 @@ out = {
     "two_in_one_chunk": feed(big + small, len(big) + len(small)),
     "split_head": feed(small + lower, 5),
     "incomplete": feed(big[:-1], 262144),
-    "frame": [lf.frame_response(small + b"rest"), lf.frame_response(small[:-1])],
+    "frame": [frame_response(small + b"rest"), frame_response(small[:-1])],
 }
 out["frame"] = [None if f is None else [f[0], f[1].decode()] for f in out["frame"]]
 print(json.dumps(out))
@@ -56,7 +54,7 @@ print(json.dumps(out))
 
 def test_responses_are_framed_from_chunks_of_any_size() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(ROOT / "loadtests" / "locustfile.py")],
+        [sys.executable, "-c", PROBE, str(ROOT / "loadtests")],
         capture_output=True,
         text=True,
         check=False,

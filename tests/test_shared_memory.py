@@ -42,21 +42,22 @@ from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import SHM_DIR, LocalTritonServer
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
+LOADTESTS = ROOT / "loadtests"
+"""The locustfile's folder: its package ``tritonload`` imports from there."""
 
 PROBE = r"""
-import importlib.util, json, os, sys, urllib.request
+import json, os, sys, urllib.request
 
-spec = importlib.util.spec_from_file_location("tritongen_locustfile", sys.argv[1])
-lf = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = lf
-spec.loader.exec_module(lf)
+sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
+from tritonload import shared_memory as shm
+from tritonload.http_wire import RawHttpConnection
+from tritonload.server_api import host_port, interface_http
 import numpy as np
 from grpc.experimental import gevent as grpc_gevent
 
 grpc_gevent.init_gevent()
 http, grpc_target, prefix, model = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-host, port = lf.host_port(http, 8000)
+host, port = host_port(http, 8000)
 
 
 def registered():
@@ -64,13 +65,13 @@ def registered():
         return sorted(r["name"] for r in json.loads(response.read()))
 
 
-meta, max_batch = lf.interface_http(host, port, model)
+meta, max_batch = interface_http(host, port, model)
 try:
-    lf.output_byte_sizes(meta, max_batch, 2, 0)
+    shm.output_byte_sizes(meta, max_batch, 2, 0)
     refused = None
 except ValueError as e:
     refused = str(e)
-sizes = lf.output_byte_sizes(meta, max_batch, 2, 64)
+sizes = shm.output_byte_sizes(meta, max_batch, 2, 64)
 rng = np.random.default_rng(7)
 x = rng.standard_normal((2, 16)).astype(np.float32)
 n = np.arange(10, dtype=np.int32).reshape(2, 5)
@@ -79,9 +80,9 @@ steps = [{"x": x, "n": n}, {"x": x * 2, "n": n + 100}]
 
 def http_session():
     def build(inputs, outputs):
-        return lf.shm_http_request(model, host, port, inputs, outputs)
+        return shm.shm_http_request(model, host, port, inputs, outputs)
 
-    return lf.ShmSession(lf.HttpShmControl(host, port, 10.0), prefix + "h", steps, sizes, build)
+    return shm.ShmSession(shm.HttpShmControl(host, port, 10.0), prefix + "h", steps, sizes, build)
 
 
 def grpc_session():
@@ -91,9 +92,9 @@ def grpc_session():
     stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(grpc_target))
 
     def build(inputs, outputs):
-        return lf.shm_grpc_request(model, inputs, outputs)
+        return shm.shm_grpc_request(model, inputs, outputs)
 
-    session = lf.ShmSession(lf.GrpcShmControl(stub, 10.0), prefix + "g", steps, sizes, build)
+    session = shm.ShmSession(shm.GrpcShmControl(stub, 10.0), prefix + "g", steps, sizes, build)
     return session, stub
 
 
@@ -109,7 +110,7 @@ report = {"refused": refused, "sizes": sizes}
 for protocol in ("http", "grpc"):
     if protocol == "http":
         session = http_session()
-        connection = lf.RawHttpConnection(host, port, 10.0)
+        connection = RawHttpConnection(host, port, 10.0)
         send = lambda request: connection.roundtrip(request)
     else:
         session, stub = grpc_session()
@@ -143,7 +144,7 @@ def test_outputs_come_back_through_the_output_region(triton_server: LocalTritonS
             sys.executable,
             "-c",
             PROBE,
-            str(LOCUSTFILE),
+            str(LOADTESTS),
             triton_server.http_url,
             triton_server.grpc_url,
             prefix,
@@ -267,7 +268,7 @@ def test_output_of_unknown_size_is_refused(triton_server: LocalTritonServer) -> 
 
 @pytest.mark.triton
 def test_streaming_model_is_refused(triton_server: LocalTritonServer) -> None:
-    from streaming_model import STREAMING_MODEL
+    from support.streaming_model import STREAMING_MODEL
 
     with pytest.raises(ConfigError, match="--shared-memory system covers one-response models"):
         run_load_test(_spec(triton_server, "grpc", STREAMING_MODEL))
@@ -275,7 +276,7 @@ def test_streaming_model_is_refused(triton_server: LocalTritonServer) -> None:
 
 @pytest.mark.triton
 def test_a_sequence_model_is_refused(triton_server: LocalTritonServer) -> None:
-    from sequence_model import SEQUENCE_MODEL
+    from support.sequence_model import SEQUENCE_MODEL
 
     with pytest.raises(ConfigError, match="--shared-memory system covers one-response models"):
         run_load_test(_spec(triton_server, "http", SEQUENCE_MODEL, sequences=True))

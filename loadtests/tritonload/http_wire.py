@@ -1,0 +1,111 @@
+"""HTTP/1.1 on a plain socket: prepared request bytes out, responses framed by their Content-Length.
+
+A general HTTP client spends most of its time on header objects; the load generator's
+requests never change, so they are written once and each response is only framed (status
+and length), never parsed. Received chunks are joined only when a response can be complete.
+"""
+
+from __future__ import annotations
+
+RECV_BYTES = 262144
+
+
+def response_end(buffer: bytes) -> int:
+    """Where the first HTTP response of ``buffer`` ends, once its head has arrived (0 before)."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        return 0
+    head = buffer[:end]
+    at = head.find(b"\r\nContent-Length: ")
+    skip = 18
+    if at < 0:
+        head = head.lower()
+        at = head.find(b"\r\ncontent-length:")
+        skip = 17
+        if at < 0:
+            raise ValueError("response without Content-Length")
+    line_end = head.find(b"\r\n", at + skip)
+    length = int(head[at + skip : line_end if line_end > 0 else len(head)])
+    return end + 4 + length
+
+
+def frame_response(buffer: bytes) -> tuple[int, bytes] | None:
+    """Split one complete HTTP response off ``buffer``: (status, what follows), or None if incomplete."""
+    body_end = response_end(buffer)
+    if not body_end or len(buffer) < body_end:
+        return None
+    return int(buffer[9:12]), buffer[body_end:]
+
+
+class ResponseBuffer:
+    """Bytes received on a connection and not yet framed into responses.
+
+    Chunks are kept apart and joined only when the response they belong to can be complete,
+    so a large response costs one copy, not one per chunk received.
+    """
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.need = 0
+        """Bytes the first response needs in all, once its head has arrived (0 before)."""
+        self.last_size = 0
+        """Bytes of the last response taken off (head and body)."""
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing is left over."""
+        return self.size == 0
+
+    def add(self, chunk: bytes) -> None:
+        """Keep bytes just received."""
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+
+    def next_status(self) -> int | None:
+        """Take the first response off the buffer and return its HTTP status; None while it is incomplete."""
+        if not self.size or self.size < self.need:
+            return None
+        buffer = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+        framed = frame_response(buffer)
+        if framed is None:
+            self.chunks, self.need = [buffer], response_end(buffer)
+            return None
+        status, rest = framed
+        self.last_size = len(buffer) - len(rest)
+        self.chunks, self.size, self.need = ([rest] if rest else []), len(rest), 0
+        return status
+
+
+class RawHttpConnection:
+    """A keep-alive HTTP/1.1 connection that sends prepared bytes and reads just the status and body length.
+
+    A general HTTP client spends most of its time on header objects; the request here
+    never changes, so it is written once and the response is only framed, not parsed.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        import socket
+
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.received = ResponseBuffer()
+
+    def roundtrip(self, request: bytes) -> int:
+        """Send one request and consume its response; return the HTTP status."""
+        self.sock.sendall(request)
+        status = self.received.next_status()
+        while status is None:
+            self.received.add(self._recv())
+            status = self.received.next_status()
+        return status
+
+    def _recv(self) -> bytes:
+        chunk: bytes = self.sock.recv(RECV_BYTES)
+        if not chunk:
+            raise ConnectionResetError("the server closed the connection")
+        return chunk
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.sock.close()

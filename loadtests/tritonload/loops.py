@@ -1,0 +1,173 @@
+"""How a user sends: the transport its options call for, and the loops that drive it.
+
+Closed loop: send, wait for the response, send again (HTTP users share the process's
+:class:`~.http_engine.HttpEngine`). Open loop (``--triton-user-rate``): send on a schedule of
+its own, constant or Poisson, seeded by ``--triton-seed``, the worker and the user; at the
+in-flight cap (``--triton-max-inflight``) sends are held back, oldest first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from locust.runners import WorkerRunner
+
+from .grpc_stream import GrpcStreamTransport
+from .http_engine import HttpEngine
+from .options import TritonOptions
+from .recording import Recorder
+from .shared_memory import ShmSessions, make_shm_transport
+from .transports import GrpcTransport, HttpTransport, StepStarts, Transport, error_kind
+
+TIMER_SLACK_S = 0.001
+
+
+def make_transport(
+    host: str, options: TritonOptions, starts: StepStarts, sessions: ShmSessions, recorder: Recorder | None
+) -> HttpTransport | GrpcTransport | GrpcStreamTransport:
+    """The transport of ``--triton-protocol`` (``--triton-streaming``: gRPC streams; shared memory).
+
+    ``starts`` spreads the users over the data steps, ``sessions`` holds this process's
+    shared-memory regions, and a stream counts its responses in ``recorder``.
+
+    Raises:
+        ValueError: streaming over HTTP.
+    """
+    if options.streaming:
+        if options.protocol != "grpc":
+            raise ValueError("--triton-streaming needs --triton-protocol grpc (HTTP cannot stream)")
+        return GrpcStreamTransport(host, options, starts, recorder)
+    if options.shared_memory == "system":
+        return make_shm_transport(host, options, starts, sessions)
+    if options.protocol == "grpc":
+        return GrpcTransport(host, options, starts)
+    return HttpTransport(host, options, starts)
+
+
+def worker_key(environment: Any) -> str:
+    """What tells this worker's schedules from the others': its index, else host name and pid.
+
+    A worker's index is its place among the master's workers (0, 1, … as they connected).
+    Host name and process id alone would not do: in every worker pod Locust is process 1.
+    """
+    runner = environment.runner
+    index = getattr(runner, "worker_index", -1)
+    if isinstance(runner, WorkerRunner) and isinstance(index, int) and index >= 0:
+        return f"worker-{index}"
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def schedule_seed(seed: int, worker: str, user: int) -> int:
+    """The seed of one user's open-loop schedule: fixed by ``--triton-seed``, the worker and the user."""
+    digest = hashlib.sha256(f"{seed}/{worker}/{user}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def wait_until(deadline: float, clock: Callable[[], float] = time.perf_counter) -> None:
+    """Sleep until ``deadline`` (perf_counter time) with microsecond accuracy.
+
+    gevent's timers wake up to ~1 ms late (epoll has millisecond timeouts), which would
+    add up to a millisecond to every open-loop latency. So sleep until 1 ms before, then
+    yield to the event loop (which keeps serving in-flight requests) until the deadline.
+    """
+    remaining = deadline - clock()
+    if remaining > TIMER_SLACK_S:
+        gevent.sleep(remaining - TIMER_SLACK_S)
+    while clock() < deadline:
+        gevent.sleep(0)
+
+
+class OpenLoop:
+    """One user's open-loop schedule: send on schedule; at the in-flight cap, hold sends back.
+
+    A held-back send waits in a queue and goes out, oldest first, as soon as a request
+    in flight finishes; its latency still counts from its scheduled time, so a server
+    that pauses shows in the tail rather than as requests that were never sent.
+    """
+
+    def __init__(
+        self, recorder: Recorder, transport: Transport, options: TritonOptions, rng_seed: int
+    ) -> None:
+        self.recorder = recorder
+        self.transport = transport
+        self.options = options
+        self.rng = random.Random(rng_seed)
+        self.idle: list[Any] = []
+        self.held: deque[float] = deque()  # scheduled times of the sends held back, oldest first
+        self.in_flight = 0
+        self.clock = time.perf_counter
+
+    def run(self) -> None:
+        """Send until Locust stops the user."""
+        rate = self.options.user_rate
+        poisson = self.options.arrival == "poisson"
+        recorder, clock = self.recorder, self.clock
+        next_at = clock()
+        while True:
+            next_at += self.rng.expovariate(rate) if poisson else 1.0 / rate
+            wait_until(next_at, clock)
+            if self.in_flight >= self.options.max_inflight:
+                self.held.append(next_at)
+                recorder.hold(next_at)
+                continue
+            now = clock()
+            recorder.sent(now, now - next_at)
+            self.in_flight += 1
+            gevent.spawn(self._fire, next_at)
+
+    def _fire(self, scheduled: float) -> None:
+        """One slot in flight: send, then take over held-back sends while there are any."""
+        try:
+            while True:
+                error = self._send()
+                self.recorder.record(scheduled, self.clock(), error)
+                if not self.held:
+                    return
+                scheduled = self.held.popleft()
+                now = self.clock()
+                self.recorder.sent(now, now - scheduled, held=True)
+        finally:
+            self.in_flight -= 1
+
+    def _send(self) -> str | None:
+        """Send once on an idle connection (or a new one); a failure is counted by kind, never raised."""
+        try:
+            connection = self.idle.pop() if self.idle else self.transport.new_connection()
+            error = self.transport.send(connection)
+            self.idle.append(connection)
+        except Exception as e:
+            error = error_kind(e)
+        return error
+
+
+def closed_loop(transport: Transport, recorder: Recorder) -> None:
+    """Send, wait for the response, send again, on a connection of this user's own."""
+    connection = transport.new_connection()
+    clock = time.perf_counter
+    while True:
+        start = clock()
+        try:
+            error = transport.send(connection)
+        except Exception as e:  # every failure is counted by kind, never raised
+            error = error_kind(e)
+            gevent.sleep(0.01)  # do not spin on a dead server
+            connection = transport.new_connection()
+        recorder.record(start, clock(), error)
+
+
+def engine_loop(engine: HttpEngine) -> None:
+    """One more connection of this process's HTTP engine, for as long as this user runs."""
+    engine.add()
+    try:
+        while True:
+            gevent.sleep(3600)
+    finally:
+        engine.remove()

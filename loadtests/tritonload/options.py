@@ -1,0 +1,111 @@
+"""The ``--triton-*`` options: one table, each option also read from a ``TRITONGEN_*`` variable.
+
+:data:`OPTIONS` declares them (name, default, help, choices); :func:`add_options` adds them
+to Locust's parser and :class:`TritonOptions` reads them back, one field per option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class _Option:
+    """One ``--triton-*`` option; its environment variable is ``TRITONGEN_`` plus its name."""
+
+    name: str
+    default: str | int | float
+    help: str | None = None
+    choices: tuple[str, ...] | None = None
+
+    def add_to(self, group: Any) -> None:
+        """Add the option to an argument group of Locust's parser."""
+        extra: dict[str, Any] = {"help": self.help} if self.help else {}
+        if self.choices:
+            extra["choices"] = list(self.choices)
+        if not isinstance(self.default, str):
+            extra["type"] = type(self.default)
+        env_var = "TRITONGEN_" + self.name.upper().replace("-", "_")
+        group.add_argument(f"--triton-{self.name}", env_var=env_var, default=self.default, **extra)
+
+
+OPTIONS = (
+    _Option("model", "", "Model to load."),
+    _Option("protocol", "http", choices=("http", "grpc")),
+    _Option("inputs", "", ".npz with one array per input (full shape), or request steps sent round-robin."),
+    _Option("batch-size", 1),
+    _Option("dynamic-dim", 8, "Value of -1 dims."),
+    _Option("string-length", 16, "Bytes per element of random BYTES inputs."),
+    _Option("user-rate", 0.0, "Open loop: requests/s each user schedules (0 = closed loop)."),
+    _Option("arrival", "constant", choices=("constant", "poisson")),
+    _Option(
+        "max-inflight",
+        1024,
+        "Open loop: requests in flight per user; further sends are held back until one finishes.",
+    ),
+    _Option("window", 1.0, "Window in s."),
+    _Option("t0", 0.0, "Epoch of window 0."),
+    _Option("results", "", "JSON-lines output."),
+    _Option("json", "", "Master: write the run's report as a tritongen.loadtest/1 document here."),
+    _Option(
+        "metrics-url",
+        "",
+        "Master: Triton's metrics endpoint, sampled each second (default the host's port 8002; none: off).",
+    ),
+    _Option("timeout", 60.0),
+    _Option("streaming", 0, "1: a decoupled model, over gRPC streams (in flight until its final response)."),
+    _Option("seed", 0),
+    _Option(
+        "shared-memory",
+        "none",
+        "system: tensors pass through system shared memory (a server on this host).",
+        choices=("none", "system"),
+    ),
+    _Option("shm-prefix", "", "Name prefix of the shared-memory regions (default tritongen_<pid>_<hex>_)."),
+    _Option("output-shm-size", 0, "Shared-memory bytes of an output whose size the metadata leaves open."),
+    _Option("sequences", 0, "1: each user runs sequences (correlation ID, start/end flags), one at a time."),
+    _Option("sequence-length", 0, "Requests per sequence (0: one per data step)."),
+    _Option("sequence-ids", "", "Correlation IDs START:END (END excluded; default: from the process id)."),
+)
+
+
+@dataclass(frozen=True)
+class TritonOptions:
+    """The ``--triton-*`` options, one field per option (dashes become underscores)."""
+
+    model: str
+    protocol: str
+    inputs: str
+    batch_size: int
+    dynamic_dim: int
+    string_length: int
+    user_rate: float
+    arrival: str
+    max_inflight: int
+    window: float
+    t0: float
+    results: str
+    json: str
+    metrics_url: str
+    timeout: float
+    streaming: int
+    seed: int
+    shared_memory: str
+    shm_prefix: str
+    output_shm_size: int
+    sequences: int
+    sequence_length: int
+    sequence_ids: str
+
+    @classmethod
+    def from_parsed(cls, parsed: Any) -> TritonOptions:
+        """Read them from Locust's parsed options."""
+        return cls(**{f.name: getattr(parsed, f"triton_{f.name}") for f in fields(cls)})
+
+
+def add_options(parser: Any) -> None:
+    """Add every option to Locust's parser, in a group of their own."""
+    group = parser.add_argument_group("tritongen", "Triton load options")
+    for option in OPTIONS:
+        option.add_to(group)

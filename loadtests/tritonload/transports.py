@@ -1,0 +1,134 @@
+"""A user's prepared requests and how to send them: the plain HTTP and gRPC transports.
+
+A transport builds its requests once (one per data step, sent in turn) from the model's
+metadata and sends one, returning an error kind or None. The HTTP one also feeds the
+closed-loop engine (:mod:`.http_engine`); streaming, sequences and shared memory have
+transports of their own (:mod:`.grpc_stream`, :mod:`.sequences`, :mod:`.shared_memory`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any, Protocol
+
+from .http_wire import RawHttpConnection
+from .options import TritonOptions
+from .payloads import ModelMeta, batch_rows, build_steps, grpc_request, http_request
+from .server_api import host_port, interface_grpc, interface_http
+from .shared import Array
+
+MAX_GRPC_MESSAGE = 2**31 - 1
+
+
+def error_kind(error: BaseException) -> str:
+    """How a failed request is counted: a short name of what went wrong."""
+    name = type(error).__name__
+    if isinstance(error, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(error, (ConnectionResetError, BrokenPipeError)):
+        return "connection_reset"
+    if "timeout" in name.lower():
+        return "timeout"
+    return name
+
+
+class Transport(Protocol):
+    """A prepared request and how to send it; ``send`` returns an error kind or None."""
+
+    rows: int
+
+    def new_connection(self) -> Any:
+        """A fresh connection to the server."""
+
+    def send(self, connection: Any) -> str | None:
+        """Send the request once and wait for its response."""
+
+
+class StepStarts:
+    """Where this process's users and connections start in the steps (so they do not cycle in lock-step)."""
+
+    def __init__(self) -> None:
+        self.started = itertools.count()
+
+    def first(self, count: int) -> int:
+        """The step a new user or connection starts at, of ``count``."""
+        return (os.getpid() + next(self.started)) % count
+
+
+class HttpTransport:
+    """The requests (one per step, sent in turn) as raw HTTP/1.1 bytes in Triton's binary tensor extension."""
+
+    def __init__(self, host: str, options: TritonOptions, starts: StepStarts) -> None:
+        self.starts = starts
+        self.timeout = options.timeout
+        self.host, self.port = host_port(host, 8000)
+        meta, max_batch = interface_http(self.host, self.port, options.model)
+        steps = build_steps(meta, max_batch, options)
+        outputs = [t["name"] for t in meta["outputs"]]
+        self.requests = [
+            http_request(options.model, self.host, self.port, arrays, outputs) for arrays in steps
+        ]
+        self.step = starts.first(len(self.requests))
+        self.rows = batch_rows(steps[0], max_batch)
+
+    def new_connection(self) -> RawHttpConnection:
+        """A fresh keep-alive connection."""
+        return RawHttpConnection(self.host, self.port, self.timeout)
+
+    def send(self, connection: RawHttpConnection) -> str | None:
+        """One round trip of the next step; a status other than 200 is the error kind ``http_<status>``."""
+        step = self.step
+        self.step = step + 1 if step + 1 < len(self.requests) else 0
+        status = connection.roundtrip(self.requests[step])
+        return None if status == 200 else f"http_{status}"
+
+    def checkout(self) -> tuple[list[bytes], Any]:
+        """What a new engine connection sends (the steps, in turn) and hands back when it closes (nothing)."""
+        return self.requests, None
+
+    def checkin(self, slot: Any) -> None:
+        """Take back what ``checkout`` handed out (the request here is shared: nothing to do)."""
+
+
+class GrpcTransport:
+    """The request as a gRPC ``ModelInferRequest``, over gevent-friendly channels."""
+
+    def __init__(self, host: str, options: TritonOptions, starts: StepStarts) -> None:
+        import grpc
+        from grpc.experimental import gevent as grpc_gevent
+
+        grpc_gevent.init_gevent()
+        self.grpc = grpc
+        self.starts = starts
+        self.timeout = options.timeout
+        self.target = "{}:{}".format(*host_port(host, 8001))
+        meta, max_batch = interface_grpc(self.new_connection(), options.model)
+        steps = self.build_steps(meta, max_batch, options)
+        outputs = [t["name"] for t in meta["outputs"]]
+        self.requests = [grpc_request(options.model, arrays, outputs) for arrays in steps]
+        self.step = starts.first(len(self.requests))
+        self.rows = batch_rows(steps[0], max_batch)
+
+    def build_steps(self, meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
+        """The arrays of each step's request."""
+        return build_steps(meta, max_batch, options)
+
+    def new_connection(self) -> Any:
+        """A stub on a fresh channel."""
+        from tritonclient.grpc import service_pb2_grpc
+
+        channel = self.grpc.insecure_channel(
+            self.target, options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE)]
+        )
+        return service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+    def send(self, stub: Any) -> str | None:
+        """One ``ModelInfer`` call of the next step; a failed call is the error kind ``grpc_<code>``."""
+        step = self.step
+        self.step = step + 1 if step + 1 < len(self.requests) else 0
+        try:
+            stub.ModelInfer(self.requests[step], timeout=self.timeout)
+        except self.grpc.RpcError as e:
+            return f"grpc_{e.code().name.lower()}"
+        return None
