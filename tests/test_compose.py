@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from importlib.metadata import version
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import yaml
@@ -46,6 +46,18 @@ def test_committed_compose_file_is_valid() -> None:
     assert server["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert all(port.startswith("127.0.0.1:") for port in server["ports"])
     check_compose_schema(path)
+
+
+def test_the_locust_services_mount_the_locustfile_with_its_package() -> None:
+    """They mount the locustfile's whole folder: the package it imports (tritonload/) lies beside it."""
+    doc = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    for name in ("locust-master", "locust-worker"):
+        service = doc["services"][name]
+        locustfile = PurePosixPath(service["command"][service["command"].index("-f") + 1])
+        mounts = [volume.split(":") for volume in service["volumes"]]
+        (source,) = [source for source, target, *_ in mounts if target == str(locustfile.parent)]
+        assert (ROOT / source / locustfile.name).is_file()
+        assert (ROOT / source / "tritonload" / "__init__.py").is_file()
 
 
 def test_locustfile_defines_a_user() -> None:

@@ -2,7 +2,8 @@
 its workers draw different open-loop schedules from one seed.
 
 The master and worker run here with the arguments ``tritongen kubernetes`` writes into their
-pods (the locustfile's path, the server's address and the ports made local).
+pods, from the files its ConfigMap carries (written out as the pods' volume mounts them: the
+locustfile and its package), with the server's address and the ports made local.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -47,10 +48,28 @@ def _success_count(server: LocalTritonServer, model: str) -> int:
     return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
 
 
-def _local_args(pod: dict[str, Any], values: dict[str, str], extra: list[str]) -> list[str]:
-    """A written pod's arguments made local: this checkout's locustfile, ``values`` and ``extra``."""
+def _mount_locustfile(out: Path, pod: dict[str, Any], folder: Path) -> tuple[str, Path]:
+    """The locustfile ConfigMap written into ``folder`` as ``pod`` mounts it; (its mount path, ``folder``)."""
+    (config_map,) = yaml.safe_load_all((out / "loadtest" / "locustfile.yaml").read_text())
+    spec = pod["spec"]["template"]["spec"]
+    name = config_map["metadata"]["name"]
+    (volume,) = [v for v in spec["volumes"] if v.get("configMap", {}).get("name") == name]
+    (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    for item in volume["configMap"]["items"]:
+        path = folder / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(config_map["data"][item["key"]])
+    return mount["mountPath"], folder
+
+
+def _local_args(
+    pod: dict[str, Any], mounted: tuple[str, Path], values: dict[str, str], extra: list[str]
+) -> list[str]:
+    """A written pod's arguments made local: the locustfile ``mounted`` wrote, ``values``, ``extra``."""
     args = list(pod["spec"]["template"]["spec"]["containers"][0]["args"])
-    args[args.index("-f") + 1] = str(ROOT / "loadtests" / "locustfile.py")
+    mount_path, folder = mounted
+    locustfile = PurePosixPath(args[args.index("-f") + 1])
+    args[args.index("-f") + 1] = str(folder / locustfile.relative_to(mount_path))
     for option, value in values.items():
         args[args.index(option) + 1] = value
     return [*args, *extra]
@@ -73,12 +92,15 @@ def test_the_in_cluster_master_prints_the_merged_result_and_keeps_running(
     (worker_doc,) = yaml.safe_load_all((out / "loadtest" / "worker.yaml").read_text())
     port, web = _free_port(), _free_port()
     master_args = _local_args(
-        master_doc, {"--host": triton_server.http_url},
+        master_doc,
+        _mount_locustfile(out, master_doc, tmp_path / "master-mount"),
+        {"--host": triton_server.http_url},
         ["--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--web-host", "127.0.0.1",
          "--web-port", str(web)],
     )  # fmt: skip
     worker_args = _local_args(
         worker_doc,
+        _mount_locustfile(out, worker_doc, tmp_path / "worker-mount"),
         {"--host": triton_server.http_url, "--master-host": "127.0.0.1"},
         ["--master-port", str(port)],
     )

@@ -153,7 +153,17 @@ def test_locust_master_args_carry_the_load_options(written: Path) -> None:
     assert "--triton-model" in worker_args and "-u" not in worker_args
     assert {p["port"] for p in service["spec"]["ports"]} == {5557, 8089}
     (config_map,) = _docs(written / "loadtest" / "locustfile.yaml")
-    assert config_map["data"]["locustfile.py"] == (ROOT / "loadtests" / "locustfile.py").read_text()
+    # Every file of the folder, each under a key without "/"; the pods' volume puts each at its path.
+    folder = ROOT / "loadtests"
+    files = [folder / "locustfile.py", *sorted((folder / "tritonload").glob("*.py"))]
+    paths = [path.relative_to(folder).as_posix() for path in files]
+    assert config_map["data"] == {
+        path.replace("/", "__"): (folder / path).read_text() for path in paths
+    }  # e.g. tritonload__recording.py
+    for pod in (master, worker):
+        (volume,) = [v for v in pod["spec"]["template"]["spec"]["volumes"] if v["name"] == "locustfile"]
+        assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+        assert volume["configMap"]["items"] == [{"key": p.replace("/", "__"), "path": p} for p in paths]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A non-editable install carries the templates and the Python-backend wrappers."""
+"""A non-editable install carries the templates, the Python-backend wrappers and the load generator."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ def test_wheel_ships_templates_and_wrappers(tmp_path: Path) -> None:
     assert "tritongen/templates/compose.yaml.j2" in names
     assert "tritongen/convert/wrappers/onnxruntime_model.py" in names
     assert "tritongen/py.typed" in names
+    # The locustfile and its package, as `tritongen loadtest` and the ConfigMap read them.
+    load_generator = ROOT / "loadtests"
+    shipped = [load_generator / "locustfile.py", *(load_generator / "tritonload").glob("*.py")]
+    assert {f"tritongen/{path.relative_to(ROOT).as_posix()}" for path in shipped} <= names
 
 
 def test_every_package_is_listed_for_the_wheel() -> None:
@@ -37,5 +41,10 @@ def test_every_package_is_listed_for_the_wheel() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {
         ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "tritongen").rglob("__init__.py")
+    }
+    # The load generator's folder ships as tritongen.loadtests (package-dir), its package inside it.
+    found |= {
+        ".".join(["tritongen", *init.parent.relative_to(ROOT).parts])
+        for init in (ROOT / "loadtests").rglob("__init__.py")
     }
     assert found - listed == set()

@@ -19,9 +19,27 @@ WEB_HOST = "127.0.0.1"
 """Where Locust's web UI listens (``--web``): this machine only."""
 
 
+LOAD_GENERATOR_PACKAGE = "tritonload"
+"""The locustfile's package, in the folder beside it (``loadtests/tritonload/``)."""
+
+
 def locustfile_path() -> Path:
-    """The locustfile shipped with tritongen."""
+    """The locustfile shipped with tritongen (its package ``tritonload`` lies beside it)."""
     return Path(str(resources.files("tritongen.loadtests").joinpath("locustfile.py")))
+
+
+def load_generator_files() -> dict[str, str]:
+    """The load generator as it runs from its folder: each file's path in the folder, and its text.
+
+    The locustfile and every module of its package (``tritonload/<module>.py``): what a copy of
+    the folder elsewhere (a ConfigMap, a container) must hold for ``locust -f locustfile.py``.
+    """
+    folder = locustfile_path().parent
+    modules = sorted((folder / LOAD_GENERATOR_PACKAGE).glob("*.py"))
+    return {
+        path.relative_to(folder).as_posix(): path.read_text(encoding="utf-8")
+        for path in [folder / "locustfile.py", *modules]
+    }
 
 
 def locust_binary() -> Path:

@@ -17,10 +17,11 @@ from tritongen.deploy.kubernetes.objects import labels, metadata
 from tritongen.deploy.kubernetes.spec import ClusterLoad, KubernetesSpec
 from tritongen.deploy.kubernetes.triton import PORTS, service_host
 from tritongen.errors import ConfigError
-from tritongen.loadtest.locust_process import LocustArgs, locust_options, locustfile_path
+from tritongen.loadtest.locust_process import LocustArgs, load_generator_files, locust_options
 from tritongen.loadtest.spec import LoadSpec, auto_processes
 
 MOUNT = "/mnt/locust"
+"""Where the locustfile and its package (the ConfigMap's items) lie in a Locust pod."""
 DEPS = "/opt/tritongen/deps"
 RESULTS = "/mnt/results"
 """The master's folder for its report (``--triton-json``), an ``emptyDir``: ``kubectl cp`` fetches it."""
@@ -165,6 +166,20 @@ def _pip_init(image: str) -> dict[str, Any]:
     }
 
 
+def config_map_key(path: str) -> str:
+    """A load generator file's ConfigMap key: ``tritonload/recording.py`` -> ``tritonload__recording.py``.
+
+    ConfigMap keys cannot hold ``/``; the volume's ``items`` put each key back at its path.
+    """
+    return path.replace("/", "__")
+
+
+def locustfile_volume(spec: KubernetesSpec) -> dict[str, Any]:
+    """The volume of the locustfile ConfigMap, each file at its path (the package in ``tritonload/``)."""
+    items = [{"key": config_map_key(path), "path": path} for path in load_generator_files()]
+    return {"name": "locustfile", "configMap": {"name": f"{spec.name}-locustfile", "items": items}}
+
+
 def _locust_pod(spec: KubernetesSpec, args: list[str], component: str) -> dict[str, Any]:
     image = f"locustio/locust:{installed_version('locust', '2.32.0')}"
     container: dict[str, Any] = {
@@ -179,7 +194,7 @@ def _locust_pod(spec: KubernetesSpec, args: list[str], component: str) -> dict[s
         "resources": {"requests": {"cpu": "1", "memory": "512Mi"}},
     }
     volumes: list[dict[str, Any]] = [
-        {"name": "locustfile", "configMap": {"name": f"{spec.name}-locustfile"}},
+        locustfile_volume(spec),
         {"name": "deps", "emptyDir": {}},
     ]
     if component == "load-master":
@@ -211,7 +226,7 @@ def _deployment(spec: KubernetesSpec, component: str, replicas: int, args: list[
 
 
 def load_objects(spec: KubernetesSpec, load: ClusterLoad) -> list[dict[str, Any]]:
-    """ConfigMap (the locustfile), master Deployment and Service, worker Deployment.
+    """ConfigMap (the locustfile and its package), master Deployment and Service, worker Deployment.
 
     The master starts the run once every worker is connected (``--autostart``) and keeps
     running afterwards, so that the Deployment does not restart it into a second run. When
@@ -231,7 +246,7 @@ def load_objects(spec: KubernetesSpec, load: ClusterLoad) -> list[dict[str, Any]
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(spec, f"{spec.name}-locustfile", "load"),
-        "data": {"locustfile.py": locustfile_path().read_text(encoding="utf-8")},
+        "data": {config_map_key(path): text for path, text in load_generator_files().items()},
     }
     master_service = {
         "apiVersion": "v1",

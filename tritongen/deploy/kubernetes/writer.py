@@ -181,7 +181,9 @@ def _load_files(spec: KubernetesSpec) -> list[ManifestFile]:
         return []
     config_map, master, master_service, worker = load_objects(spec, spec.load)
     files = [
-        ManifestFile("loadtest/locustfile.yaml", "ConfigMap: loadtests/locustfile.py", [config_map]),
+        ManifestFile(
+            "loadtest/locustfile.yaml", "ConfigMap: loadtests/locustfile.py and tritonload/", [config_map]
+        ),
         ManifestFile(
             "loadtest/master.yaml",
             "Locust master Deployment + Service (5557, web 8089); results in its log",
