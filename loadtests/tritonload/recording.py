@@ -23,7 +23,7 @@ from locust.runners import MasterRunner
 from locust.stats import RequestStats
 
 from .locust_stats import StatsFeed
-from .shared import DIGITS, HIGHEST_US, LOWEST_US, WindowLine, WindowMessage, WindowRecord
+from .shared import DIGITS, HIGHEST_US, LOWEST_US, PERCENTILES, WindowLine, WindowMessage, WindowRecord
 
 LATE_S = 0.001
 """A send leaving more than this after its scheduled time counts as late."""
@@ -329,7 +329,7 @@ class Collector:
         counts += f"errors {failed}" + (f" {self.errors}" if failed else "")
         if self.held_back:
             counts += f", {self.held_back} sends held back at the in-flight cap"
-        pcts = ", ".join(f"p{p:g} {h.get_value_at_percentile(p)} µs" for p in (50, 90, 95, 99, 99.9))
+        pcts = ", ".join(f"p{p:g} {h.get_value_at_percentile(p)} µs" for p in PERCENTILES.values())
         latency = f"{pcts}; max {h.get_max_value()} µs" if h.get_total_count() else "no successful request"
         workers = ", ".join(f"{worker} {n}" for worker, n in sorted(self.workers.items()))
         return f"tritongen: {counts}; {latency}; per worker: {workers}"

@@ -1,7 +1,7 @@
 """System shared memory for a load test: the checks before Locust starts, the clean-up after it.
 
 With ``--shared-memory system`` the Locust processes put the inputs and outputs in regions
-of POSIX shared memory registered with the server (the locustfile's shared-memory section).
+of POSIX shared memory registered with the server (``loadtests/tritonload/shared_memory.py``).
 Their names start with a prefix chosen here, ``tritongen_<pid>_<random>_``, which holds
 this process's pid: after each run whatever the run left (a Locust process killed before
 it could clean up) is unregistered and removed by that prefix, and regions of tritongen

@@ -187,7 +187,7 @@ def is_stable(windows: list[Window], window_s: float) -> bool:
 
 
 def latency_summary(histogram: HdrHistogram) -> dict[str, float]:
-    """P50/P90/P95/P99/P99.9, mean and max in µs (the locustfile's report computes them alike)."""
+    """P50/P90/P95/P99/P99.9, mean and max in µs (as the locustfile's own report gives them)."""
     return latency_figures(histogram)
 
 
