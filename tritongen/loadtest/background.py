@@ -6,7 +6,9 @@ dies with this process). A watcher checks it every half second: when its Locust 
 server or the model stops answering, or more than 1% of a second's requests fail, the load
 is marked failed with the reason and the ``stop`` event it was given is set, so whatever was
 being measured stops too. Its own figures over the whole time (throughput, latency
-percentiles, errors) are read from its windows at the end.
+percentiles, errors) are read from its windows at the end. What is measured under it starts
+once its own measured time has begun (:meth:`BackgroundLoad.wait_until_measured`), so those
+figures cover all of it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ WINDOW_S = 1.0
 RUN_CAP_S = 7 * 24 * 3600
 """Locust's own run time: far beyond any tune; the load is stopped when the tune ends."""
 CHECK_S = 0.5
+MEASURED_WAIT_S = 120.0
+"""Longest wait for the background's measured time to begin (its Locusts give up after a minute)."""
 ERROR_FRACTION = 0.01
 """A second in which more of the background's requests fail than this ends the load."""
 
@@ -146,6 +150,20 @@ class BackgroundLoad:
                     self.failure = reason if f"'{model}'" in reason else f"'{model}': {reason}"
                     stop.set()
                     return
+
+    def wait_until_measured(self, stop: threading.Event) -> None:
+        """Return once every model's measured time has begun, so all that is measured next runs under it.
+
+        Returns early when ``stop`` is set: the load failed, and :attr:`failure` says why.
+        """
+        deadline = time.monotonic() + MEASURED_WAIT_S
+        while not stop.is_set() and time.monotonic() < deadline:
+            starts = [watch.measure_start for watch in self._watches]
+            if all(start is not None for start in starts):
+                begins = self._t0 + max(s for s in starts if s is not None) * WINDOW_S
+                if time.time() >= begins:
+                    return
+            stop.wait(0.05)
 
     def stop(self) -> None:
         """Stop the watcher and every Locust (their process groups are killed); idempotent."""

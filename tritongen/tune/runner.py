@@ -439,6 +439,8 @@ def run_tune(
     )
     background = _start_background(request, stop)
     try:
+        if background is not None:
+            background.wait_until_measured(stop)  # the baseline, too, runs under the whole background
         baseline = _search(tuning, report, strategy)
         report.finalists = _finalists(report)
         if report.finalists:
