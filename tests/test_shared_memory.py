@@ -20,7 +20,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from shm_model import SHM_MODEL
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
@@ -40,6 +39,8 @@ from tritongen.loadtest.shared_memory import (
 )
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import SHM_DIR, LocalTritonServer
+
+from support.shm_model import SHM_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
 LOADTESTS = ROOT / "loadtests"
