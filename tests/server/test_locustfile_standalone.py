@@ -23,7 +23,8 @@ from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.windows import WindowLog
 from tritongen.server.local import LocalTritonServer
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import ROOT
+
 MODEL = "mlp_onnx"
 
 

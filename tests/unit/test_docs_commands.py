@@ -43,7 +43,8 @@ try:  # Typer 0.2x vendors click as typer._click; older Typer uses click itself
 except ImportError:  # pragma: no cover
     from click.exceptions import UsageError
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import ROOT
+
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_BLOCKS = {"bash", "sh", "shell", "console", "zsh"}
 PLACEHOLDER = re.compile(r"[A-Z][A-Z0-9_]*(\.[a-z0-9]+)?")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import ROOT
+
 FOLDER = ROOT / "loadtests"
 LOCUSTFILE = FOLDER / "locustfile.py"
 MODULES = sorted((FOLDER / "tritonload").glob("*.py"))

@@ -28,7 +28,8 @@ from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.windows import WindowLog
 from tritongen.sources.signature import TRITON_TO_NUMPY
 
-ROOT = Path(__file__).resolve().parents[2]
+from support.paths import ROOT
+
 LOADTESTS = ROOT / "loadtests"
 
 Probe = tuple[dict[str, Any], Path]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 SOURCES = sorted((ROOT / "tritongen").rglob("*.py"))
 
 MAX_LINES = 60

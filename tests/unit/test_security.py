@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.triton.proto import read_config
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 runner = CliRunner()
 
 FORBIDDEN = {

@@ -27,7 +27,8 @@ from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.windows import WindowLog
 from tritongen.server.local import LocalTritonServer
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
 MODEL = "sleep_const"
 """12 ms per request: few requests are in flight when the users stop."""

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +29,6 @@ from tritongen.convert.tensorrt import versions as versions_mod
 from tritongen.deploy.compose import check_repository_plans, plan_tensorrt_version
 from tritongen.errors import ConfigError, ConversionError
 from tritongen.examples.models import write_example
-from tritongen.sources.onnx_source import load_onnx
 from tritongen.sources.signature import Signature, TensorSpec
 
 MLP = Signature(
@@ -39,11 +36,15 @@ MLP = Signature(
     outputs=(TensorSpec("logits", "TYPE_FP32", (4,)),),
     batched=True,
 )
+
+
 TEXT = Signature(
     inputs=(TensorSpec("input_ids", "TYPE_INT64", (-1,)), TensorSpec("attention_mask", "TYPE_INT64", (-1,))),
     outputs=(TensorSpec("embedding", "TYPE_FP32", (32,)),),
     batched=True,
 )
+
+
 FIXED = Signature(
     inputs=(TensorSpec("x", "TYPE_FP32", (3, 8)),),
     outputs=(TensorSpec("y", "TYPE_FP32", (3, 8)),),
@@ -57,9 +58,6 @@ def no_tensorrt(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builder_mod, "import_tensorrt", lambda: None)
     monkeypatch.setattr(runner_mod, "import_tensorrt", lambda: None)
     monkeypatch.setattr(builder_mod.shutil, "which", lambda name: None)
-
-
-# --------------------------------------------------------------------------- profiles
 
 
 def test_static_profile_without_batch() -> None:
@@ -133,9 +131,6 @@ def test_option_validation(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match) as info:
         TensorRtOptions(**kwargs)  # type: ignore[arg-type]
     assert "\n" not in info.value.one_line()
-
-
-# --------------------------------------------------------------------------- commands
 
 
 def test_trtexec_fp32_dynamic_batch() -> None:
@@ -224,9 +219,6 @@ def test_compose_line_uses_container_paths(tmp_path: Path) -> None:
     assert "--timingCacheFile=/models/mlp_trt/trt-build/timing.cache" in commands.compose
     assert "--optShapes=input:4x16" in commands.compose
     assert not commands.prepared_onnx
-
-
-# --------------------------------------------------------------------------- the artifact
 
 
 def test_unavailable_tensorrt_names_both_commands(tmp_path: Path, no_tensorrt: None) -> None:
@@ -352,9 +344,6 @@ def test_trtexec_build_records_the_version_from_its_log(
         )
 
 
-# --------------------------------------------------------------------------- versions
-
-
 @pytest.mark.parametrize(
     ("image", "version"),
     [
@@ -414,31 +403,6 @@ def test_version_parsed_from_trtexec_logs() -> None:
     assert versions_mod.version_from_log("&&&& RUNNING TensorRT.trtexec [TensorRT v8601] # x") == "8.6.1"
     assert versions_mod.version_from_log("[I] TensorRT version: 10.8.0") == "10.8.0"
     assert versions_mod.version_from_log("nothing") is None
-
-
-# --------------------------------------------------------------------------- a real plan
-
-
-def _tensorrt_available() -> bool:
-    return importlib.util.find_spec("tensorrt") is not None or shutil.which("trtexec") is not None
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(
-    not _tensorrt_available(), reason="neither the tensorrt module nor trtexec is available here"
-)
-def test_builds_a_real_plan_from_the_example_mlp(tmp_path: Path) -> None:
-    source = write_example("mlp", tmp_path / "mlp.onnx")
-    signature = load_onnx(source).signature
-    options = TensorRtOptions(precision="fp16", opt_batch_size=4, timing_cache=tmp_path / "timing.cache")
-    artifact = write_tensorrt_artifact(
-        OnnxBuild(source, signature, tmp_path / "mlp_trt", "container", 8), options
-    )
-    plan = tmp_path / "mlp_trt" / "1" / "model.plan"
-    assert artifact.files == ("1/model.plan",)
-    assert plan.stat().st_size > 0
-    assert artifact.engine["builder"] in ("python", "trtexec")
-    assert not (tmp_path / "mlp_trt" / "trt-build").exists()
 
 
 def test_cli_helpers(tmp_path: Path, no_tensorrt: None) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 PACKAGE = ROOT / "tritongen"
 
 LAYERS: dict[str, int] = {
@@ -200,7 +201,5 @@ def test_readme_layout_table_states_the_layers(layer: int) -> None:
     rows = [line for line in readme.splitlines() if line.startswith(f"| {layer}. ")]
     assert len(rows) == 1, f"README's layout table needs one row starting '| {layer}. '"
     named = {part.strip().strip("`").rstrip("/") for part in rows[0].split("|")[2].split(",")}
-    expected = {
-        p for p, n in LAYERS.items() if n == layer and p not in ("", "__main__", *BESIDE_THE_PACKAGE)
-    }
+    expected = {p for p, n in LAYERS.items() if n == layer and p not in ("", "__main__", *BESIDE_THE_PACKAGE)}
     assert named == expected

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,8 @@ from tritongen.intervals import (
     t_quantile,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 NOISE_FILE = ROOT / "bench" / "results" / "noise.json"
 
 # -- summaries -------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from tritongen.deploy.compose import ComposeSpec, render_compose
 from tritongen.examples.repository import EXAMPLE_OPTIONS, build_example_repository
 from tritongen.triton.proto import read_config
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 COMMITTED = ROOT / "model_repository"
 
 

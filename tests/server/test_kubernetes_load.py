@@ -26,7 +26,8 @@ from tritongen.cli.main import app
 from tritongen.loadtest.locust_process import locust_binary
 from tritongen.server.local import LocalTritonServer
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 runner = CliRunner()
 MODEL = "sleep_const"
 """12 ms per request: few requests are in flight when the users stop."""

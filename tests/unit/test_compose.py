@@ -14,8 +14,7 @@ from tritongen.deploy.compose import default_triton_image, triton_release_for
 from tritongen.errors import ConfigError
 
 from support.compose_schema import check_compose_schema
-
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
 
 
 @pytest.mark.parametrize(

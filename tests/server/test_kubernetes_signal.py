@@ -27,6 +27,7 @@ import yaml
 from tritongen.deploy.kubernetes.scaling import SIGNALS, ScalingSignal, adapter_query, scaling_target
 from tritongen.server.local import LocalTritonServer
 
+from support.paths import ROOT
 from support.processes import start_cli
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
@@ -38,7 +39,7 @@ if not (PROMETHEUS and PROMTOOL):
         raise RuntimeError("Prometheus is required here: run `make prometheus`")
     pytest.skip("Prometheus is not installed (`make prometheus` installs Debian's)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[1]
+
 NAME, NAMESPACE, POD = "triton", "tritongen", "triton-5c9d7b6f4-x2x7q"
 # The labels the PodMonitor's scrape gives each series in a cluster.
 LABELS = f'namespace="{NAMESPACE}",pod="{POD}"'

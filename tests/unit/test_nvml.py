@@ -2,39 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
 import pytest
-from typer.testing import CliRunner
 
-from tritongen.cli.main import app
 from tritongen.loadtest.result import CSV_COLUMNS, LoadTestReport, csv_cells
-from tritongen.metrics.hardware import local_gpus, nvml_server_gpus
 from tritongen.metrics.nvml import GpuReading, attribute, is_local_url, open_nvml, visible_devices
 from tritongen.metrics.prometheus import MetricsSampler, Sample
 from tritongen.report.tables import loadtest_table
-from tritongen.server.local import LocalTritonServer
 
-runner = CliRunner()
-SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "6s"]
 GIB = 1 << 30
-
-
-def _nvml_works() -> bool:
-    reader = open_nvml()
-    if isinstance(reader, str):
-        return False
-    reader.close()
-    return True
-
-
-needs_no_nvml = pytest.mark.skipif(
-    _nvml_works(), reason="NVML works with a GPU on this machine: these tests are of its absence and failure"
-)
 
 
 def _gpus() -> list[GpuReading]:
@@ -51,9 +26,6 @@ def _with_processes(processes: dict[int, dict[int, int | None]]) -> list[GpuRead
         )
         for g in _gpus()
     ]
-
-
-# --- attribution on plain readings ---------------------------------------------------------
 
 
 def test_server_processes_on_one_of_two_gpus_count_that_gpu_and_their_own_memory() -> None:
@@ -164,86 +136,3 @@ def test_a_run_with_nvml_figures_has_its_source_in_the_csv() -> None:
     (run,) = LoadTestReport.from_json(document).runs
     assert "gpu_source" in CSV_COLUMNS and csv_cells(run)["gpu_source"] == "nvml"
     assert "GPU figures from NVML, whole device" in loadtest_table(document).notes
-
-
-# --- NVML absent or failing, against the real server ----------------------------------------
-
-
-@needs_no_nvml
-@pytest.mark.triton
-def test_without_nvidia_ml_py_gpu_figures_are_absent_and_cpu_figures_say_triton(
-    triton_server: LocalTritonServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
-    reason = open_nvml(triton_server.pid, triton_server.http_url)
-    assert isinstance(reason, str) and "nvidia-ml-py" in reason
-    sampler = MetricsSampler(triton_server.metrics_url, interval_s=0.2, server_pid=triton_server.pid).start()
-    started = time.time()
-    time.sleep(1.0)
-    sampler.stop()
-    assert sampler.nvml_reason == reason and sampler.samples
-    assert sampler.summary("gpu", started - 1, time.time()) is None
-    cpu = sampler.summary("cpu", started - 1, time.time())
-    assert cpu is not None and cpu.as_dict()["source"] == "triton"
-
-
-@needs_no_nvml
-@pytest.mark.triton
-def test_failing_nvml_gives_its_error_and_a_loadtest_still_runs_without_gpu_figures(
-    triton_server: LocalTritonServer, tmp_path: Path
-) -> None:
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as e:
-        error = str(e)
-    else:  # NVML works but sees no GPU
-        pynvml.nvmlShutdown()
-        pytest.skip("NVML initialises on this machine (no GPU): nothing fails")
-    reason = open_nvml(triton_server.pid, triton_server.http_url)
-    assert reason == f"NVML failed to initialise: {error}"
-    out = tmp_path / "run.json"
-    result = runner.invoke(
-        app,
-        ["loadtest", "mlp_onnx", "--concurrency", "1", *SHORT, "--json", str(out),
-         "--url", triton_server.http_url, "--metrics-url", triton_server.metrics_url],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.stderr
-    (run,) = json.loads(out.read_text())["runs"]
-    assert run["gpu"] is None
-    assert run["cpu"]["source"] == "triton" and run["cpu"]["util_mean"] is not None
-
-
-# --- a real GPU ------------------------------------------------------------------------------
-
-
-@pytest.mark.gpu
-@pytest.mark.triton
-def test_a_loadtest_on_a_gpu_host_gets_gpu_figures_from_nvml_without_dcgm(
-    triton_server: LocalTritonServer, tmp_path: Path
-) -> None:
-    with urllib.request.urlopen(triton_server.metrics_url, timeout=5) as response:
-        has_dcgm = "nv_gpu_utilization" in response.read().decode()
-    assert local_gpus(), "NVML or nvidia-smi lists this host's GPUs"
-    out = tmp_path / "run.json"
-    result = runner.invoke(
-        app,
-        ["loadtest", "mlp_onnx", "--concurrency", "1", *SHORT, "--json", str(out),
-         "--url", triton_server.http_url, "--metrics-url", triton_server.metrics_url],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.stderr
-    (run,) = json.loads(out.read_text())["runs"]
-    gpu = run["gpu"]
-    assert (
-        gpu is not None
-        and 0 <= gpu["util_mean"] <= gpu["util_max"] + 1e-9 <= 1 + 1e-9
-        and gpu["mem_max_bytes"] > 0
-    )
-    assert "GPU util mean" in result.stdout
-    if not has_dcgm:
-        assert gpu["source"] == "nvml" and gpu["devices"] and all(gpu["devices"])
-        assert gpu["memory_scope"] in ("device", "server-processes")
-        assert "from NVML" in result.stdout
-        servers = nvml_server_gpus(triton_server.pid, triton_server.http_url)
-        assert servers and all(g["source"] == "nvml" and g["name"] for g in servers)

@@ -30,7 +30,8 @@ from tritongen.errors import ConfigError, SourceError
 from tritongen.io.arrays import ArrayDtypeError, ArrayFileUnreadableError, read_steps, write_steps
 from tritongen.io.loadgen_shared import STEPS_KEY, STRING_ALPHABET
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 LOADTESTS = ROOT / "loadtests"
 """The locustfile's folder: its package ``tritonload`` imports from there."""
 

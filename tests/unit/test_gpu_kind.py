@@ -23,13 +23,20 @@ from tritongen.triton.proto import read_config
 
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
+
 runner = CliRunner()
+
+
 MLP_SPECS = ("--input-spec", "input:FP32:-1,16", "--output-names", "logits")
+
+
 MLP_SIGNATURE = Signature(
     inputs=(TensorSpec(name="input", data_type="TYPE_FP32", dims=(16,)),),
     outputs=(TensorSpec(name="logits", data_type="TYPE_FP32", dims=(4,)),),
     batched=True,
 )
+
+
 no_cuda_torch = pytest.mark.skipif(torch.cuda.is_available(), reason="torch has CUDA here: nothing to refuse")
 
 
@@ -206,52 +213,3 @@ def test_tvm_wrapper_refuses_a_device_its_library_cannot_use() -> None:
     if not tvm.cuda(0).exist:
         with pytest.raises(RuntimeError, match="built for CUDA, but TVM sees no CUDA GPU 0"):
             check_device(tvm, {"device": "cuda"}, True, 0)
-
-
-@pytest.mark.gpu
-def test_mlp_on_a_gpu_instance_of_the_embedded_server(tmp_path: Path) -> None:
-    from tritongen.client.endpoint import TritonEndpoint
-    from tritongen.examples.torch_models import mlp
-    from tritongen.server.local import LocalTritonServer
-
-    repo = tmp_path / "repo"
-    code, out, err = _run(
-        "convert", "tritongen.examples.torch_models:mlp", "--name", "mlp", "--repo", repo,
-        "--formats", "torchscript", "--kind", "gpu", *MLP_SPECS,
-    )  # fmt: skip
-    assert code == 0, err + out
-    config = read_config(repo / "mlp_torchscript" / "config.pbtxt")
-    assert [g.kind for g in config.instance_group] == ["KIND_GPU"]
-    verification = json.loads((repo / "mlp_torchscript" / "tritongen.json").read_text())["verification"]
-    assert verification["passed"] and verification["device"] == "cuda:0"
-    batch = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
-    with torch.inference_mode():
-        want = mlp()(torch.from_numpy(batch)).numpy()
-    with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0) as server:
-        endpoint = TritonEndpoint(server.http_url)
-        got = endpoint.infer("mlp_torchscript", {"input": batch}, ("logits",)).outputs["logits"]
-        endpoint.close()
-    np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3)
-
-
-@pytest.mark.triton
-def test_tensors_cross_the_backend_through_dlpack_where_numpy_2_needs_it(
-    local_models: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The DLPack path (taken with numpy 2, forced here) serves what the default path serves."""
-    from tritongen.client.endpoint import TritonEndpoint
-    from tritongen.examples.torch_models import mlp
-    from tritongen.server.local import LocalTritonServer
-
-    batch = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
-    with torch.inference_mode():
-        want = mlp()(torch.from_numpy(batch)).numpy()
-    monkeypatch.setenv("TRITONGEN_DLPACK", "1")
-    with LocalTritonServer(local_models, http_port=0, grpc_port=0, metrics_port=0) as server:
-        endpoint = TritonEndpoint(server.http_url)
-        try:
-            for model in ("mlp_onnx", "mlp_torchscript"):
-                got = endpoint.infer(model, {"input": batch}, ("logits",)).outputs["logits"]
-                np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3, err_msg=model)
-        finally:
-            endpoint.close()
