@@ -20,7 +20,8 @@ from tritongen.cli.main import app
 from tritongen.deploy.kubernetes.kustomize import ManifestFile, publish, stage
 from tritongen.errors import RepositoryError
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 REPO = ROOT / "model_repository"
 runner = CliRunner()
 KUBECTL = shutil.which("kubectl")

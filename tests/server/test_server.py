@@ -23,12 +23,13 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import build_inputs
-from tritongen.errors import MissingDependencyError, ModelLoadError, ServerError
-from tritongen.server.distribution import find_distribution
-from tritongen.server.local import SHM_DIR, LocalTritonServer, ServerSettings
+from tritongen.errors import ModelLoadError, ServerError
+from tritongen.server.local import SHM_DIR, LocalTritonServer
+
+from support.paths import ROOT
 
 pytestmark = pytest.mark.triton
-ROOT = Path(__file__).resolve().parents[1]
+
 TOLERANCE = 1e-5
 
 
@@ -269,9 +270,6 @@ def test_infer_cli_server_down() -> None:
     assert "cannot reach Triton" in result.stderr
 
 
-# -- supervisor behaviour with servers of their own -----------------------------------
-
-
 @pytest.fixture
 def broken_repository(tmp_path: Path) -> Path:
     repo = tmp_path / "broken"
@@ -365,31 +363,6 @@ def test_missing_repository() -> None:
         LocalTritonServer(Path("/nonexistent/repo"), http_port=0, grpc_port=0, metrics_port=0).start()
 
 
-def test_settings_and_keyword_options_combine(tmp_path: Path) -> None:
-    base = ServerSettings(http_port=0, models=["mlp_onnx"])
-    server = LocalTritonServer(tmp_path, base, grpc_port=0, admin_key="key")
-    assert server.settings == ServerSettings(http_port=0, grpc_port=0, models=["mlp_onnx"], admin_key="key")
-    assert server.requested_ports == {"http": 0, "grpc": 0, "metrics": 8002}
-    assert server.models == ["mlp_onnx"] and server.admin_key == "key" and server.extra_args == []
-    assert LocalTritonServer(tmp_path).settings == ServerSettings()
-
-
-def test_keyword_options_name_every_setting() -> None:
-    """The keyword options are typed by a TypedDict beside the settings: the two list the same fields."""
-    from dataclasses import fields
-
-    from tritongen.server.local import ServerOptions
-
-    assert list(ServerOptions.__annotations__) == [f.name for f in fields(ServerSettings)]
-
-
-def test_missing_stub_says_what_to_do() -> None:
-    with pytest.raises(MissingDependencyError) as info:
-        find_distribution((3, 99))
-    assert "no Python-backend stub for Python 3.99" in info.value.message
-    assert "3.11" in (info.value.hint or "")
-
-
 def _serve(repo: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tritongen", "serve", str(repo),
@@ -466,19 +439,6 @@ def test_server_dies_with_its_parent(served_repository: Path, tmp_path: Path) ->
     assert _shm_regions(f"tritongen_{parent.pid}_") == []
 
 
-def test_missing_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
-
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "pytriton" else real_find_spec(name, *a)
-    )
-    with pytest.raises(MissingDependencyError) as info:
-        find_distribution()
-    assert "nvidia-pytriton" in info.value.message
-    assert "make install" in (info.value.hint or "")
-
-
 def test_an_admin_key_restricts_the_repository_api_but_not_inference(
     served_repository: Path, tmp_path: Path
 ) -> None:
@@ -550,3 +510,5 @@ def test_grpc_fork_support_is_off_unless_asked() -> None:
     env["GRPC_ENABLE_FORK_SUPPORT"] = "true"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "true"
+
+

@@ -8,7 +8,6 @@ line, the results on disk, and that no process and no shared-memory region is le
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 
 from tritongen.client.repository import RepositoryControl
-from tritongen.server.local import LocalTritonServer, reclaim_leftovers
+from tritongen.server.local import LocalTritonServer
 
 from support.processes import (
     descendants,
@@ -31,7 +30,11 @@ from support.processes import (
 )
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
+
+
 MODEL = "mlp_onnx"
+
+
 WINDOWS = ["--warmup", "1s", "--window", "1s"]
 
 
@@ -154,17 +157,6 @@ def test_tune_killed_is_finished_by_resume_without_redoing_trials(
     assert shm_regions(cli.pid) == [], "the resumed run reclaims what the killed one left"
 
 
-def test_stale_regions_of_dead_processes_are_reclaimed(tmp_path: Path) -> None:
-    dead = 2**22 + 12345  # above the default pid_max: no such process
-    stale = tmp_path / f"tritongen_{dead}_abcd_region"
-    mine = tmp_path / f"tritongen_{os.getpid()}_abcd_region"
-    other = tmp_path / "someone_else_region"
-    for path in (stale, mine, other):
-        path.write_bytes(b"x")
-    assert reclaim_leftovers(tmp_path) == [stale.name]
-    assert not stale.exists() and mine.exists() and other.exists()
-
-
 def test_server_not_ready_in_time_is_one_line_and_leaves_nothing(
     served_repository: Path, tmp_path: Path
 ) -> None:
@@ -180,3 +172,5 @@ def test_server_not_ready_in_time_is_one_line_and_leaves_nothing(
     (line,) = cli.error_lines()
     assert "within 0 s" in line or "not ready" in line
     assert servers_started_by(cli.pid) == [] and shm_regions(cli.pid) == []
+
+
