@@ -26,7 +26,7 @@ class Piped:
 
 
 def run_piped(argv: Sequence[str | Path], columns: str | None, timeout_s: float = 120) -> Piped:
-    """``python -m tritongen ARGV`` (or ``python -c`` when ARGV starts with ``-c``) with ``COLUMNS`` as given."""
+    """``python -m tritongen ARGV`` (``python -c ...`` if ARGV starts with ``-c``), ``COLUMNS`` as given."""
     env = {k: v for k, v in os.environ.items() if k not in TERMINAL_HINTS}
     if columns is not None:
         env["COLUMNS"] = columns

@@ -9,14 +9,11 @@ from collections.abc import Iterator
 from types import FrameType
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from tritongen.cli.console import console as console  # built in cli/console.py, imported from here
+from tritongen.cli.console import err_console as err_console
 from tritongen.errors import TritongenError
-
-# Tables stay readable when piped: at least 120 columns.
-console = Console(width=None if Console().is_terminal else 120)
-err_console = Console(stderr=True)
 
 EXIT_INTERRUPTED = 130
 

@@ -568,18 +568,20 @@ def to_markdown(table: TableData) -> str:
 
 
 def to_rich(table: TableData) -> Any:
-    """The table as a ``rich`` table."""
+    """The table for a ``rich`` console, laid out so that no word is cut (cells wrap at spaces)."""
     from rich.table import Table
     from rich.text import Text
 
+    from tritongen.report.table_layout import WholeWordTable
+
     out = Table(title=Text(table.title) if table.title else None)
     for header, right in zip(table.headers, table.right, strict=True):
-        out.add_column(header, justify="right" if right else "left", no_wrap=right)
+        out.add_column(header, justify="right" if right else "left")
     colours = {"good": "bold green", "bad": "red", "muted": "dim"}
     for index, row in enumerate(table.rows):
         style = table.styles[index] if index < len(table.styles) else None
         out.add_row(*map(Text, row), style=colours.get(style or ""))  # cells are data, not markup
-    return out
+    return WholeWordTable(out)
 
 
 def verification_table(outcomes: list[dict[str, Any]]) -> TableData:
