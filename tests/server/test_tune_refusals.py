@@ -6,7 +6,6 @@ directory, no reload, and no trial measured (so it is quick).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +20,19 @@ from tritongen.server.local import LocalTritonServer
 pytestmark = pytest.mark.triton
 runner = CliRunner()
 FAST = ["--duration", "1s", "--warmup", "0.5s", "--max-trials", "1", "--rounds", "1", "--finalists", "1"]
-QUICK_S = 20.0
-"""Far below a baseline and one trial: nothing was measured."""
-
-
 def _refused(server: LocalTritonServer, repo: Path, out: Path, model: str, *args: str) -> str:
-    """Run ``tune`` and return its one error line, checking it was refused quickly and wrote nothing."""
+    """Run ``tune`` and return its one error line, checking it wrote nothing and loaded nothing.
+
+    No tune directory means no trial was measured: the baseline writes its trial there.
+    """
     before = _served(server, "mlp_onnx")
-    started = time.monotonic()
     result = runner.invoke(
         app, ["tune", model, "--repo", str(repo), "--url", server.http_url, "--out", str(out), *FAST, *args]
     )
-    elapsed = time.monotonic() - started
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.exit_code == 1, (result.exit_code, result.stdout, result.stderr)
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert not out.exists()
-    assert elapsed < QUICK_S, elapsed
     assert _served(server, "mlp_onnx") == before
     return lines[0]
 

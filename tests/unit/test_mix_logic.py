@@ -1,4 +1,4 @@
-"""Mixed loads without a server: shares of streams and rates, refusals, a mix's CSV, closing the background."""
+"""Mixed loads without a server: how streams and rates are shared, refusals, the CSV, the background's end."""
 
 from __future__ import annotations
 
