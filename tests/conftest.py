@@ -16,14 +16,12 @@ from tritongen.examples.models import EXAMPLES, write_example
 from tritongen.server.local import LocalTritonServer
 
 from support.gpus import host_gpu_skip_reason, skip_gpu_items
+from support.paths import ROOT
 
 # Property tests draw the same examples on every run and machine: a failure is reproducible,
 # and a run cannot pass by the luck of its draw.
 settings.register_profile("repeatable", derandomize=True)
 settings.load_profile("repeatable")
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip every ``gpu``-marked test where this machine has no usable NVIDIA GPU."""

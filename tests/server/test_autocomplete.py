@@ -95,7 +95,6 @@ def _refused_and_doubtful(repo: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_lint_agrees_with_the_server_on_directories_without_config(tmp_path: Path) -> None:
     """Lint errors exactly where the real server refuses, config-less Python models load, reasons are told."""
@@ -116,7 +115,6 @@ def test_lint_agrees_with_the_server_on_directories_without_config(tmp_path: Pat
     assert "invalid syntax" in reasons["broken_py"] or "expected ':'" in reasons["broken_py"], reasons
 
 
-@pytest.mark.triton
 def test_the_server_completes_the_config(triton_server: LocalTritonServer, served_repository: Path) -> None:
     assert not (served_repository / AUTO_MODEL / "config.pbtxt").exists()
     served = _served(triton_server.http_url, AUTO_MODEL)
@@ -131,7 +129,6 @@ def test_the_server_completes_the_config(triton_server: LocalTritonServer, serve
     assert [t.name for t in config.output] == ["y"]
 
 
-@pytest.mark.triton
 def test_loadtest_drives_the_auto_completed_model(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     result = runner.invoke(
@@ -147,7 +144,6 @@ def test_loadtest_drives_the_auto_completed_model(triton_server: LocalTritonServ
     assert run["latency_us"]["p50"] >= EXECUTION_S * 1e6
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_tune_starts_from_the_servers_config_and_apply_writes_it_out(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
@@ -200,7 +196,6 @@ def test_tune_starts_from_the_servers_config_and_apply_writes_it_out(
     assert "dynamic_batching" not in _served(triton_server.http_url, AUTO_MODEL)
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_serve_copes_with_a_repository_it_did_not_write(tmp_path: Path) -> None:
     """No tritongen metadata, a model without config, a partial config, an ensemble over both."""
@@ -258,7 +253,3 @@ def _infer(url: str, model: str, x: np.ndarray) -> np.ndarray:
         return output
     finally:
         client.close()
-
-
-
-

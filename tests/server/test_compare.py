@@ -23,7 +23,7 @@ from tritongen.server.local import LocalTritonServer
 
 from support.processes import descendants, gone, named, shm_regions
 
-pytestmark = [pytest.mark.triton, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 runner = CliRunner()
 FAST = ["--duration", "1s", "--warmup", "0.5s", "--concurrency", "1,2", "--rounds", "2"]
 

@@ -15,7 +15,6 @@ from tritongen.server.local import LocalTritonServer
 
 from support.composing_models import BLS_MODEL, ENSEMBLE_MODEL, PRE_MODEL, STEP_MODEL
 
-pytestmark = pytest.mark.triton
 runner = CliRunner()
 SHORT = ["--duration", "2s", "--warmup", "1s", "--window", "1s", "--max-duration", "3s"]
 CONCURRENCY = 2

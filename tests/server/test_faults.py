@@ -29,7 +29,7 @@ from support.processes import (
     windows_with_requests,
 )
 
-pytestmark = [pytest.mark.triton, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 MODEL = "mlp_onnx"
@@ -172,5 +172,3 @@ def test_server_not_ready_in_time_is_one_line_and_leaves_nothing(
     (line,) = cli.error_lines()
     assert "within 0 s" in line or "not ready" in line
     assert servers_started_by(cli.pid) == [] and shm_regions(cli.pid) == []
-
-

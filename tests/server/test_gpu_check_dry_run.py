@@ -30,7 +30,6 @@ gpu_wheels = _load("gpu_wheels")
 
 
 @pytest.mark.slow
-@pytest.mark.triton
 def test_dry_run_of_the_mlp_runs_every_step_and_writes_the_results(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the example MLP is a PyTorch factory (tritongen[torch])")
     argv = [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--dry-run", "--models", "mlp"]

@@ -36,7 +36,6 @@ def local_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
-@pytest.mark.triton
 def test_tensors_cross_the_backend_through_dlpack_where_numpy_2_needs_it(
     local_models: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,7 +16,6 @@ from tritongen.server.local import LocalTritonServer
 
 from support.string_model import STRING_MODEL, recorded
 
-pytestmark = pytest.mark.triton
 runner = CliRunner()
 SHORT = ["--duration", "2s", "--warmup", "1s", "--window", "1s", "--max-duration", "4s"]
 

@@ -76,7 +76,6 @@ def _local_args(
     return [*args, *extra]
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_the_in_cluster_master_prints_the_merged_result_and_keeps_running(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path

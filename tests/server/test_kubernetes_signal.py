@@ -30,7 +30,7 @@ from tritongen.server.local import LocalTritonServer
 from support.paths import ROOT
 from support.processes import start_cli
 
-pytestmark = [pytest.mark.triton, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")

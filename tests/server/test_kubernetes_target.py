@@ -13,7 +13,7 @@ from tritongen.cli.main import app
 from tritongen.deploy.kubernetes.scaling import SIGNALS, quantity, scaling_target
 from tritongen.server.local import LocalTritonServer
 
-pytestmark = [pytest.mark.triton, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 runner = CliRunner()
 MODEL = "mlp_onnx"
 

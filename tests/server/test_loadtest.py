@@ -26,7 +26,6 @@ from tritongen.server.local import LocalTritonServer
 
 from support.processes import windows_with_requests
 
-pytestmark = pytest.mark.triton
 runner = CliRunner()
 SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration", "6s"]
 

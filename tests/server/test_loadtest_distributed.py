@@ -207,7 +207,6 @@ def _check_server_count(run: dict[str, Any]) -> None:
     assert abs(server - run["requests"]) <= bound, (server, run["requests"], bound)
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_two_workers_join_every_run_and_their_figures_merge(
     triton_server: LocalTritonServer, tmp_path: Path
@@ -256,7 +255,6 @@ def test_two_workers_join_every_run_and_their_figures_merge(
             worker.stop()
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_a_killed_worker_is_reported_lost_and_the_others_take_its_users(
     triton_server: LocalTritonServer, tmp_path: Path
@@ -299,7 +297,6 @@ def test_a_killed_worker_is_reported_lost_and_the_others_take_its_users(
             worker.stop()
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_losing_the_last_worker_ends_the_run_with_its_partial_results(
     triton_server: LocalTritonServer, tmp_path: Path
@@ -328,7 +325,6 @@ def test_losing_the_last_worker_ends_the_run_with_its_partial_results(
         worker.stop()
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_a_stalled_worker_that_comes_back_is_not_lost(
     triton_server: LocalTritonServer, tmp_path: Path
@@ -364,7 +360,6 @@ def test_a_stalled_worker_that_comes_back_is_not_lost(
             worker.stop()
 
 
-@pytest.mark.triton
 def test_a_master_port_in_use_is_named_in_one_line(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
@@ -392,7 +387,6 @@ def _plain_master(
         return subprocess.Popen(args.argv(), cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 @pytest.mark.parametrize("data", ["present", "missing", "too large"])
 def test_a_remote_worker_gets_the_request_data_from_the_master(
@@ -437,7 +431,6 @@ def test_a_remote_worker_gets_the_request_data_from_the_master(
         master.wait(timeout=10)
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_sigterm_makes_a_worker_tell_its_master_it_quits(
     triton_server: LocalTritonServer, tmp_path: Path

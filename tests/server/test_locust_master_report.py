@@ -97,7 +97,6 @@ def _printed_report(log: Path) -> list[str]:
     return report
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_a_headless_master_with_two_workers_reports_the_run(
     triton_server: LocalTritonServer, tmp_path: Path
@@ -143,7 +142,6 @@ def test_a_headless_master_with_two_workers_reports_the_run(
     assert MODEL in (tmp_path / "report.html").read_text()
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_a_lone_locust_over_grpc_reports_the_run(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     results, document, log = tmp_path / "windows.jsonl", tmp_path / "run.json", tmp_path / "locust.log"
@@ -167,7 +165,6 @@ def test_a_lone_locust_over_grpc_reports_the_run(triton_server: LocalTritonServe
     assert "(grpc)" in report[1]
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_an_unreachable_metrics_endpoint_leaves_its_figures_null_in_one_line(
     triton_server: LocalTritonServer, tmp_path: Path
@@ -194,7 +191,6 @@ def test_an_unreachable_metrics_endpoint_leaves_its_figures_null_in_one_line(
     assert report[6:8] == ["  cpu         no figures", "  gpu         no figures"]
 
 
-@pytest.mark.triton
 def test_an_unwritable_json_path_is_one_line_and_the_run_goes_on(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
@@ -241,7 +237,6 @@ def test_compose_and_kubernetes_pass_the_report_options_to_the_master(tmp_path: 
     assert "--triton-json" not in worker["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_a_master_told_to_quit_mid_run_reports_what_its_workers_sent(
     triton_server: LocalTritonServer, tmp_path: Path

@@ -86,7 +86,6 @@ def _check_csv(prefix: Path, results: Path, method: str) -> int:
     return errors
 
 
-@pytest.mark.triton
 @pytest.mark.parametrize(
     ("protocol", "method", "extra"),
     [
@@ -112,7 +111,6 @@ def test_standalone_csv_counts_every_request(
     assert f"{method}     {MODEL}" in done.stderr  # the final console table has the model's row
 
 
-@pytest.mark.triton
 def test_master_and_two_workers_report_every_request(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
@@ -153,7 +151,6 @@ def _requests_row(port: int) -> dict[str, Any] | None:
     return None if row is None else {**row, "total_rps": doc["total_rps"]}
 
 
-@pytest.mark.triton
 def test_web_ui_shows_the_requests_during_a_run(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     port, out = _free_port(), tmp_path / "run.json"
     argv = [

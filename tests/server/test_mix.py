@@ -47,7 +47,6 @@ def _doc(path: Path) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_closed_loop_mix_splits_the_streams(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     """3:1 of 4 streams on two identical models: 3 and 1 in flight, throughput 3:1.
@@ -99,7 +98,6 @@ def test_closed_loop_mix_splits_the_streams(triton_server: LocalTritonServer, tm
     assert A in stdout and B in stdout and "share" in stdout
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_open_loop_mix_splits_the_rate(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     """At 40/s split 3:1, each model is sent its own rate: 30/s and 10/s (the schedule, not the server)."""
@@ -119,7 +117,6 @@ def test_open_loop_mix_splits_the_rate(triton_server: LocalTritonServer, tmp_pat
     assert run["target_rate"] == 40.0 and run["achieved_rate"] == pytest.approx(40.0, rel=0.05)
 
 
-@pytest.mark.triton
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -166,7 +163,6 @@ def _locusts() -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_tune_keeps_a_background_load_running_and_reports_it(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
@@ -196,7 +192,6 @@ def test_tune_keeps_a_background_load_running_and_reports_it(
     assert _locusts() == []
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_a_failing_background_load_stops_the_tune_with_its_reason(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
@@ -237,7 +232,6 @@ def test_a_failing_background_load_stops_the_tune_with_its_reason(
     assert B in triton_server.ready_models()
 
 
-@pytest.mark.triton
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -261,7 +255,6 @@ def test_bad_background_is_one_line(
     assert len(lines) == 1 and said in lines[0], result.stderr
 
 
-@pytest.mark.triton
 def test_a_background_load_that_cannot_start_leaves_nothing_behind(triton_server: LocalTritonServer) -> None:
     """A background sequence model is checked like one loaded alone; the failed start removes its files."""
     load = LoadSpec(model=TUNED, url=triton_server.http_url, metrics_url=triton_server.metrics_url)
@@ -271,5 +264,3 @@ def test_a_background_load_that_cannot_start_leaves_nothing_behind(triton_server
     with pytest.raises(ConfigError, match="is a sequence model"):
         background.start(threading.Event())
     assert not workdir.exists() and _locusts() == []
-
-

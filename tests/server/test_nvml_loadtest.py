@@ -35,7 +35,6 @@ needs_no_nvml = pytest.mark.skipif(
 
 
 @needs_no_nvml
-@pytest.mark.triton
 def test_without_nvidia_ml_py_gpu_figures_are_absent_and_cpu_figures_say_triton(
     triton_server: LocalTritonServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -53,7 +52,6 @@ def test_without_nvidia_ml_py_gpu_figures_are_absent_and_cpu_figures_say_triton(
 
 
 @needs_no_nvml
-@pytest.mark.triton
 def test_failing_nvml_gives_its_error_and_a_loadtest_still_runs_without_gpu_figures(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:

@@ -20,7 +20,7 @@ from tritongen.loadtest.rounds import Contender, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 
-pytestmark = [pytest.mark.triton, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 ROUNDS = 4
 
 

@@ -52,7 +52,6 @@ def steps_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("protocol", "length", "extra"),
@@ -113,7 +112,6 @@ def test_every_sequence_gets_its_own_steps_in_order(
     assert "seq/s" in stdout and f"seq={SEQUENCES}" in stdout
 
 
-@pytest.mark.triton
 def test_a_sequence_model_needs_sequences(triton_server: LocalTritonServer) -> None:
     code, stdout, stderr = _loadtest(triton_server, "http", SEQUENCE_MODEL, "--concurrency", "2", *SHORT)
     assert code != 0
@@ -122,7 +120,6 @@ def test_a_sequence_model_needs_sequences(triton_server: LocalTritonServer) -> N
     assert "sequence model" in message and "--sequences N" in message
 
 
-@pytest.mark.triton
 def test_sequences_need_a_sequence_model(triton_server: LocalTritonServer) -> None:
     code, stdout, stderr = _loadtest(triton_server, "grpc", "mlp_onnx", "--sequences", "2", *SHORT)
     assert code != 0
@@ -160,7 +157,6 @@ def test_batching_knobs_of_a_sequence_model_go_to_its_sequence_batcher(served_re
         apply_batching(direct, BatchingOptions(preferred_batch_sizes=(4,)), "local")
 
 
-@pytest.mark.triton
 def test_random_data_sends_sequences_of_twenty(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     quick = ["--duration", "1s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "1s"]

@@ -28,8 +28,6 @@ from tritongen.server.local import SHM_DIR, LocalTritonServer
 
 from support.paths import ROOT
 
-pytestmark = pytest.mark.triton
-
 TOLERANCE = 1e-5
 
 
@@ -510,5 +508,3 @@ def test_grpc_fork_support_is_off_unless_asked() -> None:
     env["GRPC_ENABLE_FORK_SUPPORT"] = "true"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "true"
-
-

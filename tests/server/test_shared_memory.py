@@ -125,7 +125,6 @@ print(json.dumps(report))
 """
 
 
-@pytest.mark.triton
 def test_outputs_come_back_through_the_output_region(triton_server: LocalTritonServer) -> None:
     prefix = f"tritongen_{os.getpid()}_probe{os.urandom(2).hex()}_"
     done = subprocess.run(
@@ -217,7 +216,6 @@ def _spec(server: LocalTritonServer, protocol: str, model: str, **extra: object)
     return LoadSpec(model=model, url=url, protocol=protocol, metrics_url=server.metrics_url, **settings)  # type: ignore[arg-type]
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("protocol", "model", "extra"),
@@ -249,13 +247,11 @@ def test_load_test_through_shared_memory(
     assert not [name for name in ours | {leftover} if (SHM_DIR / name).exists()]
 
 
-@pytest.mark.triton
 def test_output_of_unknown_size_is_refused(triton_server: LocalTritonServer) -> None:
     with pytest.raises(ConfigError, match=r"output 'z' .*--output-shared-memory-size"):
         run_load_test(_spec(triton_server, "http", SHM_MODEL))
 
 
-@pytest.mark.triton
 def test_streaming_model_is_refused(triton_server: LocalTritonServer) -> None:
     from support.streaming_model import STREAMING_MODEL
 
@@ -263,7 +259,6 @@ def test_streaming_model_is_refused(triton_server: LocalTritonServer) -> None:
         run_load_test(_spec(triton_server, "grpc", STREAMING_MODEL))
 
 
-@pytest.mark.triton
 def test_a_sequence_model_is_refused(triton_server: LocalTritonServer) -> None:
     from support.sequence_model import SEQUENCE_MODEL
 
@@ -278,7 +273,6 @@ def _ours(server: LocalTritonServer) -> tuple[list[str], list[str]]:
     return [name for name in _registered(server) if name.startswith(mine)], files
 
 
-@pytest.mark.triton
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_the_check_before_a_run_has_the_server_map_a_region(
     triton_server: LocalTritonServer, protocol: str, tmp_path: Path

@@ -133,7 +133,6 @@ def _check_times(run: dict[str, Any], truth: Truth, overhead: dict[str, float]) 
     assert run["responses_per_request"] == RESPONSES
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_closed_loop_streams_report_first_response_and_gaps(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, overhead_us: dict[str, float]
@@ -161,7 +160,6 @@ def test_closed_loop_streams_report_first_response_and_gaps(
     assert float(row["first_response_p50_us"]) == run["latencies_us"]["first_response"]["p50"]
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_open_loop_puts_several_requests_in_flight_on_one_stream(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, overhead_us: dict[str, float]
@@ -177,7 +175,6 @@ def test_open_loop_puts_several_requests_in_flight_on_one_stream(
     _check_times(run, truth, overhead_us)
 
 
-@pytest.mark.triton
 def test_decoupled_model_over_http_is_refused(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     out = tmp_path / "refused.json"
     args = ["--concurrency", "1", *SHORT, "--json", str(out)]
@@ -188,7 +185,6 @@ def test_decoupled_model_over_http_is_refused(triton_server: LocalTritonServer, 
     assert not out.exists()  # refused before any load started: no run, no result
 
 
-@pytest.mark.triton
 @pytest.mark.slow
 def test_a_stream_without_its_final_response_times_out(
     triton_server: LocalTritonServer, tmp_path: Path
@@ -211,7 +207,6 @@ def test_a_stream_without_its_final_response_times_out(
     assert run["requests"] == run["errors"] and run["latency_us"] is None
 
 
-@pytest.mark.triton
 def test_a_mix_keeps_the_streaming_figures_of_its_streaming_model(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:

@@ -21,7 +21,6 @@ from tritongen.client.control import ModelControl
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import parse_config_text
 
-pytestmark = pytest.mark.triton
 runner = CliRunner()
 MODEL = "mlp_onnx"
 FAST = ["--duration", "1s", "--warmup", "0.5s", "--concurrency", "4"]

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.client.control import ModelControl
 from tritongen.server.local import LocalTritonServer
 
-pytestmark = pytest.mark.triton
 runner = CliRunner()
 FAST = ["--duration", "1s", "--warmup", "0.5s", "--max-trials", "1", "--rounds", "1", "--finalists", "1"]
+
+
 def _refused(server: LocalTritonServer, repo: Path, out: Path, model: str, *args: str) -> str:
     """Run ``tune`` and return its one error line, checking it wrote nothing and loaded nothing.
 

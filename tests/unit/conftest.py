@@ -1,7 +1,8 @@
 """The unit tier: no server and no model build, so ``pytest tests/unit`` takes a few minutes at most.
 
 A unit test that asks for the server's fixtures is refused at collection, and one that starts
-an embedded server in-process fails at once: such a test belongs in ``tests/server/``.
+an embedded server in-process fails when it would launch the binary: it belongs in
+``tests/server/``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _no_embedded_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Starting the embedded server in a unit test fails at once, naming the tier it belongs in."""
+    """Launching the embedded server in a unit test fails at once, naming the tier it belongs in.
+
+    The checks ``start`` makes before it launches the binary (the repository exists, the
+    bundled server is installed) still run: refusals are unit tests.
+    """
     from tritongen.server.local import LocalTritonServer
 
-    def refuse(self: LocalTritonServer) -> None:
-        raise AssertionError("a unit test started the embedded Triton server: move it to tests/server/")
+    def refuse(self: LocalTritonServer, *args: object) -> list[str]:
+        raise AssertionError("a unit test launched the embedded Triton server: move it to tests/server/")
 
-    monkeypatch.setattr(LocalTritonServer, "start", refuse)
+    monkeypatch.setattr(LocalTritonServer, "_argv", refuse)
     yield

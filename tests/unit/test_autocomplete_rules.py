@@ -31,8 +31,6 @@ def _by_severity(findings: list[Finding]) -> dict[str, list[Finding]]:
     return grouped
 
 
-
-
 def test_lint_notes_an_onnx_model_without_config(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     write_example("mlp", repo / "mlp_auto" / "1" / "model.onnx")
@@ -100,10 +98,6 @@ def test_lint_flags_directories_triton_refuses(tmp_path: Path) -> None:
     assert runner.invoke(app, ["lint", str(repo / "empty_dir")]).exit_code == 2
 
 
-
-
-
-
 def test_when_the_server_completes_the_config(tmp_path: Path) -> None:
     assert server_completes(write_auto_model(tmp_path / "none")) == "no config.pbtxt"
     partial = write_auto_model(tmp_path / "partial", config=MINIMAL_CONFIG)
@@ -166,5 +160,3 @@ def test_the_served_json_converts_through_tritons_schema() -> None:
     assert [(g.kind, g.count) for g in config.instance_group] == [("KIND_CPU", 2)]
     with pytest.raises(ConfigError, match="not a Triton model config"):
         config_from_served({"max_batch_size": "many"})
-
-

@@ -18,12 +18,6 @@ from support.mix_models import HOLD_MODELS
 A, B = HOLD_MODELS
 
 
-
-
-
-
-
-
 def test_streams_split_by_shares_with_one_stream_each_at_least() -> None:
     assert split_streams(4, (3, 1)) == [3, 1]
     assert split_streams(8, (3, 1)) == [6, 2]
@@ -51,14 +45,6 @@ def test_streams_split_by_shares_with_one_stream_each_at_least() -> None:
 def test_malformed_mix_is_refused(models: str, mix: str | None, said: str) -> None:
     with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
         Mix.parse(models, mix)
-
-
-
-
-
-
-
-
 
 
 def test_the_tune_closes_its_background_load_even_when_its_figures_fail() -> None:
@@ -111,5 +97,3 @@ def test_the_csv_of_a_mix_has_a_row_per_model_after_the_whole_run(tmp_path: Path
         ("b", "100", "1", "900.0"),
     ]
     assert {r["mode"] for r in rows} == {"concurrency"}
-
-

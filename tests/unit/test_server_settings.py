@@ -10,26 +10,6 @@ from tritongen.errors import MissingDependencyError
 from tritongen.server.distribution import find_distribution
 from tritongen.server.local import LocalTritonServer, ServerSettings
 
-pytestmark = pytest.mark.triton
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 def test_settings_and_keyword_options_combine(tmp_path: Path) -> None:
     base = ServerSettings(http_port=0, models=["mlp_onnx"])
@@ -56,12 +36,6 @@ def test_missing_stub_says_what_to_do() -> None:
     assert "3.11" in (info.value.hint or "")
 
 
-
-
-
-
-
-
 def test_missing_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
@@ -73,5 +47,3 @@ def test_missing_wheel_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> 
         find_distribution()
     assert "nvidia-pytriton" in info.value.message
     assert "make install" in (info.value.hint or "")
-
-

@@ -5,17 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from tritongen.server.local import reclaim_leftovers
-
-pytestmark = [pytest.mark.triton, pytest.mark.slow]
-
-
-
-
-
-
 
 
 def test_stale_regions_of_dead_processes_are_reclaimed(tmp_path: Path) -> None:
@@ -27,5 +17,3 @@ def test_stale_regions_of_dead_processes_are_reclaimed(tmp_path: Path) -> None:
         path.write_bytes(b"x")
     assert reclaim_leftovers(tmp_path) == [stale.name]
     assert not stale.exists() and mine.exists() and other.exists()
-
-

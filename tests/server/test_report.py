@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.server.local import LocalTritonServer
 
-pytestmark = [pytest.mark.triton, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 runner = CliRunner()
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [

@@ -18,9 +18,9 @@ from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
-from tritongen.server.local import LocalTritonServer
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.paths import ROOT
+
 runner = CliRunner()
 
 
@@ -85,13 +85,28 @@ def bad(example_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactor
 
 
 ONNX = "corrupt / truncated / empty ONNX"
+
+
 SPEC = "malformed `--input-spec`"
+
+
 NAME = "name with `..`, `/`, an absolute path or shell characters"
+
+
 PREFERRED = "preferred batch > max batch"
+
+
 NEGATIVE = "negative delay or duration"
+
+
 TEMPLATE = "user template with an undefined variable or a syntax error"
+
+
 MISSING = "path that does not exist"
+
+
 CONVERT = ("convert", "@mlp", "--repo", "OUT")
+
 
 CASES = [
     Case(ONNX, ("convert", "@garbage.onnx", "--repo", "OUT"), "is not a readable ONNX model"),
@@ -194,44 +209,6 @@ def test_torchscript_rejecting_the_input_spec(bad: dict[str, Path], tmp_path: Pa
         line = _one_line(result.stderr)
         assert "rejects inputs shaped as --input-spec says" in line and message in line
         assert not out.exists()
-
-
-@pytest.mark.triton
-def test_input_data_of_the_wrong_dtype_or_shape(triton_server: LocalTritonServer, tmp_path: Path) -> None:
-    url = ["--url", triton_server.http_url]
-    arrays = {
-        "dtype": (np.zeros((4, 16), np.int64), "holds int64, input 'input' takes float32"),
-        "shape": (np.zeros((4, 7), np.float32), "has shape [4, 7], input 'input' takes [batch, 16]"),
-        "name": (np.zeros((4, 16), np.float32), "no array for input(s) input"),
-    }
-    for what, (array, message) in arrays.items():
-        npz, npy = tmp_path / f"{what}.npz", tmp_path / f"{what}.npy"
-        np.savez(npz, **{"nope" if what == "name" else "input": array})
-        np.save(npy, array)
-        result_json = tmp_path / f"{what}.json"
-        result = runner.invoke(
-            app,
-            [
-                "loadtest",
-                "mlp_onnx",
-                *url,
-                "--input-data",
-                str(npz),
-                "--duration",
-                "1s",
-                "--json",
-                str(result_json),
-            ],
-        )
-        assert result.exit_code == 1 and message in _one_line(result.stderr)
-        assert not result_json.exists()
-        if what != "name":
-            result = runner.invoke(app, ["infer", "mlp_onnx", *url, "--input", f"input={npy}"])
-            assert result.exit_code == 1 and message in _one_line(result.stderr)
-    pickled = tmp_path / "object.npy"
-    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    result = runner.invoke(app, ["infer", "mlp_onnx", *url, "--input", f"input={pickled}"])
-    assert result.exit_code == 1 and "allow_pickle=False" in _one_line(result.stderr)
 
 
 def test_the_error_table_lists_every_case() -> None:
