@@ -19,6 +19,44 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "CONFIDENCE",
+    "DIGITS",
+    "HIGHEST_US",
+    "LATENCY_KEYS",
+    "LOWEST_US",
+    "MASTER_SILENT_ENV",
+    "MESSAGE",
+    "NPZ_READ_FAILURES",
+    "NUMPY_DTYPES",
+    "PERCENTILES",
+    "SCHEMA",
+    "SERVER_KEYS",
+    "STABILITY_TOLERANCE",
+    "STABILITY_WINDOWS",
+    "STEPS_KEY",
+    "STEP_FAILURES",
+    "STRING_ALPHABET",
+    "SUMMARY_KEY",
+    "SUMMED_FIGURES",
+    "UTILISATION_METRICS",
+    "WORKER_FAILURE",
+    "WORKER_JOINED",
+    "WORKER_TOTAL",
+    "LostLine",
+    "NpzReadError",
+    "WindowLine",
+    "decode_steps",
+    "encode_steps",
+    "is_stable_figures",
+    "is_string_array",
+    "latency_figures",
+    "random_strings",
+    "read_npz",
+    "tensor_byte_size",
+]
+"""What the tritongen package takes from here (through ``tritongen/io/loadgen_shared.py``)."""
+
 if TYPE_CHECKING:
     from typing import NotRequired
 
