@@ -15,13 +15,6 @@ from tritongen.convert.tensorrt import (
 )
 from tritongen.examples.models import write_example
 from tritongen.sources.onnx_source import load_onnx
-from tritongen.sources.signature import Signature, TensorSpec
-
-MLP = Signature(
-    inputs=(TensorSpec("input", "TYPE_FP32", (16,)),),
-    outputs=(TensorSpec("logits", "TYPE_FP32", (4,)),),
-    batched=True,
-)
 
 
 def _tensorrt_available() -> bool:

@@ -30,9 +30,9 @@ from support.autocomplete_models import (
     EXECUTION_S,
     FAILING_MODEL_PY,
     MINIMAL_CONFIG,
-    PLAIN_MODEL_PY,
     write_auto_model,
     write_ensemble,
+    write_refused_and_doubtful,
 )
 
 runner = CliRunner()
@@ -75,31 +75,11 @@ def test_lint_notes_that_triton_fills_in_a_python_config(served_repository: Path
     assert runner.invoke(app, ["lint", str(partial), "--strict"]).exit_code == 0  # a note is no warning
 
 
-def _refused_and_doubtful(repo: Path) -> dict[str, str]:
-    """Directories Triton refuses or serves uselessly, each with the rule lint reports on it."""
-    (repo / "empty_dir").mkdir(parents=True)
-    (repo / "unknown_file" / "1").mkdir(parents=True)
-    (repo / "unknown_file" / "1" / "model.bin").write_bytes(b"weights")
-    (repo / "no_version").mkdir()
-    (repo / "no_version" / "model.py").write_text(PLAIN_MODEL_PY)
-    write_auto_model(
-        repo / "broken_py", model_py="class TritonPythonModel:\n    def execute(self, requests)\n"
-    )
-    write_auto_model(repo / "plain_py", model_py=PLAIN_MODEL_PY)
-    return {
-        "empty_dir": "autocomplete.no-backend",
-        "unknown_file": "autocomplete.no-backend",
-        "no_version": "autocomplete.no-backend",
-        "broken_py": "autocomplete.python-syntax",
-        "plain_py": "autocomplete.python-no-io",  # a warning: Triton loads it, with no tensors
-    }
-
-
 @pytest.mark.slow
 def test_lint_agrees_with_the_server_on_directories_without_config(tmp_path: Path) -> None:
     """Lint errors exactly where the real server refuses, config-less Python models load, reasons are told."""
     repo = tmp_path / "repo"
-    expected = _refused_and_doubtful(repo)
+    expected = write_refused_and_doubtful(repo)
     write_auto_model(repo / "auto_none")
     write_auto_model(repo / "auto_minimal", config=MINIMAL_CONFIG)
     write_auto_model(repo / "auto_raises", model_py=FAILING_MODEL_PY)  # lint cannot run it: only Triton knows

@@ -2,66 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
-import onnx
-import pytest
-from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.server.local import LocalTritonServer
 
-from support.paths import ROOT
-
 runner = CliRunner()
-
-
-def _identity_model(op: str, domain: str = "") -> onnx.ModelProto:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
-    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], domain=domain)], "g", [x], [y])
-    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
-    return helper.make_model(graph, opset_imports=opsets)
-
-
-@pytest.fixture(scope="module")
-def bad(example_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The bad files, next to a good ONNX model."""
-    root = tmp_path_factory.mktemp("bad")
-    good = example_models["mlp"].read_bytes()
-    files = {"mlp": example_models["mlp"]}
-    for name, data in {
-        "garbage.onnx": b"\x08\x07 not onnx at all " * 40,
-        "truncated.onnx": good[: len(good) // 3],
-        "empty.onnx": b"",
-        "fake.pt": b"PK\x03\x04 this is not a TorchScript archive",
-    }.items():
-        (root / name).write_bytes(data)
-        files[name] = root / name
-    onnx.save(_identity_model("NoSuchOp"), root / "unknown_op.onnx")
-    onnx.save(_identity_model("FancyOp", "com.example"), root / "custom_op.onnx")
-    np.savez(root / "short.npz", input=np.zeros((4, 7), np.float32))
-    templates = {
-        "undefined": "name: {{ config.name | q }}\nmax_batch_size: {{ not_a_variable }}\n",
-        "syntax": "name: {{ config.name | q }}\n{% if config.name %}\nno endif\n",
-    }
-    for name, text in templates.items():
-        (root / name).mkdir()
-        (root / name / "config.pbtxt.j2").write_text(text)
-    for name in ("unknown_op.onnx", "custom_op.onnx", "short.npz", "undefined", "syntax"):
-        files[name] = root / name
-    # A Python model without model.py: Triton 2.51 never finishes loading it.
-    hang = root / "hang_repo"
-    shutil.copytree(ROOT / "model_repository" / "mlp_onnx", hang / "mlp_onnx")
-    (hang / "mlp_onnx" / "1" / "model.py").unlink()
-    files["hang_repo"] = hang
-    return files
-
-
-ONNX = "corrupt / truncated / empty ONNX"
 
 
 def _one_line(stderr: str) -> str:

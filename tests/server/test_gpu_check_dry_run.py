@@ -26,9 +26,6 @@ def _load(name: str) -> ModuleType:
 gpu_check = _load("gpu_check")
 
 
-gpu_wheels = _load("gpu_wheels")
-
-
 @pytest.mark.slow
 def test_dry_run_of_the_mlp_runs_every_step_and_writes_the_results(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="the example MLP is a PyTorch factory (tritongen[torch])")

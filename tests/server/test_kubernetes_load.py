@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from tritongen.cli.main import app
 from tritongen.loadtest.locust_process import locust_binary
 from tritongen.server.local import LocalTritonServer
 
+from support.network import free_port
 from support.paths import ROOT
 
 runner = CliRunner()
@@ -35,12 +35,6 @@ SUMMARY = re.compile(
     r"^tritongen: (\d+) requests in [\d.]+ s \([\d.]+ req/s\), errors (\d+); p50 \d+ µs, .*p99\.9 \d+ µs; "
     r"max \d+ µs; per worker: (.+)$"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _success_count(server: LocalTritonServer, model: str) -> int:
@@ -90,7 +84,7 @@ def test_the_in_cluster_master_prints_the_merged_result_and_keeps_running(
     assert written.exit_code == 0, written.stderr
     master_doc = next(yaml.safe_load_all((out / "loadtest" / "master.yaml").read_text()))
     (worker_doc,) = yaml.safe_load_all((out / "loadtest" / "worker.yaml").read_text())
-    port, web = _free_port(), _free_port()
+    port, web = free_port(), free_port()
     master_args = _local_args(
         master_doc,
         _mount_locustfile(out, master_doc, tmp_path / "master-mount"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ import yaml
 from tritongen.deploy.kubernetes.scaling import SIGNALS, ScalingSignal, adapter_query, scaling_target
 from tritongen.server.local import LocalTritonServer
 
+from support.network import free_port
 from support.paths import ROOT
 from support.processes import start_cli
 
@@ -48,12 +48,6 @@ SCRAPE = "1s"
 """The scrape interval of the PodMonitor written, and of the Prometheus below."""
 # One instance answering in 12 ms; 8 requests in flight queue about 7 × 12 ms each.
 MODEL, CONCURRENCY = "sleep_const", 8
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -153,7 +147,7 @@ def prometheus(
     # promtool parses every expression the way the server will.
     check = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    port = _free_port()
+    port = free_port()
     log = (work / "prometheus.log").open("wb")
     process = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",

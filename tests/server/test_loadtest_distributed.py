@@ -5,11 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -29,12 +27,13 @@ from tritongen.loadtest.locust_process import LocustArgs
 from tritongen.loadtest.windows import WindowLog
 from tritongen.server.local import LocalTritonServer
 
+from support.load_workers import Worker
+from support.network import free_port
+
 runner = CliRunner()
 
 
 MODEL = "sleep_const"
-
-
 """12 ms per request: slow enough that few requests are in flight at a window edge."""
 
 
@@ -42,70 +41,16 @@ SHORT = ["--warmup", "1s", "--window", "2s"]
 
 
 RATE_PER_S = 1000 / 12
-
-
 """The model's throughput (one instance, 12 ms a request) whatever the concurrency."""
 
 
 MEASURING_AFTER_S = 8.0
-
-
 """Load served before a worker is killed: the first active window (2 s) and the warm-up (1 s, a
 window) are over by then, so the kill falls in the measurement."""
 
 
 HEARTBEAT_LOSS_S = (3.0, 6.0)
-
-
 """Locust marks a worker missing 3-4 s after its last heartbeat; the master notes it within 0.5 s."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Worker:
-    """A ``tritongen loadtest --worker`` process, its stderr in a file."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        name: str,
-        port: int,
-        wait: str,
-        cwd: Path | None = None,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.stderr_path = workdir / f"{name}.err"
-        with self.stderr_path.open("wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tritongen", "loadtest", "--worker", "--master-host", "127.0.0.1",
-                 "--master-port", str(port), "--worker-wait", wait],
-                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
-                env={**os.environ, "COLUMNS": "200", **(env or {})},
-            )  # fmt: skip
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def locust_pid(self) -> int:
-        """The Locust worker it runs now."""
-        pid = self.process.pid
-        (child,) = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return int(child)
-
-    def totals(self) -> dict[int, tuple[str, int]]:
-        """Run number -> (worker id, requests it reported), as each Locust worker counted them itself."""
-        line = r"^run (\d+): worker (\S+) sent (\d+) requests \(warm-up included\)$"
-        found = re.findall(line, self.stderr(), re.MULTILINE)
-        return {int(run): (worker, int(n)) for run, worker, n in found}
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 def _master(server: LocalTritonServer, port: int, workers: int, *args: str) -> tuple[int, str]:
@@ -211,7 +156,7 @@ def _check_server_count(run: dict[str, Any]) -> None:
 def test_two_workers_join_every_run_and_their_figures_merge(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     served_before = _served(triton_server)
     workers = [Worker(tmp_path, f"w{i}", port, wait="8s") for i in range(2)]
     try:
@@ -259,7 +204,7 @@ def test_two_workers_join_every_run_and_their_figures_merge(
 def test_a_killed_worker_is_reported_lost_and_the_others_take_its_users(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     workers = [Worker(tmp_path, f"w{i}", port, wait="30s") for i in range(3)]
     victim = workers[0]
     killer = Later(
@@ -301,7 +246,7 @@ def test_a_killed_worker_is_reported_lost_and_the_others_take_its_users(
 def test_losing_the_last_worker_ends_the_run_with_its_partial_results(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     worker = Worker(tmp_path, "only", port, wait="30s")
     killer = Later(
         _after_load(triton_server, MEASURING_AFTER_S), lambda: os.kill(worker.process.pid, signal.SIGKILL)
@@ -329,7 +274,7 @@ def test_losing_the_last_worker_ends_the_run_with_its_partial_results(
 def test_a_stalled_worker_that_comes_back_is_not_lost(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     workers = [Worker(tmp_path, f"w{i}", port, wait="30s") for i in range(2)]
 
     def stall() -> None:  # its Locust worker misses ~6 heartbeats: missing after 3-4, back before 8
@@ -400,7 +345,7 @@ def test_a_remote_worker_gets_the_request_data_from_the_master(
     elif data == "too large":  # sparse: 65 MiB long, nothing written
         with (master_dir / "inputs.npz").open("wb") as huge:
             huge.truncate(65 * 2**20)
-    port = _free_port()
+    port = free_port()
     master = _plain_master(triton_server, master_dir, port)
     worker = Worker(tmp_path, "remote", port, wait="2s", cwd=worker_dir)
     try:
@@ -436,7 +381,7 @@ def test_sigterm_makes_a_worker_tell_its_master_it_quits(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
     np.savez(tmp_path / "inputs.npz", x=np.arange(4, dtype=np.float32))
-    port = _free_port()
+    port = free_port()
     master = _plain_master(triton_server, tmp_path, port, run_time_s=120)
     worker = Worker(tmp_path, "w", port, wait="30s")
     try:

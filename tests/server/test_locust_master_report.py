@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import subprocess
 import time
 from dataclasses import fields
@@ -27,6 +26,7 @@ from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.windows import WindowLog
 from tritongen.server.local import LocalTritonServer
 
+from support.network import free_port
 from support.paths import ROOT
 
 LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
@@ -38,12 +38,6 @@ REPORT_LINES = (
 )  # fmt: skip
 """The beginnings of the report's lines after its first (the summary line)."""
 runner = CliRunner()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _locust(args: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -101,7 +95,7 @@ def _printed_report(log: Path) -> list[str]:
 def test_a_headless_master_with_two_workers_reports_the_run(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     results, document = tmp_path / "windows.jsonl", tmp_path / "run.json"
     master_args = _load_options(
         triton_server.http_url, "--master", "--headless", "--expect-workers", "2", "--master-bind-host",
@@ -170,7 +164,7 @@ def test_an_unreachable_metrics_endpoint_leaves_its_figures_null_in_one_line(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
     document, log = tmp_path / "run.json", tmp_path / "locust.log"
-    closed = f"http://127.0.0.1:{_free_port()}/metrics"
+    closed = f"http://127.0.0.1:{free_port()}/metrics"
     args = _load_options(
         triton_server.http_url, "--headless", "-u", "2", "-r", "2", "--run-time", "2s",
         "--triton-json", str(document), "--triton-metrics-url", closed,
@@ -242,7 +236,7 @@ def test_a_master_told_to_quit_mid_run_reports_what_its_workers_sent(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
     """SIGTERM, as ``tritongen loadtest --master`` stops its master: what the workers sent, promptly."""
-    port = _free_port()
+    port = free_port()
     results, document = tmp_path / "windows.jsonl", tmp_path / "run.json"
     master_args = _load_options(
         triton_server.http_url, "--master", "--headless", "--expect-workers", "1", "--master-bind-host",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 from tritongen.server.local import LocalTritonServer
 
+from support.network import free_port
 from support.paths import ROOT
 
 LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
@@ -26,12 +26,6 @@ LOCUST = str(Path(sys.executable).with_name("locust"))
 
 
 MODEL = "mlp_onnx"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _locust(host: str, results: Path, *args: str) -> list[str]:
@@ -114,7 +108,7 @@ def test_standalone_csv_counts_every_request(
 def test_master_and_two_workers_report_every_request(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    results, prefix, port = tmp_path / "windows.jsonl", tmp_path / "run", _free_port()
+    results, prefix, port = tmp_path / "windows.jsonl", tmp_path / "run", free_port()
     master = _locust(
         triton_server.grpc_url, results, "--master", "--headless", "--only-summary", "--expect-workers", "2",
         "--master-bind-port", str(port), "-u", "4", "-r", "4", "-t", "3s", "--csv", str(prefix),
@@ -152,7 +146,7 @@ def _requests_row(port: int) -> dict[str, Any] | None:
 
 
 def test_web_ui_shows_the_requests_during_a_run(triton_server: LocalTritonServer, tmp_path: Path) -> None:
-    port, out = _free_port(), tmp_path / "run.json"
+    port, out = free_port(), tmp_path / "run.json"
     argv = [
         sys.executable, "-m", "tritongen", "loadtest", MODEL, "--url", triton_server.http_url,
         "--metrics-url", triton_server.metrics_url, "--web", "--web-port", str(port), "--concurrency", "2",

@@ -29,8 +29,6 @@ from support.paths import ROOT
 from support.shm_model import SHM_MODEL
 
 LOADTESTS = ROOT / "loadtests"
-
-
 """The locustfile's folder: its package ``tritonload`` imports from there."""
 
 

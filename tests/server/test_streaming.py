@@ -28,14 +28,10 @@ SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "1s", "--max-duration
 
 
 RESPONSES, FIRST_MS, GAP_MS = 4, 60, 40
-
-
 """The plan of the fidelity runs: 4 responses at 60, 100, 140 and 180 ms."""
 
 
 TOLERANCE = 0.05
-
-
 """Reported times within 5% of what the model did, plus the fixed overhead measured here."""
 
 

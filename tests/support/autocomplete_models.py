@@ -83,3 +83,23 @@ def write_ensemble(model_dir: Path, first: str, second: str) -> Path:
         ENSEMBLE_CONFIG.format(name=model_dir.name, first=first, second=second)
     )
     return model_dir
+
+
+def write_refused_and_doubtful(repo: Path) -> dict[str, str]:
+    """Directories Triton refuses or serves uselessly, each with the rule lint reports on it."""
+    (repo / "empty_dir").mkdir(parents=True)
+    (repo / "unknown_file" / "1").mkdir(parents=True)
+    (repo / "unknown_file" / "1" / "model.bin").write_bytes(b"weights")
+    (repo / "no_version").mkdir()
+    (repo / "no_version" / "model.py").write_text(PLAIN_MODEL_PY)
+    write_auto_model(
+        repo / "broken_py", model_py="class TritonPythonModel:\n    def execute(self, requests)\n"
+    )
+    write_auto_model(repo / "plain_py", model_py=PLAIN_MODEL_PY)
+    return {
+        "empty_dir": "autocomplete.no-backend",
+        "unknown_file": "autocomplete.no-backend",
+        "no_version": "autocomplete.no-backend",
+        "broken_py": "autocomplete.python-syntax",
+        "plain_py": "autocomplete.python-no-io",  # a warning: Triton loads it, with no tensors
+    }

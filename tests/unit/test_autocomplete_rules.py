@@ -19,6 +19,7 @@ from support.autocomplete_models import (
     PLAIN_MODEL_PY,
     write_auto_model,
     write_ensemble,
+    write_refused_and_doubtful,
 )
 
 runner = CliRunner()
@@ -53,29 +54,9 @@ def test_lint_notes_an_onnx_model_without_config(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "clean (1 note(s))" in result.stdout
 
 
-def _refused_and_doubtful(repo: Path) -> dict[str, str]:
-    """Directories Triton refuses or serves uselessly, each with the rule lint reports on it."""
-    (repo / "empty_dir").mkdir(parents=True)
-    (repo / "unknown_file" / "1").mkdir(parents=True)
-    (repo / "unknown_file" / "1" / "model.bin").write_bytes(b"weights")
-    (repo / "no_version").mkdir()
-    (repo / "no_version" / "model.py").write_text(PLAIN_MODEL_PY)
-    write_auto_model(
-        repo / "broken_py", model_py="class TritonPythonModel:\n    def execute(self, requests)\n"
-    )
-    write_auto_model(repo / "plain_py", model_py=PLAIN_MODEL_PY)
-    return {
-        "empty_dir": "autocomplete.no-backend",
-        "unknown_file": "autocomplete.no-backend",
-        "no_version": "autocomplete.no-backend",
-        "broken_py": "autocomplete.python-syntax",
-        "plain_py": "autocomplete.python-no-io",  # a warning: Triton loads it, with no tensors
-    }
-
-
 def test_lint_flags_directories_triton_refuses(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    expected = _refused_and_doubtful(repo)
+    expected = write_refused_and_doubtful(repo)
     write_example("mlp", repo / "two_versions" / "1" / "model.onnx")
     (repo / "two_versions" / "2").mkdir()  # the latest version, without its model file
     (repo / "custom.identity" / "1").mkdir(parents=True)  # Triton reads a backend from the name

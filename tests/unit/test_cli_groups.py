@@ -64,9 +64,6 @@ def test_picking_a_group_the_command_lacks_is_refused() -> None:
             pass
 
 
-LOAD = ["--concurrency", "--duration", "--warmup", "--rounds", "--confidence", "--seed"]
-
-
 @pytest.mark.parametrize(
     ("command", "options"),
     [

@@ -7,8 +7,6 @@ each run's Locust master over its port, as they would from other machines.
 from __future__ import annotations
 
 import json
-import os
-import re
 import socket
 import subprocess
 import sys
@@ -22,73 +20,15 @@ from tritongen.cli.main import app
 from tritongen.loadtest.distributed import Distributed, WorkerArgs, lost_reason
 from tritongen.loadtest.windows import Window, WindowLog
 
+from support.load_workers import Worker
+from support.network import free_port
 from support.paths import ROOT
 
 runner = CliRunner()
 
 
 MODEL = "sleep_const"
-
-
 """12 ms per request: slow enough that few requests are in flight at a window edge."""
-
-
-"""The model's throughput (one instance, 12 ms a request) whatever the concurrency."""
-
-
-"""Load served before a worker is killed: the first active window (2 s) and the warm-up (1 s, a
-window) are over by then, so the kill falls in the measurement."""
-
-
-"""Locust marks a worker missing 3-4 s after its last heartbeat; the master notes it within 0.5 s."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Worker:
-    """A ``tritongen loadtest --worker`` process, its stderr in a file."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        name: str,
-        port: int,
-        wait: str,
-        cwd: Path | None = None,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.stderr_path = workdir / f"{name}.err"
-        with self.stderr_path.open("wb") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "tritongen", "loadtest", "--worker", "--master-host", "127.0.0.1",
-                 "--master-port", str(port), "--worker-wait", wait],
-                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
-                env={**os.environ, "COLUMNS": "200", **(env or {})},
-            )  # fmt: skip
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def locust_pid(self) -> int:
-        """The Locust worker it runs now."""
-        pid = self.process.pid
-        (child,) = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return int(child)
-
-    def totals(self) -> dict[int, tuple[str, int]]:
-        """Run number -> (worker id, requests it reported), as each Locust worker counted them itself."""
-        line = r"^run (\d+): worker (\S+) sent (\d+) requests \(warm-up included\)$"
-        found = re.findall(line, self.stderr(), re.MULTILINE)
-        return {int(run): (worker, int(n)) for run, worker, n in found}
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
 
 
 def test_a_worker_whose_locust_keeps_crashing_stops_after_three_tries(tmp_path: Path) -> None:
@@ -117,7 +57,7 @@ def test_a_worker_whose_locust_keeps_crashing_stops_after_three_tries(tmp_path: 
 
 
 def test_a_worker_without_master_stops_after_its_wait(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     worker = Worker(tmp_path, "alone", port, wait="1s")
     try:
         assert worker.process.wait(timeout=30) == 0

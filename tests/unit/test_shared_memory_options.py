@@ -28,8 +28,6 @@ from tritongen.loadtest.shared_memory import (
 
 from support.paths import ROOT
 
-"""The locustfile's folder: its package ``tritonload`` imports from there."""
-
 
 def test_a_server_on_another_host_is_refused_in_one_line() -> None:
     result = CliRunner().invoke(

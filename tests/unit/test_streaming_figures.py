@@ -15,12 +15,7 @@ from tritongen.report.html import loadtest_section
 from tritongen.report.tables import streaming_table
 
 RESPONSES, FIRST_MS, GAP_MS = 4, 60, 40
-
-
 """The plan of the fidelity runs: 4 responses at 60, 100, 140 and 180 ms."""
-
-
-"""Reported times within 5% of what the model did, plus the fixed overhead measured here."""
 
 
 T = TypeVar("T")
