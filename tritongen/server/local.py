@@ -232,7 +232,9 @@ class LocalTritonServer:
         """Stop the server: SIGINT, wait, then SIGKILL its whole process group; clean up."""
         process = self._process
         if process is not None:
-            if process.poll() is None:
+            if process.poll() is not None:
+                self._keep_log = True  # it exited on its own: its log says why
+            else:
                 with contextlib.suppress(ProcessLookupError):
                     process.send_signal(signal.SIGINT)
                 # A second Ctrl-C only skips the wait: the group is killed below either way.
