@@ -14,6 +14,7 @@ from tritongen.client.control import ModelControl
 from tritongen.server.local import LocalTritonServer
 
 from support.composing_models import BLS_MODEL, ENSEMBLE_MODEL, PRE_MODEL, STEP_MODEL
+from support.loads import QUICK_RUNS
 
 runner = CliRunner()
 SHORT = ["--duration", "2s", "--warmup", "1s", "--window", "1s", "--max-duration", "3s"]
@@ -107,7 +108,7 @@ def test_tune_a_step_of_an_ensemble_under_the_ensembles_load(
     result = runner.invoke(
         app,
         ["tune", ENSEMBLE_MODEL, "--composing", PRE_MODEL, "--repo", str(served_repository),
-         "--url", triton_server.http_url, "--duration", "1s", "--warmup", "0.5s", "--concurrency", "4",
+         "--url", triton_server.http_url, *QUICK_RUNS, "--concurrency", "4",
          "--max-batch-size", "8", "--max-queue-delay-us", "0,500", "--instances", "1", "--strategy", "grid",
          "--rounds", "2", "--finalists", "1", "--out", str(out), "--json", str(tmp_path / "t.json")],
     )  # fmt: skip
@@ -140,8 +141,8 @@ def test_tune_under_a_bls_model_warns_when_the_load_never_reaches_the_tuned_mode
     result = runner.invoke(
         app,
         ["tune", BLS_MODEL, "--composing", STEP_MODEL, "--input-value", f"MODEL_NAME={PRE_MODEL}",
-         "--repo", str(served_repository), "--url", triton_server.http_url, "--duration", "1s",
-         "--warmup", "0.5s", "--concurrency", "2", "--max-batch-size", "32", "--max-queue-delay-us", "0",
+         "--repo", str(served_repository), "--url", triton_server.http_url, *QUICK_RUNS, "--concurrency", "2",
+         "--max-batch-size", "32", "--max-queue-delay-us", "0",
          "--instances", "1", "--strategy", "grid", "--rounds", "1", "--finalists", "1",
          "--out", str(tmp_path / "tune"), "--json", str(tmp_path / "t.json")],
     )  # fmt: skip

@@ -18,6 +18,7 @@ import pytest
 from tritongen.client.repository import RepositoryControl
 from tritongen.server.local import LocalTritonServer
 
+from support.loads import QUICK_RUNS
 from support.processes import (
     descendants,
     gone,
@@ -93,7 +94,7 @@ def test_ctrl_c_keeps_results_and_leaves_nothing_running(
         result = tmp_path / "tune" / "tune.json"
         args = ["tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
                 "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,200", "--instances", "1",
-                "--strategy", "grid", "--duration", "20s", "--warmup", "0.5s", "--concurrency", "2",
+                "--strategy", "grid", "--duration", "6s", "--warmup", "0.5s", "--concurrency", "2",
                 "--out", result.parent]  # fmt: skip
 
         def busy() -> bool:  # the baseline is measured, the first candidate is running
@@ -128,8 +129,8 @@ def test_tune_killed_is_finished_by_resume_without_redoing_trials(
     out = tmp_path / "tune"
     args = ["tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
             "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,200,400", "--instances", "1",
-            "--strategy", "grid", "--duration", "1s", "--warmup", "0.5s", "--concurrency", "2",
-            "--rounds", "1", "--finalists", "1"]  # fmt: skip
+            "--strategy", "grid", *QUICK_RUNS, "--concurrency", "2", "--rounds", "1",
+            "--finalists", "1"]  # fmt: skip
     cli = start_cli(tmp_path / "first", *args, "--out", out)
     try:
         wait_until(lambda: len(list(out.glob("trials/*/result.json"))) >= 2, cli, 180, "two trials finished")

@@ -13,6 +13,8 @@ from tritongen.cli.main import app
 from tritongen.deploy.kubernetes.scaling import SIGNALS, quantity, scaling_target
 from tritongen.server.local import LocalTritonServer
 
+from support.loads import QUICK_RUNS
+
 pytestmark = pytest.mark.slow
 runner = CliRunner()
 MODEL = "mlp_onnx"
@@ -25,7 +27,7 @@ def test_hpa_target_is_the_tuned_queue_time(
     tuned = runner.invoke(
         app,
         ["tune", MODEL, "--repo", str(served_repository), "--url", triton_server.http_url,
-         "--duration", "1s", "--warmup", "0.5s", "--concurrency", "8", "--slo-p99-ms", "500",
+         *QUICK_RUNS, "--concurrency", "8", "--slo-p99-ms", "500",
          "--max-batch-size", "8", "--max-queue-delay-us", "200", "--instances", "1", "--strategy", "grid",
          "--rounds", "1", "--finalists", "1", "--out", str(tmp_path / "tune"), "--json", str(tune_json)],
     )  # fmt: skip

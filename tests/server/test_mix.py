@@ -22,6 +22,7 @@ from tritongen.triton.proto import read_config
 from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
 from tritongen.tune.space import SearchSpace, parse_preferred_sets
 
+from support.loads import QUICK_RUNS
 from support.mix_models import HOLD_MODELS, HOLD_US
 from support.sequence_model import SEQUENCE_MODEL
 
@@ -148,7 +149,7 @@ TUNED = "mlp_onnx"
 TINY_SPACE = ["--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,100", "--instances", "1"]
 
 
-TINY_TUNE = ["--strategy", "grid", "--duration", "1s", "--warmup", "0.5s", "--concurrency", "2",
+TINY_TUNE = ["--strategy", "grid", *QUICK_RUNS, "--concurrency", "2",
              "--rounds", "1", "--finalists", "1"]  # fmt: skip
 
 

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.server.local import LocalTritonServer
 
+from support.loads import QUICK_RUNS
+
 pytestmark = pytest.mark.slow
 runner = CliRunner()
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -41,22 +43,22 @@ def results(
     url = ["--url", triton_server.http_url]
     code, _, stderr = _run(
         "loadtest", "mlp_onnx", *url, "--metrics-url", triton_server.metrics_url, "--concurrency", "1,4",
-        "--duration", "1s", "--warmup", "0.5s", "--json", out / "loadtest.json",
+        *QUICK_RUNS, "--json", out / "loadtest.json",
         "--html", out / "loadtest.html",
     )  # fmt: skip
     assert code == 0, stderr
     code, _, stderr = _run(
         "tune", "mlp_onnx", "--repo", served_repository, *url, "--strategy", "grid",
         "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,500", "--instances", "1",
-        "--duration", "1s", "--warmup", "0.5s",
-        "--concurrency", "4", "--slo-p99-ms", "1000", "--out", out / "tune", "--json", out / "tune.json",
+        *QUICK_RUNS, "--concurrency", "4", "--slo-p99-ms", "1000", "--out", out / "tune",
+        "--json", out / "tune.json",
         "--html", out / "tune.html", "--rounds", "2", "--finalists", "1",
     )  # fmt: skip
     assert code == 0, stderr
     code, _, stderr = _run(
         "compare", example_models["mlp"], "--name", "mlp", *url, "--metrics-url", triton_server.metrics_url,
-        "--repo", served_repository, "--formats", "onnx", "--duration", "1s", "--warmup", "0.5s",
-        "--concurrency", "1,2", "--out", out / "compare", "--json", out / "compare.json",
+        "--repo", served_repository, "--formats", "onnx", "--duration", "0.5s", "--warmup", "0.5s",
+        "--rounds", "2", "--concurrency", "1,2", "--out", out / "compare", "--json", out / "compare.json",
         "--html", out / "compare.html",
     )  # fmt: skip
     assert code == 0, stderr

@@ -21,9 +21,12 @@ from tritongen.client.control import ModelControl
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import parse_config_text
 
+from support.loads import QUICK_RUNS
+
 runner = CliRunner()
 MODEL = "mlp_onnx"
-FAST = ["--duration", "1s", "--warmup", "0.5s", "--concurrency", "4"]
+# The mechanics of a tune, not its figures.
+FAST = [*QUICK_RUNS, "--concurrency", "4"]
 QUICK_LOOK = ["--rounds", "1", "--finalists", "1"]  # the least confirmation: one round of one finalist
 
 
@@ -377,7 +380,7 @@ def test_ctrl_c_restores_the_config_and_keeps_what_was_measured(
         [sys.executable, "-m", "tritongen", "tune", MODEL, "--repo", str(served_repository),
          "--url", triton_server.http_url, "--max-batch-size", "16", "--preferred-batch-sizes", "4,8",
          "--max-queue-delay-us", "0,100,200,300", "--instances", "1", "--strategy", "grid",
-         "--duration", "20s", "--warmup", "0.5s", "--concurrency", "2", "--out", str(out)],
+         "--duration", "6s", "--warmup", "0.5s", "--concurrency", "2", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     try:

@@ -32,6 +32,18 @@ Rounds = Annotated[
     ),
 ]
 
+MaxDuration = Annotated[
+    str | None,
+    typer.Option(
+        "--max-duration",
+        help="Cap while waiting for stability (default 3 × duration).",
+        show_default=False,
+    ),
+]
+MeasurementWindow = Annotated[
+    str | None,
+    typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
+]
 RequestTimeout = Annotated[
     str,
     typer.Option(
@@ -192,23 +204,13 @@ class LoadFlags:
 
 @dataclass(frozen=True)
 class RunFlags:
-    """How ``loadtest`` drives and judges each run (``tune`` keeps the defaults)."""
+    """How ``loadtest`` drives and judges each run (``tune`` takes its window and stability cap)."""
 
     arrival: Annotated[str, typer.Option("--arrival", help="Open-loop arrivals: constant or poisson.")] = (
         "constant"
     )
-    max_duration: Annotated[
-        str | None,
-        typer.Option(
-            "--max-duration",
-            help="Cap while waiting for stability (default 3 × duration).",
-            show_default=False,
-        ),
-    ] = None
-    window: Annotated[
-        str | None,
-        typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
-    ] = None
+    max_duration: MaxDuration = None
+    window: MeasurementWindow = None
     request_timeout: RequestTimeout = "60s"
     processes: Annotated[
         str,

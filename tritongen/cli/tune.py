@@ -22,7 +22,15 @@ from tritongen.cli.common import (
 )
 from tritongen.cli.config_change import ShowDiff, show_diff
 from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import LoadFlags, RequestTimeout, RoundsFlags, RunFlags, load_spec
+from tritongen.cli.load_options import (
+    LoadFlags,
+    MaxDuration,
+    MeasurementWindow,
+    RequestTimeout,
+    RoundsFlags,
+    RunFlags,
+    load_spec,
+)
 from tritongen.cli.options import AdminKey, Repo, SloP99, Url, WorkDir
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
@@ -199,6 +207,19 @@ class TrialFlags:
         ),
     ] = DEFAULT_FINALISTS
     request_timeout: RequestTimeout = "60s"
+    max_duration: Annotated[
+        str | None,
+        reworded(MaxDuration, "Cap of each run while it waits for stability (default 3 × duration)."),
+    ] = None
+    window: Annotated[
+        str | None, reworded(MeasurementWindow, "Measurement window of each run (default duration/6, 1-5 s).")
+    ] = None
+
+    def run_flags(self) -> RunFlags:
+        """How each run of a trial is judged: its request timeout, window and stability cap."""
+        return RunFlags(
+            request_timeout=self.request_timeout, max_duration=self.max_duration, window=self.window
+        )
 
 
 @dataclass(frozen=True)
@@ -328,7 +349,7 @@ def _request(
     request = TuneRequest(
         model=tuned,
         space=space,
-        load=load_spec(model, url=None, load=load, run=RunFlags(request_timeout=trials.request_timeout)),
+        load=load_spec(model, url=None, load=load, run=trials.run_flags()),
         slo_p99_ms=slo_p99_ms,
         strategy=search.strategy,
         max_trials=search.max_trials,
