@@ -5,6 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
+# The suite's time goes mostly to waiting on servers and fixed-length load runs: two worker
+# processes (each with its own embedded server) share the two cores, one test file at a time
+# each, so a module's fixtures are built once. PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 .PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus wrk cross-aarch64 gpu-wheels clean
 
@@ -59,7 +64,7 @@ demo: install $(EXAMPLES)/mlp.onnx
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 lint: install
 	$(BIN)/ruff check .
@@ -68,7 +73,7 @@ typecheck: install
 	$(BIN)/mypy
 
 pytest: install
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
 
 # Regenerate the committed example repository and compose.yaml (a test checks they are current).
 example-repository: install

@@ -26,6 +26,7 @@ from tritongen.client.inputs import build_inputs
 from tritongen.errors import ModelLoadError, ServerError
 from tritongen.server.local import SHM_DIR, LocalTritonServer
 
+from support.loads import QUICK_RUNS
 from support.paths import ROOT
 
 TOLERANCE = 1e-5
@@ -480,8 +481,8 @@ def test_an_admin_key_restricts_the_repository_api_but_not_inference(
         control.close()
         tune = ["tune", "mlp_onnx", "--repo", str(served_repository), "--url", server.http_url,
                 "--max-batch-size", "16", "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0",
-                "--instances", "1", "--duration", "1s", "--warmup", "0.5s", "--concurrency", "2",
-                "--rounds", "1", "--finalists", "1"]  # fmt: skip
+                "--instances", "1", *QUICK_RUNS, "--concurrency", "2", "--rounds", "1",
+                "--finalists", "1"]  # fmt: skip
         refused = runner.invoke(app, [*tune, "--out", str(tmp_path / "r")], env={"TRITONGEN_ADMIN_KEY": ""})
         assert refused.exit_code == 1 and "--admin-key" in refused.stderr
         tuned = runner.invoke(app, [*tune, "--out", str(tmp_path / "t")], env={"TRITONGEN_ADMIN_KEY": key})
