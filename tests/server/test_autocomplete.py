@@ -136,7 +136,8 @@ def test_tune_starts_from_the_servers_config_and_apply_writes_it_out(
             # Three rounds: with two, the t interval of the gain is ±9 standard deviations of the
             # per-round log ratio, and a busy machine can widen even a 5× gain's interval past 1.
             ["tune", AUTO_MODEL, "--repo", str(served_repository), "--url", triton_server.http_url,
-             "--duration", "1s", "--warmup", "0.5s", "--concurrency", "8", "--max-batch-size", "8",
+             "--duration", "1s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "1s",
+             "--concurrency", "8", "--max-batch-size", "8",
              "--preferred-batch-sizes", "none", "--max-queue-delay-us", "1000", "--instances", "1,2",
              "--strategy", "grid", "--rounds", "3", "--finalists", "1",
              "--out", str(tmp_path / "t"), "--json", str(tmp_path / "t.json"), "--apply"],
