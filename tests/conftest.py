@@ -23,6 +23,7 @@ from support.paths import ROOT
 settings.register_profile("repeatable", derandomize=True)
 settings.load_profile("repeatable")
 
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip every ``gpu``-marked test where this machine has no usable NVIDIA GPU."""
     skip_gpu_items(items, host_gpu_skip_reason)

@@ -21,11 +21,13 @@ from tritongen.compare.recommend import CRITERIA
 from tritongen.metrics.hardware import local_gpus
 from tritongen.server.local import LocalTritonServer
 
+from support.loads import QUICK_RUNS
 from support.processes import descendants, gone, named, shm_regions
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
-FAST = ["--duration", "1s", "--warmup", "0.5s", "--concurrency", "1,2", "--rounds", "2"]
+FAST = [*QUICK_RUNS, "--concurrency", "1,2", "--rounds", "2"]
+"""What these tests check is the comparison's mechanics, not which engine wins."""
 
 
 def _run(*args: str | Path) -> tuple[int, str, str]:

@@ -19,7 +19,8 @@ from tritongen.server.local import LocalTritonServer
 
 from support.piped_output import WIDTHS, assert_table_whole, assert_whole, run_piped
 
-QUICK = ["--duration", "0.5s", "--warmup", "0s", "--rounds", "1"]
+QUICK = ["--duration", "0.5s", "--warmup", "0s", "--window", "0.25s", "--max-duration", "0.5s",
+         "--rounds", "1"]  # fmt: skip
 PRINT_REPORT = (
     "import json, sys; from tritongen.cli.compare import print_report; "
     "from tritongen.compare.result import CompareReport; "

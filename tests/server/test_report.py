@@ -57,8 +57,8 @@ def results(
     assert code == 0, stderr
     code, _, stderr = _run(
         "compare", example_models["mlp"], "--name", "mlp", *url, "--metrics-url", triton_server.metrics_url,
-        "--repo", served_repository, "--formats", "onnx", "--duration", "0.5s", "--warmup", "0.5s",
-        "--rounds", "2", "--concurrency", "1,2", "--out", out / "compare", "--json", out / "compare.json",
+        "--repo", served_repository, "--formats", "onnx", *QUICK_RUNS, "--rounds", "2",
+        "--concurrency", "1,2", "--out", out / "compare", "--json", out / "compare.json",
         "--html", out / "compare.html",
     )  # fmt: skip
     assert code == 0, stderr

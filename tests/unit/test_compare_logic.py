@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tritongen.client.inputs import InputSpec, ModelInterface
-from tritongen.compare.measure import MeasureSettings, request_shapes
+from tritongen.compare.measure import MeasureSettings, ServerHandle, engine_spec, request_shapes
 from tritongen.compare.recommend import rank, recommend
 from tritongen.compare.result import SCHEMA, CompareReport, EngineResult, Recommendation, build_note
 from tritongen.compare.runner import apply_metadata
@@ -286,11 +286,24 @@ def test_request_shapes_fill_dynamic_dims_from_seq_after_explicit_shapes() -> No
         ({"seq": 0}, "--seq"),
         ({"concurrency_levels": (1, 0)}, "--concurrency"),
         ({"duration_s": 0.0}, "--duration"),
+        ({"window_s": 0.0}, "--window"),
     ],
 )
 def test_settings_reject_impossible_values(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         replace(MeasureSettings(), **changes).check()
+
+
+def test_each_run_takes_the_window_and_cap_given_and_else_the_default_rule() -> None:
+    server = ServerHandle("127.0.0.1:8000", "127.0.0.1:8001", "http://127.0.0.1:8002/metrics")
+    default = MeasureSettings(duration_s=4.0)
+    spec = engine_spec(server, default, "m", 1, 1, {})
+    assert spec.window_s is None and spec.effective_max_duration_s == 6.0  # 1.5 x duration
+    assert "window_s" not in default.to_json() and "max_duration_s" not in default.to_json()
+    given = replace(default, window_s=0.5, max_duration_s=5.0)
+    spec = engine_spec(server, given, "m", 1, 1, {})
+    assert spec.effective_window_s == 0.5 and spec.effective_max_duration_s == 5.0
+    assert given.to_json()["window_s"] == 0.5 and given.to_json()["max_duration_s"] == 5.0
 
 
 def test_backend_processes_are_found_by_their_model_file(tmp_path: Path) -> None:

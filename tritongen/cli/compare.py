@@ -14,7 +14,7 @@ from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import LoadFlags, RoundsFlags
+from tritongen.cli.load_options import LoadFlags, MaxDuration, MeasurementWindow, RoundsFlags
 from tritongen.cli.options import (
     AdminKey,
     Formats,
@@ -37,6 +37,7 @@ from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
 from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import DEFAULT_ROUNDS
 from tritongen.loadtest.runner import Progress
+from tritongen.loadtest.spec import parse_duration
 from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
 from tritongen.server.preflight import lint_before_serving
 from tritongen.triton.batching import BatchingOptions
@@ -91,6 +92,14 @@ class CompareFlags:
             show_default=False,
             rich_help_panel="Precision",
         ),
+    ] = None
+    window: Annotated[
+        str | None,
+        reworded(MeasurementWindow, "Measurement window of each run (default duration/6, 1-5 s)."),
+    ] = None
+    max_duration: Annotated[
+        str | None,
+        reworded(MaxDuration, "Cap of each run while it waits for stability (default 1.5 × duration)."),
     ] = None
 
 
@@ -240,9 +249,16 @@ def _settings(compare: CompareFlags, load: LoadFlags, rounds: RoundsFlags) -> Me
         seed=load.seed,
         rounds=rounds.count(default=DEFAULT_ROUNDS),
         confidence=rounds.confidence,
+        window_s=_seconds_or_none(compare.window, "--window"),
+        max_duration_s=_seconds_or_none(compare.max_duration, "--max-duration"),
     )
     settings.check()
     return settings
+
+
+def _seconds_or_none(text: str | None, option: str) -> float | None:
+    """A duration option in seconds, or ``None`` when not given (the default rule applies)."""
+    return parse_duration(text, option) if text else None
 
 
 def _max_batch(batching: BatchingFlags, compare: CompareFlags) -> int:

@@ -52,6 +52,10 @@ class MeasureSettings:
     rounds: int = DEFAULT_ROUNDS
     """Interleaved rounds of the deciding figures (every engine once per round)."""
     confidence: float = DEFAULT_CONFIDENCE
+    window_s: float | None = None
+    """Measurement window of each run (``None``: the load test's default for the duration)."""
+    max_duration_s: float | None = None
+    """Cap of each run while it waits for stability (``None``: 1.5 × duration)."""
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -67,6 +71,8 @@ class MeasureSettings:
             raise ConfigError("--concurrency levels must be positive", "e.g. --concurrency 1,2,4,8")
         if self.duration_s <= 0 or self.warmup_s < 0:
             raise ConfigError("--duration must be positive and --warmup not negative", "e.g. --duration 10s")
+        if self.window_s is not None and self.window_s <= 0:
+            raise ConfigError("--window must be positive", "e.g. --window 2s")
         check_rounds(self.rounds)
         check_confidence(self.confidence)
 
@@ -75,6 +81,9 @@ class MeasureSettings:
         data = asdict(self)
         data["shapes"] = {k: list(v) for k, v in self.shapes.items()}
         data["concurrency_levels"] = list(self.concurrency_levels)
+        for default_rule in ("window_s", "max_duration_s"):  # recorded only when given
+            if data[default_rule] is None:
+                del data[default_rule]
         return data
 
 
@@ -175,7 +184,8 @@ def engine_spec(
         shapes=shapes,
         duration_s=settings.duration_s,
         warmup_s=settings.warmup_s,
-        max_duration_s=1.5 * settings.duration_s,
+        max_duration_s=settings.max_duration_s or 1.5 * settings.duration_s,
+        window_s=settings.window_s,
         metrics_url=server.metrics_url,
         seed=settings.seed,
     )
