@@ -5,10 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO   := build/demo
 EXAMPLES := build/examples
-# The suite's time goes mostly to waiting on servers and fixed-length load runs: two worker
+# The suite's time goes mostly to waiting on servers and fixed-length load runs: three worker
 # processes (each with its own embedded server) share the two cores, one test file at a time
 # each, so a module's fixtures are built once. PYTEST_WORKERS=0 runs it in this process.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 .PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus wrk cross-aarch64 gpu-wheels clean

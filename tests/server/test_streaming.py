@@ -37,6 +37,9 @@ TOLERANCE = 0.05
 
 T = TypeVar("T")
 
+ATTEMPTS = 3
+"""Runs of one fidelity measurement at most, until the model keeps to its plan."""
+
 
 def _loadtest(server: LocalTritonServer, *args: str, protocol: str = "grpc") -> tuple[int, str, str]:
     url = server.grpc_url if protocol == "grpc" else server.http_url
@@ -80,6 +83,35 @@ class Truth:
         gaps = [after - before for row in rows for before, after in itertools.pairwise(row)]
         return result, cls(np.array([r[0] for r in rows]), np.array(gaps), np.array([r[-1] for r in rows]))
 
+    def kept_to(self, first_ms: float, gap_ms: float) -> bool:
+        """Whether the model sent its responses on plan (median and mean), i.e. was not starved of CPU."""
+        return all(
+            abs(stat(times) - planned_ms * 1000) <= TOLERANCE * planned_ms * 1000
+            for times, planned_ms in ((self.first, first_ms), (self.gaps, gap_ms))
+            for stat in STATISTICS.values()
+        )
+
+    @classmethod
+    def measure_on_plan(
+        cls, served_repository: Path, run: Callable[[], T], responses: int, first_ms: float, gap_ms: float
+    ) -> tuple[T, Truth]:
+        """``measure``, again while the model did not keep to its plan (the machine was busy), up to 3 times.
+
+        The reported times are compared with what the model did only when it did what was planned:
+        a model starved of CPU makes its own record and the client's both late, by amounts that
+        differ, and that says nothing of the load generator. A machine that starves it every
+        time skips the test, with the figures, rather than failing it.
+        """
+        for _ in range(ATTEMPTS):
+            result, truth = cls.measure(served_repository, run, responses)
+            if len(truth.first) and truth.kept_to(first_ms, gap_ms):
+                return result, truth
+        pytest.skip(
+            f"the model missed its plan ({first_ms:g} ms, then {gap_ms:g} ms gaps) in {ATTEMPTS} runs: "
+            f"busy machine (last: first {np.mean(truth.first) / 1000:.1f} ms mean, "
+            f"{np.percentile(truth.first, 50) / 1000:.1f} ms median)"
+        )
+
 
 STATISTICS: dict[str, Callable[[npt.NDArray[np.float64]], float]] = {
     "p50": lambda v: float(np.percentile(v, 50)),
@@ -99,8 +131,12 @@ def overhead_us(
     """
     tmp_path = tmp_path_factory.mktemp("overhead")
     plan = write_plan(tmp_path / "short.npz", responses=3, first_ms=10, gap_ms=10)
-    (run, _), truth = Truth.measure(
-        served_repository, lambda: _run(triton_server, tmp_path, plan, "--concurrency", "1", *SHORT), 3
+    (run, _), truth = Truth.measure_on_plan(
+        served_repository,
+        lambda: _run(triton_server, tmp_path, plan, "--concurrency", "1", *SHORT),
+        3,
+        10,
+        10,
     )
     assert run["errors"] == 0 and run["responses_per_request"] == 3
     first = run["latencies_us"]["first_response"]
@@ -123,9 +159,6 @@ def _check_times(run: dict[str, Any], truth: Truth, overhead: dict[str, float]) 
         for name, (true, extra) in expected.items():
             print(f"{key} {name}: reported {reported[name][key]:.0f} µs, model {true:.0f} + {extra:.0f} µs")
             assert abs(reported[name][key] - (true + extra)) <= TOLERANCE * true, (name, key)
-    # The model kept to its plan (it was not starved of CPU), so the figures above mean something.
-    assert abs(STATISTICS["p50"](truth.first) - FIRST_MS * 1000) <= TOLERANCE * FIRST_MS * 1000
-    assert abs(STATISTICS["p50"](truth.gaps) - GAP_MS * 1000) <= TOLERANCE * GAP_MS * 1000
     assert run["responses_per_request"] == RESPONSES
 
 
@@ -136,8 +169,8 @@ def test_closed_loop_streams_report_first_response_and_gaps(
     """Four users in two Locust processes, each with its own stream: figures match what the model did."""
     plan = write_plan(tmp_path / "gaps.npz", RESPONSES, FIRST_MS, GAP_MS)
     args = ["--concurrency", "4", "--processes", "2", *SHORT, "--csv", str(tmp_path / "gaps.csv")]
-    (run, stdout), truth = Truth.measure(
-        served_repository, lambda: _run(triton_server, tmp_path, plan, *args), RESPONSES
+    (run, stdout), truth = Truth.measure_on_plan(
+        served_repository, lambda: _run(triton_server, tmp_path, plan, *args), RESPONSES, FIRST_MS, GAP_MS
     )
     assert run["errors"] == 0 and run["processes"] == 2
     _check_times(run, truth, overhead_us)
@@ -163,8 +196,8 @@ def test_open_loop_puts_several_requests_in_flight_on_one_stream(
     """At 20 requests/s of 180 ms each, about 3.6 requests share the one user's stream at a time."""
     plan = write_plan(tmp_path / "gaps.npz", RESPONSES, FIRST_MS, GAP_MS)
     args = ["--rate", "20", "--processes", "1", *SHORT]
-    (run, _), truth = Truth.measure(
-        served_repository, lambda: _run(triton_server, tmp_path, plan, *args), RESPONSES
+    (run, _), truth = Truth.measure_on_plan(
+        served_repository, lambda: _run(triton_server, tmp_path, plan, *args), RESPONSES, FIRST_MS, GAP_MS
     )
     assert run["errors"] == 0 and run["held_back_sends"] == 0
     assert run["achieved_rate"] == pytest.approx(20, rel=0.1)
