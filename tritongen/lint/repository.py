@@ -126,7 +126,10 @@ def lint_text(
     if message is None:
         return [syntax] if syntax else []
     return with_positions(
-        lint_model(ModelContext(name or "model", message, file, directory=None, slo_p99_ms=slo_p99_ms)), text
+        lint_model(
+            ModelContext(name or "model", message, file, directory=None, slo_p99_ms=slo_p99_ms, text=text)
+        ),
+        text,
     )
 
 
@@ -356,5 +359,5 @@ def lint_model_text(
     message, syntax = parse_config(text, shown, directory.name)
     if message is None:
         return [syntax] if syntax else []
-    context = ModelContext(directory.name, message, shown, directory, check_files=check_files)
+    context = ModelContext(directory.name, message, shown, directory, check_files=check_files, text=text)
     return with_positions(lint_model(context), text)

@@ -44,6 +44,7 @@ FILLED_FROM = {
     "onnxruntime_onnx": "the ONNX graph",
     "tensorflow_savedmodel": "the SavedModel's signature",
     "openvino": "the OpenVINO model",
+    "vllm": "the vLLM backend's auto_complete_config (text_input, stream, sampling_parameters; text_output)",
 }
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from tritongen.lint.findings import Finding, Severity
 from tritongen.lint.rules.layout import PLATFORM_BACKENDS, detect_backend
+from tritongen.triton.pbtxt.written import normalized, written_fields
 
 
 @dataclass
@@ -47,6 +49,18 @@ class ModelContext:
     def note(self, rule: str, path: str, message: str, fix: str) -> None:
         """Record a note: what Triton does on its own here (nothing is wrong)."""
         self.report("info", rule, path, message, fix)
+
+    @cached_property
+    def written(self) -> frozenset[str] | None:
+        """The field paths the config's text writes (``None``: no text, or text the tree cannot follow)."""
+        return written_fields(self.text) if self.text else None
+
+    def wrote(self, path: str) -> bool:
+        """Whether the config writes the field at ``path`` (``instance_group[1].count``).
+
+        Without its text, a config is taken to write every field it holds.
+        """
+        return self.written is None or normalized(path) in self.written
 
     @property
     def platform(self) -> str:

@@ -11,12 +11,13 @@ def check_instance_groups(ctx: ModelContext) -> None:
         return
     for index, group in enumerate(ctx.config.instance_group):
         path, kind = f"instance_group[{index}]", enum_name(group, "kind")
-        if group.count < 1:
+        if group.count < 1 and ctx.wrote(f"{path}.count"):  # left out, Triton's default is meant
             ctx.warning(
                 "instance-group.count",
                 f"{path}.count",
-                f"count {group.count} is replaced by Triton's default (1, or 2 on CPU for some backends)",
-                "set count: 1 or more",
+                f"count {group.count} is written, but Triton runs its default instead (1, or 2 on CPU "
+                "for some backends)",
+                "set count: 1 or more, or leave count out for Triton's default",
             )
         if kind in ("KIND_CPU", "KIND_MODEL") and group.gpus:
             ctx.error(

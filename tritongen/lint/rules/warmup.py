@@ -44,7 +44,9 @@ def _check_batch_size(ctx: ModelContext, path: str, label: str, sample: Any) -> 
         ctx.warning(
             "warmup.batch-size",
             f"{path}.batch_size",
-            f"{label} has batch_size 0: Triton skips it",
+            f"{label} has batch_size 0: Triton skips it"
+            if ctx.wrote(f"{path}.batch_size")
+            else f"{label} leaves batch_size out, so it is 0: Triton skips it",
             "set batch_size: 1 or more",
         )
         return False
