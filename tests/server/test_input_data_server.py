@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import string
 from collections import Counter
@@ -76,6 +77,41 @@ def test_json_steps_go_out_round_robin(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_an_optional_input_left_out_is_not_sent_and_base64_may_break_lines(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, protocol: str
+) -> None:
+    """perf_analyzer's files as they are: ``note`` (optional) in one entry only, base64 wrapped at 76."""
+    strings = [f"{protocol}-wrapped-{k:02d}".encode() for k in range(8)]  # 8 x 21 bytes: over 76 chars
+    encoded = base64.b64encode(b"".join(len(s).to_bytes(4, "little") + s for s in strings)).decode()
+    wrapped = "\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76))
+    assert "\n" in wrapped
+    data = _write(
+        tmp_path / "data.json",
+        {"data": [
+            {"text": ["a"], "tag": [f"{protocol}-with"], "note": ["given"]},
+            {"text": {"b64": wrapped}, "tag": [f"{protocol}-without"]},
+        ]},
+    )  # fmt: skip
+    model_dir = served_repository / STRING_MODEL
+    before = len(recorded(model_dir))
+    out = tmp_path / "run.json"
+    code, stderr = _loadtest(
+        triton_server, protocol, "--concurrency", "1", "--input-data", str(data), "--input-value", "scale=1",
+        *SHORT, "--json", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["errors"] == 0
+    seen = [r for r in recorded(model_dir, since=before) if r["tag"][0].startswith(f"{protocol}-with")]
+    with_note = [r for r in seen if r["tag"] == [f"{protocol}-with"]]
+    without = [r for r in seen if r["tag"] == [f"{protocol}-without"]]
+    assert with_note and without
+    assert all(r["note"] == ["given"] for r in with_note)
+    assert all("note" not in r and r["text"] == [[s.decode() for s in strings]] for r in without)
+
+
+@pytest.mark.slow
 def test_random_strings_of_the_length_asked(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
 ) -> None:
@@ -137,7 +173,11 @@ BAD = [
      "data[0] input 'tag' has shape [2], but the model's dims are [1], batch dim excluded"),
     ({"data": [{"text": ["a"], "tag": ["t"], "scale": [1], "nope": [1]}]}, [],
      "data[0] gives input 'nope', which model 'string_echo' does not have"),
-    ({"data": [{"text": ["a"], "tag": ["t"]}]}, [], "data[0] has no data for input(s) scale"),
+    ({"data": [{"text": ["a"], "tag": ["t"]}]}, [], "data[0] has no data for required input(s) scale"),
+    ({"data": [{"text": ["a"], "note": ["n"], "scale": [1]}]}, [],
+     "data[0] has no data for required input(s) tag"),
+    ({"data": [{"text": ["a"], "tag": ["t"], "scale": [1], "note": {"b64": "bm90 ZQ=!"}}]}, [],
+     "data[0] input 'note' has malformed base64"),
     ({"data": [{"text": ["a"], "tag": ["t"], "scale": [1]}, {"text": {"b64": "%%"}, "tag": ["t"],
                                                               "scale": [1]}]},
      [], "data[1] input 'text' has malformed base64"),

@@ -1,7 +1,8 @@
 """A Python-backend model with string (BYTES) inputs that records every request it receives.
 
 ``string_echo`` takes ``text`` (strings, any count per row), ``tag`` (one string per row)
-and ``scale`` (one FP32 per row); it answers ``length`` (each string's length in bytes
+and ``scale`` (one FP32 per row), and may be sent ``note`` (one string per row, an input the
+config marks optional); it answers ``length`` (each string's length in bytes
 times ``scale``) and ``echo`` (``tag``). Every request appends one JSON line to its record
 file: the strings and values it carried, so a test can tell which data the server saw.
 """
@@ -36,12 +37,16 @@ class TritonPythonModel:
             text = pb_utils.get_input_tensor_by_name(request, "text").as_numpy()
             tag = pb_utils.get_input_tensor_by_name(request, "tag").as_numpy()
             scale = pb_utils.get_input_tensor_by_name(request, "scale").as_numpy()
+            note = pb_utils.get_input_tensor_by_name(request, "note")
             lengths = np.vectorize(len, otypes=[np.float32])(text) * scale
-            self.record.write(json.dumps({
+            seen = {
                 "text": [[item.decode("utf-8", "replace") for item in row] for row in text],
                 "tag": [item.decode("utf-8", "replace") for item in tag.reshape(-1)],
                 "scale": scale.reshape(-1).tolist(),
-            }) + "\\n")
+            }
+            if note is not None:
+                seen["note"] = [item.decode("utf-8", "replace") for item in note.as_numpy().reshape(-1)]
+            self.record.write(json.dumps(seen) + "\\n")
             responses.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("length", lengths.astype(np.float32)),
                 pb_utils.Tensor("echo", tag),
@@ -62,6 +67,7 @@ def write_string_model(model_dir: Path) -> Path:
             ModelInput(name="text", data_type="TYPE_STRING", dims=[-1]),
             ModelInput(name="tag", data_type="TYPE_STRING", dims=[1]),
             ModelInput(name="scale", data_type="TYPE_FP32", dims=[1]),
+            ModelInput(name="note", data_type="TYPE_STRING", dims=[1], optional=True),
         ],
         output=[
             ModelOutput(name="length", data_type="TYPE_FP32", dims=[-1]),

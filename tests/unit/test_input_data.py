@@ -25,7 +25,7 @@ from tritongen.client.input_data import (
     parse_input_data,
     parse_input_values,
 )
-from tritongen.client.inputs import InputSpec, ModelInterface
+from tritongen.client.inputs import InputSpec, ModelInterface, interface_from_metadata
 from tritongen.errors import ConfigError, SourceError
 from tritongen.io.arrays import ArrayDtypeError, ArrayFileUnreadableError, read_steps, write_steps
 from tritongen.io.loadgen_shared import STEPS_KEY, STRING_ALPHABET
@@ -143,6 +143,58 @@ def test_strings_as_lists_and_as_length_prefixed_b64(tmp_path: Path) -> None:
     assert steps[1]["scale"].dtype == np.float32 and steps[1]["scale"].tolist() == [[2.5]]
 
 
+def test_base64_may_be_broken_over_lines_as_encoders_write_it(tmp_path: Path) -> None:
+    values = np.arange(40, dtype="<f4")
+    encoded = _b64(values.tobytes())  # 214 characters
+    wrapped = "\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76))
+    interface = ModelInterface("wide", 0, (InputSpec("x", "FP32", (40,)),), ("y",))
+    spaced = " \r\n\t".join(encoded[i : i + 10] for i in range(0, len(encoded), 10))
+    path = _json(tmp_path, {"data": [{"x": {"b64": wrapped}}, {"x": {"content": {"b64": spaced}}}]})
+    for step in _steps(path, interface):
+        np.testing.assert_array_equal(step["x"], values)
+    (step,) = _steps(_json(tmp_path, {"data": [{"ids": {"b64": "BwAAAAAAAAD3\n/////////w=="}}]}, "i.json"), IDS)
+    assert step["ids"].tolist() == [7, -9]
+
+
+OPTIONAL = ModelInterface(
+    "opt", 4, (InputSpec("x", "FP32", (2,)), InputSpec("mask", "BOOL", (2,), optional=True)), ("y",)
+)
+
+
+def test_an_optional_input_may_be_left_out_and_the_request_goes_without_it(tmp_path: Path) -> None:
+    path = _json(tmp_path, {"data": [{"x": [1, 2], "mask": [True, False]}, {"x": [3, 4]}]})
+    steps = _steps(path, OPTIONAL)
+    assert [sorted(step) for step in steps] == [["mask", "x"], ["x"]]
+    np.testing.assert_array_equal(steps[1]["x"], [[3, 4]])
+    with pytest.raises(
+        InputDataError,
+        match="data\\[0\\] to data\\[1\\] make one request of --batch-size 2, "
+        "but leave out different optional inputs",
+    ):
+        _steps(path, OPTIONAL, batch_size=2)
+    (same,) = _steps(_json(tmp_path, {"data": [{"x": [1, 2]}]}, "one.json"), OPTIONAL, batch_size=3)
+    assert sorted(same) == ["x"] and same["x"].shape == (3, 2)
+    with pytest.raises(InputDataError, match="data\\[0\\] has no data for required input\\(s\\) x"):
+        _steps(_json(tmp_path, {"data": [{"mask": [True, True]}]}, "no_x.json"), OPTIONAL)
+    npz = tmp_path / "steps.npz"
+    write_steps(
+        npz,
+        [
+            {"x": np.ones((1, 2), np.float32)},
+            {"x": np.ones((1, 2), np.float32), "mask": np.ones((1, 2), bool)},
+        ],
+    )
+    assert [sorted(step) for step in _steps(npz, OPTIONAL)] == [["x"], ["mask", "x"]]
+
+
+def test_the_servers_config_marks_inputs_optional() -> None:
+    metadata = {"name": "opt", "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]},
+                                          {"name": "mask", "datatype": "BOOL", "shape": [-1, 2]}],
+                "outputs": [{"name": "y"}]}  # fmt: skip
+    config = {"max_batch_size": 4, "input": [{"name": "x"}, {"name": "mask", "optional": True}]}
+    assert interface_from_metadata(metadata, config) == OPTIONAL
+
+
 def test_streams_are_read_in_order_and_validation_data_is_ignored(tmp_path: Path) -> None:
     path = _json(
         tmp_path,
@@ -254,7 +306,7 @@ BAD_JSON: list[tuple[str, Any, ModelInterface, str]] = [
     ("unknown input", {"data": [{"x": [1, 2, 3, 4], "z": [1]}]}, MLP,
      "data[0] gives input 'z', which model 'mlp' does not have"),
     ("missing input", {"data": [{"text": ["a"], "tag": ["t"], "scale": [1]}, {"text": ["a"]}]}, TEXT,
-     "data[1] has no data for input(s) tag, scale"),
+     "data[1] has no data for required input(s) tag, scale"),
     ("malformed b64", {"data": [{"x": [1, 2, 3, 4]}, {"x": {"b64": "not base64!"}}]}, MLP,
      "data[1] input 'x' has malformed base64"),
     ("b64 of a partial value", {"data": [{"x": {"b64": _b64(b"12345")}}]}, MLP,

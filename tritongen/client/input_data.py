@@ -15,7 +15,9 @@ Each entry holds one batch row of every input (the shape excludes the batch dim)
 request of ``--batch-size B`` stacks B consecutive entries, as perf_analyzer does. A
 dynamic dim comes from the entry's ``"shape"``, else from ``--shape``, else (when it is the
 only one) from the number of values. BYTES inputs take strings; their ``b64`` form holds
-each element as a 4-byte little-endian length and its bytes. perf_analyzer's sequence form,
+each element as a 4-byte little-endian length and its bytes (whitespace and line breaks inside
+the base64 are ignored). An input the config marks ``optional: true`` may be left out of an
+entry: the request is sent without it. perf_analyzer's sequence form,
 a list of lists of entries (one list per stream), is read as its entries in order.
 ``"validation_data"`` is accepted and ignored: outputs are not checked.
 
@@ -246,18 +248,22 @@ def npz_steps(path: Path, interface: ModelInterface, fixed: Collection[str] = ()
     """
     label = f"input data {path}"
     raw_steps = read_steps(path, label, "--input-data")
-    expected = [expected_array(spec) for spec in interface.inputs if spec.name not in fixed]
     steps = []
     for index, arrays in enumerate(raw_steps):
         where = label if len(raw_steps) == 1 else f"{label} step {index}"
+        expected = [
+            expected_array(spec)
+            for spec in interface.inputs
+            if spec.name not in fixed and (spec.name in arrays or not spec.optional)
+        ]
         converted = {
             spec.name: _npz_array(arrays[spec.name], spec, where)
             for spec in interface.inputs
             if spec.name in arrays and spec.name not in fixed
         }
         steps.append(request_arrays(converted, expected, where, interface.max_batch_size))
-    if interface.batched and expected:
-        rows = {int(step[expected[0].name].shape[0]) for step in steps}
+    if interface.batched and any(steps):
+        rows = {int(next(iter(step.values())).shape[0]) for step in steps if step}
         if len(rows) > 1:
             raise ArrayShapeError(
                 f"{label}: its steps have different batch sizes ({', '.join(map(str, sorted(rows)))} rows)",
@@ -315,6 +321,13 @@ def json_steps(
     steps = []
     for start in range(len(entries)):
         rows = [entries[(start + k) % len(entries)] for k in range(batch_size)]
+        given = {frozenset(entry) for _, entry in rows}
+        if len(given) > 1:
+            raise InputDataError(
+                f"input data {path}: {rows[0][0]} to {rows[-1][0]} make one request of "
+                f"--batch-size {batch_size}, but leave out different optional inputs",
+                "give entries that are batched together the same inputs, or use --batch-size 1",
+            )
         step: Step = {}
         for name in rows[0][1]:
             shapes_seen = {entry[name].shape for _, entry in rows}
@@ -417,17 +430,22 @@ class _EntryReader:
                 f"gives input '{unknown[0]}', which model '{self.interface.name}' does not have",
                 f"inputs are: {', '.join(specs)}",
             )
-        missing = [name for name in specs if name not in item and name not in self.fixed]
+        missing = [
+            name
+            for name, spec in specs.items()
+            if name not in item and name not in self.fixed and not spec.optional
+        ]
         if missing:
             raise self.fail(
                 where,
-                f"has no data for input(s) {', '.join(missing)}",
-                "give every input in every entry, or fix one with --input-value NAME=VALUE",
+                f"has no data for required input(s) {', '.join(missing)}",
+                "give every input in every entry (only inputs the config marks optional: true may be "
+                "left out), or fix one with --input-value NAME=VALUE",
             )
         return {
             name: self.tensor(f"{where} input '{name}'", spec, item[name])
             for name, spec in specs.items()
-            if name not in self.fixed
+            if name not in self.fixed and name in item
         }
 
     def tensor(self, where: str, spec: InputSpec, value: Any) -> Array:
@@ -540,9 +558,13 @@ class _EntryReader:
         return np.array(flat, dtype=dtype)
 
     def b64(self, where: str, spec: InputSpec, text: Any) -> Array:
-        """Base64 contents: raw little-endian values, or length-prefixed elements for BYTES."""
+        """Base64 contents: raw little-endian values, or length-prefixed elements for BYTES.
+
+        Whitespace and line breaks inside the string are ignored, as perf_analyzer ignores them
+        (encoders commonly break base64 every 76 characters).
+        """
         try:
-            raw = base64.b64decode(text, validate=True)
+            raw = base64.b64decode("".join(text.split()) if isinstance(text, str) else text, validate=True)
         except (binascii.Error, ValueError, TypeError) as e:
             raise self.fail(
                 where, f"has malformed base64 ({e})", "encode the raw tensor bytes with base64"

@@ -30,6 +30,8 @@ class InputSpec:
     datatype: str
     """Triton wire type, e.g. ``FP32``, ``INT64``, ``BYTES``."""
     dims: tuple[int, ...]
+    optional: bool = False
+    """Marked ``optional: true`` in the config: a request may leave it out."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,19 @@ class ModelInterface:
 def interface_from_metadata(metadata: dict[str, Any], config: dict[str, Any]) -> ModelInterface:
     """Combine the model metadata and config (as JSON dicts) into a :class:`ModelInterface`."""
     max_batch = int(config.get("max_batch_size", 0))
+    optional = {t.get("name") for t in config.get("input") or [] if t.get("optional")}
     inputs = []
     for tensor in metadata["inputs"]:
         shape = [int(d) for d in tensor["shape"]]
         dims = shape[1:] if max_batch > 0 else shape
-        inputs.append(InputSpec(name=tensor["name"], datatype=tensor["datatype"], dims=tuple(dims)))
+        inputs.append(
+            InputSpec(
+                name=tensor["name"],
+                datatype=tensor["datatype"],
+                dims=tuple(dims),
+                optional=tensor["name"] in optional,
+            )
+        )
     outputs = tuple(t["name"] for t in metadata["outputs"])
     return ModelInterface(
         name=metadata["name"], max_batch_size=max_batch, inputs=tuple(inputs), outputs=outputs
