@@ -173,3 +173,39 @@ def test_server_not_ready_in_time_is_one_line_and_leaves_nothing(
     (line,) = cli.error_lines()
     assert "within 0 s" in line or "not ready" in line
     assert servers_started_by(cli.pid) == [] and shm_regions(cli.pid) == []
+
+
+CRASHING_MODEL = """
+import os
+import signal
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        os.kill(os.getppid(), signal.SIGKILL)  # the stub's parent is the server: it dies mid-request
+"""
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_server_that_dies_mid_request_is_one_line_pointing_at_its_log(
+    tmp_path: Path, protocol: str
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / "crasher" / "1").mkdir(parents=True)
+    (repo / "crasher" / "1" / "model.py").write_text(CRASHING_MODEL)
+    (repo / "crasher" / "config.pbtxt").write_text(
+        'backend: "python"\ninput [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\ninstance_group [{ kind: KIND_CPU }]\n'
+    )
+    server = LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0)
+    server.start()
+    try:
+        url = server.http_url if protocol == "http" else server.grpc_url
+        cli = start_cli(tmp_path / "cli", "infer", "crasher", "--url", url, "--protocol", protocol)
+        code = cli.wait(timeout_s=120)
+    finally:
+        server.stop()
+    stderr = cli.stderr()
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1, stderr
+    assert "closed the connection" in lines[0] and "see the server log" in lines[0], lines[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -14,6 +15,8 @@ from tritongen.errors import ServerError
 
 Protocol = Literal["http", "grpc"]
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
+CLOSED_SIGNS = ("socket closed", "stream removed", "connection reset", "connection closed")
+"""What gRPC says when the server drops a call it was answering."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +73,24 @@ class TritonEndpoint:
             return fn(*args, **kwargs)
         except InferenceServerException as e:
             message = (e.message() or str(e)).split("\n\nAt:")[0]
+            if any(sign in message.lower() for sign in CLOSED_SIGNS):
+                raise self._closed(what, message) from e
             raise ServerError(f"{what}: {message}", self._hint(message)) from e
+        except http.client.HTTPException as e:  # geventhttpclient's HTTPConnectionClosed among them
+            raise self._closed(what, str(e) or type(e).__name__) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(
                 f"cannot reach Triton at {self.url} ({self.protocol}): {e}",
                 "start it with `tritongen serve REPO` or pass --url",
             ) from e
+
+    def _closed(self, what: str, detail: str) -> ServerError:
+        """The server dropped the connection in the middle of a call: it exited or crashed."""
+        return ServerError(
+            f"{what}: Triton at {self.url} closed the connection ({detail.rstrip('.')}): "
+            "the server may have exited or crashed",
+            "see the server log",
+        )
 
     def _hint(self, message: str) -> str:
         lowered = message.lower()
