@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -312,6 +313,29 @@ def test_serve_cli_prints_one_line_per_failed_model(broken_repository: Path) -> 
     lines = [line for line in result.stderr.splitlines() if line.strip() and "starting" not in line]
     assert any(line.startswith("model corrupt_onnx:") and "Protobuf parsing failed" in line for line in lines)
     assert lines[-1].startswith("error: 1 model(s) failed to load: corrupt_onnx")
+
+
+@pytest.mark.slow
+def test_serve_skip_failed_serves_the_others_and_names_each_left_out(broken_repository: Path) -> None:
+    """One model Triton cannot load, one lint refuses before the server starts; the good one is served."""
+    shutil.copytree(broken_repository / "mlp_onnx", broken_repository / "misfit")
+    config = broken_repository / "misfit" / "config.pbtxt"
+    text = config.read_text().replace('name: "mlp_onnx"', 'name: "misfit"')
+    config.write_text(re.sub(r"preferred_batch_size: \[[^\]]*\]", "preferred_batch_size: [ 4096 ]", text))
+    process = _serve(broken_repository, "--skip-failed")
+    try:
+        lines = _wait_for_line(process, "Ctrl-C to stop")
+        assert any("models ready: mlp_onnx\n" in line for line in lines), lines
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stderr = process.stderr.read() if process.stderr else ""
+    left_out = [line for line in stderr.splitlines() if line.startswith("left out ")]
+    assert len(left_out) == 2, stderr
+    assert left_out[0].startswith("left out corrupt_onnx: ") and "Protobuf parsing failed" in left_out[0]
+    assert left_out[1].startswith("left out misfit: ") and "(lint: dynamic-batching." in left_out[1]
 
 
 def test_unknown_model_subset_is_named(served_repository: Path) -> None:

@@ -15,7 +15,7 @@ from tritongen.cli.serving import show_finding
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
-from tritongen.server.preflight import lint_before_serving
+from tritongen.server.preflight import lint_before_serving, models_that_lint
 
 
 def serve_command(
@@ -39,6 +39,14 @@ def serve_command(
     lint: Annotated[
         bool, typer.Option("--lint/--no-lint", help="Check the configs with `tritongen lint` first.")
     ] = True,
+    skip_failed: Annotated[
+        bool,
+        typer.Option(
+            "--skip-failed",
+            help="Serve the models that load and leave out the others, one line each (default: "
+            "refuse to serve when any model fails).",
+        ),
+    ] = False,
 ) -> None:
     """Serve REPO with the embedded Triton server (CPU) until Ctrl-C.
 
@@ -46,24 +54,27 @@ def serve_command(
     and trace APIs answer only requests carrying a key generated for this run.
     """
     admin_key = None if is_loopback(host) else secrets.token_urlsafe(24)
-    server = LocalTritonServer(
-        repo,
-        http_port=http_port,
-        grpc_port=grpc_port,
-        metrics_port=metrics_port,
-        host=host,
-        models=list(parse_name_list(models)) or None,
-        ready_timeout_s=ready_timeout,
-        admin_key=admin_key,
-    )
+    named = list(parse_name_list(models))
+    refused: dict[str, str] = {}
     with user_errors():
-        if lint:
+        if lint and skip_failed:
+            kept, refused = models_that_lint(repo, named, on_finding=show_finding)
+            named = kept if refused else named
+        elif lint:
             lint_before_serving(
-                repo,
-                parse_name_list(models),
-                "fix them (see above), or start anyway with --no-lint",
-                on_finding=show_finding,
+                repo, named, "fix them (see above), or start anyway with --no-lint", on_finding=show_finding
             )
+        server = LocalTritonServer(
+            repo,
+            http_port=http_port,
+            grpc_port=grpc_port,
+            metrics_port=metrics_port,
+            host=host,
+            models=named or None,
+            ready_timeout_s=ready_timeout,
+            admin_key=admin_key,
+            require_all_models=not skip_failed,
+        )
         try:
             with err_console.status("starting the embedded Triton server"):
                 server.start()  # Ctrl-C here stops the half-started server and exits 130
@@ -73,8 +84,22 @@ def serve_command(
                     f"[red]model {escape(name)}:[/] {escape(reason)}", soft_wrap=True, highlight=False
                 )
             raise
+        failures = {**refused, **server.load_failures}
+        _left_out(failures)
+        if skip_failed and not server.ready_models():
+            server.stop()
+            raise ModelLoadError(failures, "no model of the repository loaded: fix them (see above)")
         _serve_until_stopped(server)
     console.print("stopped", highlight=False)
+
+
+def _left_out(failures: dict[str, str]) -> None:
+    """One line per model ``--skip-failed`` left out: its name and the first line of why."""
+    for name, reason in sorted(failures.items()):
+        first = (reason.strip().splitlines() or ["did not load"])[0]
+        err_console.print(
+            f"[yellow]left out {escape(name)}:[/] {escape(first)}", soft_wrap=True, highlight=False
+        )
 
 
 def _serve_until_stopped(server: LocalTritonServer) -> None:

@@ -129,6 +129,8 @@ class LocalTritonServer:
         self.stop_timeout_s = settings.stop_timeout_s
         self.extra_args = list(settings.extra_args or [])
         self.require_all_models = settings.require_all_models
+        self.load_failures: dict[str, str] = {}
+        """Models that did not load, with the server's reason (when not every model is required)."""
         self.admin_key = settings.admin_key
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
         self._log_path = settings.log_path
@@ -389,6 +391,7 @@ class LocalTritonServer:
         }
         if failed and self.require_all_models:
             raise ModelLoadError(failed, "fix those models, or serve the others with --models")
+        self.load_failures = failed
         if not wanted:
             raise RepositoryError(f"{self.repo} holds no models", "run `tritongen convert` first")
 
