@@ -21,6 +21,7 @@ from .shared import (
     Array,
     NpzReadError,
     decode_steps,
+    decode_streams,
     is_string_array,
     item_bytes,
     random_strings,
@@ -76,6 +77,21 @@ def read_steps(path: str, label: str) -> list[dict[str, Array]]:
         return [arrays]
     try:
         return decode_steps(arrays)
+    except STEP_FAILURES as e:
+        raise NpzReadError("unreadable", f"cannot read {label} as request steps: {e}") from e
+
+
+def read_streams(path: str, label: str) -> list[int] | None:
+    """The stream lengths of a steps file (a sequence model's streams), or ``None`` when it has none.
+
+    Raises:
+        NpzReadError: The file is unreadable, or its streams do not split its steps.
+    """
+    arrays = read_npz(path, label)
+    if STEPS_KEY not in arrays:
+        return None
+    try:
+        return decode_streams(arrays)
     except STEP_FAILURES as e:
         raise NpzReadError("unreadable", f"cannot read {label} as request steps: {e}") from e
 

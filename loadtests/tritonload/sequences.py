@@ -8,6 +8,7 @@ over HTTP (JSON header parameters) or gRPC (request parameters).
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from typing import Any, Protocol
@@ -17,7 +18,7 @@ from locust.runners import WorkerRunner
 
 from .http_wire import RawHttpConnection
 from .options import TritonOptions
-from .payloads import ModelMeta, batch_rows, build_steps, http_body
+from .payloads import ModelMeta, batch_rows, build_steps, http_body, read_streams
 from .recording import Recorder
 from .server_api import host_port, interface_http
 from .shared import Array
@@ -92,11 +93,29 @@ def sequence_steps(meta: ModelMeta, max_batch: int, options: TritonOptions) -> l
     return build_steps(meta, max_batch, options)
 
 
+Stream = tuple[int, int]
+"""One stream of the data: its first step and its number of steps."""
+STREAM_TURNS = itertools.count()
+"""Which stream the next sequence of this process sends: its users take the streams in turn."""
+
+
+def sequence_streams(options: TritonOptions) -> list[Stream] | None:
+    """Each stream of ``--triton-inputs`` (a nested data file: one sequence each), or ``None`` without."""
+    if not options.inputs:
+        return None
+    lengths = read_streams(options.inputs, f"--triton-inputs {options.inputs}")
+    if lengths is None:
+        return None
+    firsts = itertools.accumulate([0, *lengths[:-1]])
+    return list(zip(firsts, lengths, strict=True))
+
+
 class SequenceTransport(Protocol):
     """Requests of a sequence model: one per data step, each sent with a correlation ID and flags."""
 
     rows: int
     steps: int
+    streams: list[Stream] | None
 
     def new_connection(self) -> Any:
         """A fresh connection to the server."""
@@ -125,6 +144,7 @@ class HttpSequenceTransport:
         )
         self.rows = batch_rows(steps[0], max_batch)
         self.steps = len(steps)
+        self.streams = sequence_streams(options)
 
     @staticmethod
     def _parts(arrays: dict[str, Array], outputs: list[str]) -> tuple[str, bytes]:
@@ -170,6 +190,7 @@ class GrpcSequenceTransport(GrpcTransport):
     def __init__(self, host: str, options: TritonOptions, starts: StepStarts) -> None:
         super().__init__(host, options, starts)
         self.steps = len(self.requests)
+        self.streams = sequence_streams(options)
 
     def build_steps(self, meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
         """The arrays of each step, sent in order within a sequence."""
@@ -203,10 +224,12 @@ class SequenceLoop:
 
     Each sequence takes a fresh correlation ID, sends ``length`` requests (the data steps in
     order, repeated when the sequence is longer), the first with the start flag and the last
-    with the end flag. Every request's latency goes to the main histogram; a finished
-    sequence adds its time from first send to last response (``sequence``) and counts
-    ``sequences`` and ``sequence_requests``. A failed request ends its sequence early
-    (``sequence_errors``); the next sequence starts on a new ID.
+    with the end flag. When the data holds streams, each sequence is the next stream instead
+    (the process's users take them in turn): its steps in order, whatever ``length``. Every
+    request's latency goes to the main histogram; a finished sequence adds its time from
+    first send to last response (``sequence``) and counts ``sequences`` and
+    ``sequence_requests``. A failed request ends its sequence early (``sequence_errors``);
+    the next sequence starts on a new ID.
     """
 
     def __init__(
@@ -235,13 +258,15 @@ class SequenceLoop:
             self.ids.release(corrid)
 
     def _send_all(self, connection: Any, corrid: int) -> bool:
-        recorder, clock, transport, last = self.recorder, self.clock, self.transport, self.length - 1
+        recorder, clock, transport = self.recorder, self.clock, self.transport
+        streams = transport.streams
+        first, length = streams[next(STREAM_TURNS) % len(streams)] if streams else (0, self.length)
         first_sent = end = clock()
-        for index in range(self.length):
+        for index in range(length):
             start = clock()
             try:
-                flags = (corrid, index == 0, index == last)
-                error = transport.send_step(connection, index % transport.steps, flags)
+                flags = (corrid, index == 0, index == length - 1)
+                error = transport.send_step(connection, (first + index) % transport.steps, flags)
             except Exception as e:  # every failure is counted by kind, never raised
                 error = error_kind(e)
             end = clock()
@@ -251,5 +276,5 @@ class SequenceLoop:
                 return False
         recorder.record_extra("sequence", end, end - first_sent)
         recorder.count("sequences", end)
-        recorder.count("sequence_requests", end, self.length)
+        recorder.count("sequence_requests", end, length)
         return True

@@ -36,6 +36,7 @@ __all__ = [
     "STABILITY_WINDOWS",
     "STEPS_KEY",
     "STEP_FAILURES",
+    "STREAMS_KEY",
     "STRING_ALPHABET",
     "SUMMARY_KEY",
     "SUMMED_FIGURES",
@@ -47,6 +48,7 @@ __all__ = [
     "NpzReadError",
     "WindowLine",
     "decode_steps",
+    "decode_streams",
     "encode_steps",
     "is_stable_figures",
     "is_string_array",
@@ -267,6 +269,11 @@ STEPS_KEY = "__tritongen_steps__"
 In a steps file a numeric array of step ``i`` is ``i/NAME``; a string array is ``n<i>/NAME``
 (each element's byte length, in the tensor's shape) and ``b<i>/NAME`` (the elements' bytes,
 concatenated): stored without pickling and without losing trailing NUL bytes."""
+STREAMS_KEY = "__tritongen_streams__"
+"""In a steps file of a sequence model's streams: the number of steps of each stream, in order.
+
+Each stream is one sequence: its steps (consecutive in the file) sent in order, the first with
+the start flag and the last with the end flag."""
 STEP_FAILURES: tuple[type[Exception], ...] = (ValueError, KeyError, IndexError)
 """What :func:`decode_steps` raises for malformed request steps."""
 
@@ -308,9 +315,19 @@ def read_npz(path: str | os.PathLike[str], label: str) -> dict[str, Array]:
     return arrays
 
 
-def encode_steps(steps: Sequence[Mapping[str, Array]]) -> dict[str, Array]:
-    """The arrays of one ``.npz`` holding request ``steps`` (see ``STEPS_KEY``)."""
+def encode_steps(
+    steps: Sequence[Mapping[str, Array]], streams: Sequence[int] | None = None
+) -> dict[str, Array]:
+    """The arrays of one ``.npz`` holding request ``steps`` (see ``STEPS_KEY``), in ``streams`` if given.
+
+    Raises:
+        ValueError: stream lengths that are not positive or do not add up to the steps.
+    """
     stored: dict[str, Array] = {STEPS_KEY: np.array([len(steps)], dtype=np.int64)}
+    if streams is not None:
+        if min(streams, default=0) < 1 or sum(streams) != len(steps):
+            raise ValueError(f"streams of {list(streams)} steps do not split {len(steps)} steps")
+        stored[STREAMS_KEY] = np.array(list(streams), dtype=np.int64)
     for index, step in enumerate(steps):
         for name, array in step.items():
             if not is_string_array(array):
@@ -337,13 +354,28 @@ def decode_steps(arrays: Mapping[str, Array]) -> list[dict[str, Array]]:
     steps: list[dict[str, Array]] = [{} for _ in range(count)]
     for key, array in arrays.items():
         head, _, name = key.partition("/")
-        if key == STEPS_KEY or head.startswith("b"):
+        if key in (STEPS_KEY, STREAMS_KEY) or head.startswith("b"):
             continue
         if head.startswith("n"):
             steps[int(head[1:])][name] = _split_strings(arrays[f"b{head[1:]}/{name}"], array, name)
         else:
             steps[int(head)][name] = array
     return steps
+
+
+def decode_streams(arrays: Mapping[str, Array]) -> list[int] | None:
+    """The stream lengths of a steps file (``STREAMS_KEY``), or ``None`` when its steps are one series.
+
+    Raises:
+        ValueError: lengths that are not positive or do not add up to the file's steps.
+    """
+    if STREAMS_KEY not in arrays:
+        return None
+    lengths = [int(n) for n in arrays[STREAMS_KEY].reshape(-1).tolist()]
+    count = int(arrays[STEPS_KEY].reshape(-1)[0])
+    if min(lengths, default=0) < 1 or sum(lengths) != count:
+        raise ValueError(f"streams of {lengths} steps do not split {count} steps")
+    return lengths
 
 
 def _split_strings(data: Array, lengths: Array, name: str) -> Array:

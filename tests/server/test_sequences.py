@@ -166,3 +166,60 @@ def test_random_data_sends_sequences_of_twenty(triton_server: LocalTritonServer,
     assert code == 0, stderr + stdout
     run = json.loads(out.read_text())["runs"][0]
     assert run["counts"]["sequences"] > 0 and run["requests_per_sequence"] == DEFAULT_SEQUENCE_LENGTH
+
+
+STREAMS = [[1.0, 2.0], [10.0, 20.0, 30.0], [100.0, 200.0, 300.0, 400.0]]
+"""A nested data file's streams: each one sequence, its own values in order."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_each_stream_of_a_nested_data_file_is_one_sequence(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, protocol: str
+) -> None:
+    model_dir = served_repository / SEQUENCE_MODEL
+    (model_dir / RECORD_FILE).write_text("")
+    data = tmp_path / "streams.json"
+    data.write_text(json.dumps({"data": [[{"x": [value]} for value in stream] for stream in STREAMS]}))
+    out = tmp_path / "run.json"
+    quick = ["--duration", "2s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "2s"]
+    code, stdout, stderr = _loadtest(
+        triton_server, protocol, SEQUENCE_MODEL, "--sequences", "3", "--input-data", str(data), *quick,
+        "--json", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr + stdout
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["errors"] == 0 and run["counts"]["sequences"] > 10
+    # The users take the streams in turn: each finished sequence is one of the three lengths.
+    assert 2 <= run["requests_per_sequence"] <= 4
+    time.sleep(0.5)  # the model writes its record as it answers the last request of a sequence
+    expected = {(repr(sum(s)), len(s), repr(sum((i + 1) * v for i, v in enumerate(s)))) for s in STREAMS}
+    records = read_records(model_dir)
+    assert records and {record[1:] for record in records} == expected  # every stream, whole, in order
+
+
+def test_streams_take_no_length_or_batch(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    data = tmp_path / "streams.json"
+    data.write_text(json.dumps({"data": [[{"x": [value]} for value in stream] for stream in STREAMS]}))
+    for extra, wording in [
+        (["--sequence-length", "5"], "--sequence-length 5 and the streams of"),
+        (["--batch-size", "2"], "--batch-size 2 with the streams of"),
+    ]:
+        code, stdout, stderr = _loadtest(
+            triton_server,
+            "http",
+            SEQUENCE_MODEL,
+            "--sequences",
+            "2",
+            "--input-data",
+            str(data),
+            *extra,
+            *SHORT,
+        )
+        lines = [line for line in (stderr or stdout).splitlines() if line.strip()]
+        assert code == 1 and len(lines) == 1 and wording in lines[0], stderr + stdout
+    data.write_text(json.dumps({"data": [[{"x": [1.0]}], []]}))
+    code, stdout, stderr = _loadtest(
+        triton_server, "http", SEQUENCE_MODEL, "--sequences", "2", "--input-data", str(data), *SHORT
+    )
+    assert code == 1 and "data[1] is an empty stream" in stderr, stderr

@@ -152,7 +152,8 @@ def test_base64_may_be_broken_over_lines_as_encoders_write_it(tmp_path: Path) ->
     path = _json(tmp_path, {"data": [{"x": {"b64": wrapped}}, {"x": {"content": {"b64": spaced}}}]})
     for step in _steps(path, interface):
         np.testing.assert_array_equal(step["x"], values)
-    (step,) = _steps(_json(tmp_path, {"data": [{"ids": {"b64": "BwAAAAAAAAD3\n/////////w=="}}]}, "i.json"), IDS)
+    wrapped_ids = {"data": [{"ids": {"b64": "BwAAAAAAAAD3\n/////////w=="}}]}
+    (step,) = _steps(_json(tmp_path, wrapped_ids, "i.json"), IDS)
     assert step["ids"].tolist() == [7, -9]
 
 
@@ -466,3 +467,21 @@ def test_the_locustfile_sends_the_steps_the_package_writes(tmp_path: Path) -> No
     (plain,) = report["plain"]
     assert plain["u"] == ["BYTES", _wire([b"x", b"yz"])] and plain["s"] == ["BYTES", _wire([b"q"])]
     assert plain["f"] == ["FP32", np.ones(2, np.float32).tobytes().hex()]
+
+
+def test_streams_of_a_nested_file_are_kept_beside_the_steps(tmp_path: Path) -> None:
+    from tritongen.client.input_data import json_stream_lengths
+    from tritongen.io.loadgen_shared import decode_streams, encode_steps, read_npz
+
+    nested = _json(tmp_path, {"data": [[{"x": [1, 2, 3, 4]}], [{"x": [5, 6, 7, 8]}, {"x": [0, 0, 0, 0]}]]})
+    assert json_stream_lengths(nested) == [1, 2]
+    assert json_stream_lengths(_json(tmp_path, {"data": [{"x": [1, 2, 3, 4]}]}, "flat.json")) is None
+    assert json_stream_lengths("random") is None
+    steps = _steps(nested, MLP)
+    path = tmp_path / "steps.npz"
+    write_steps(path, steps, [1, 2])
+    assert decode_streams(read_npz(path, "steps")) == [1, 2] and len(read_steps(path, "steps")) == 3
+    write_steps(path, steps)
+    assert decode_streams(read_npz(path, "steps")) is None
+    with pytest.raises(ValueError, match="do not split 3 steps"):
+        encode_steps(steps, [2, 2])

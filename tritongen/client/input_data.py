@@ -17,8 +17,9 @@ dynamic dim comes from the entry's ``"shape"``, else from ``--shape``, else (whe
 only one) from the number of values. BYTES inputs take strings; their ``b64`` form holds
 each element as a 4-byte little-endian length and its bytes (whitespace and line breaks inside
 the base64 are ignored). An input the config marks ``optional: true`` may be left out of an
-entry: the request is sent without it. perf_analyzer's sequence form,
-a list of lists of entries (one list per stream), is read as its entries in order.
+entry: the request is sent without it. perf_analyzer's sequence form, a list of lists of
+entries (one list per stream), is read as its entries in order; for a sequence model each
+stream is then one sequence (:func:`json_stream_lengths`).
 ``"validation_data"`` is accepted and ignored: outputs are not checked.
 
 An ``.npz`` holds full request arrays (batch dim first), one step, or the steps
@@ -378,6 +379,23 @@ def json_streams(
             [(f"{prefix}[{i}]", reader.entry(f"{prefix}[{i}]", item)) for i, item in enumerate(stream)]
         )
     return out
+
+
+def json_stream_lengths(source: Fill | Path) -> list[int] | None:
+    """The number of entries of each stream of a nested JSON data file, or ``None`` for other data.
+
+    perf_analyzer's sequence form (a list of lists of entries) makes streams; a plain list of
+    entries, an ``.npz``, random and zero data do not.
+
+    Raises:
+        InputDataError: the file is missing or malformed.
+    """
+    if not isinstance(source, Path) or source.suffix.lower() != ".json":
+        return None
+    data = _read_json_data(source)
+    if not all(isinstance(item, list) for item in data):
+        return None
+    return [len(stream) for stream in data]
 
 
 def _read_json_data(path: Path) -> list[Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.client.endpoint import TritonEndpoint, normalise_url
-from tritongen.client.input_data import InputPlan, Step, input_steps
+from tritongen.client.input_data import InputPlan, Step, input_steps, json_stream_lengths
 from tritongen.client.inputs import ModelInterface
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
@@ -135,7 +135,8 @@ def prepare_requests(spec: LoadSpec, endpoint: TritonEndpoint, path: Path) -> Pr
     streaming = check_streaming(spec.model, spec.protocol, config)
     steps = prepare_steps(spec, interface)
     rows = next((int(a.shape[0]) for a in steps[0].values()), spec.batch_size) if interface.batched else 1
-    write_steps(path, steps)
+    streams = sequence_streams(spec) if spec.sequences else None
+    write_steps(path, steps, streams)
     length = sequence_length(spec.sequence_length, len(steps)) if spec.sequences else 0
     return PreparedRequests(interface=interface, rows=rows, streaming=streaming, sequence_length=length)
 
@@ -560,6 +561,31 @@ def _schedule_warnings(result: RunResult, target: float) -> list[str]:
             "the scheduled times"
         )
     return warnings
+
+
+def sequence_streams(spec: LoadSpec) -> list[int] | None:
+    """The streams of a sequence load's data file, each one sequence (``None``: the data is one series).
+
+    Raises:
+        ConfigError: a length or a batch size given with streams (each stream is a sequence of
+            one-request steps).
+    """
+    streams = json_stream_lengths(spec.input_data)
+    if streams is None:
+        return None
+    if spec.sequence_length is not None:
+        raise ConfigError(
+            f"--sequence-length {spec.sequence_length} and the streams of {spec.input_data} exclude "
+            "each other: each stream is one sequence, as long as its entries",
+            "drop --sequence-length, or give a flat list of entries",
+        )
+    if spec.batch_size != 1:
+        raise ConfigError(
+            f"--batch-size {spec.batch_size} with the streams of {spec.input_data}: each step of a "
+            "stream is one request of its sequence",
+            "use --batch-size 1",
+        )
+    return streams
 
 
 def _check_sequences(spec: LoadSpec, config: dict[str, Any]) -> None:
