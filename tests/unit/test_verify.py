@@ -111,3 +111,25 @@ def test_shaped_batches_cover_a_specialised_shape() -> None:
     (batch,) = shaped_batches(SIG, {"ids": (32, 128), "x": (32, 4)})
     assert batch["ids"].shape == (32, 128) and batch["ids"].dtype == np.int64
     assert shaped_batches(SIG, {}) == [] and shaped_batches(SIG, {"ids": (2, 3)}) == []
+
+
+def test_verify_data_in_perf_analyzers_json_is_batched_by_shape(tmp_path: Path) -> None:
+    import json
+
+    from tritongen.pipeline.verify_data import verify_data_feeds
+    from tritongen.sources.signature import Signature, TensorSpec
+
+    signature = Signature(
+        inputs=(TensorSpec("ids", "TYPE_INT64", (-1,)), TensorSpec("text", "TYPE_STRING", (1,))),
+        outputs=(TensorSpec("out", "TYPE_FP32", (1,)),),
+        batched=True,
+    )
+    entries = [{"ids": [k] * length, "text": [f"t{k}"]} for k, length in enumerate([2, 2, 2, 3, 2])]
+    path = tmp_path / "verify.json"
+    path.write_text(json.dumps({"data": entries}))
+    feeds = verify_data_feeds(path, signature, max_rows=2)
+    assert [feed["ids"].shape for feed in feeds] == [(2, 2), (1, 2), (1, 3), (1, 2)]
+    assert feeds[0]["ids"].dtype == np.int64 and feeds[0]["text"].tolist() == [[b"t0"], [b"t1"]]
+    assert feeds[2]["ids"].tolist() == [[3, 3, 3]]
+    unbatched = Signature(signature.inputs, signature.outputs, batched=False)
+    assert [feed["ids"].shape for feed in verify_data_feeds(path, unbatched, max_rows=1)][:2] == [(2,), (2,)]

@@ -281,7 +281,8 @@ VerifyData = Annotated[
     Path | None,
     typer.Option(
         "--verify-data",
-        help="Extra verification inputs: an .npz with one array per input (batch dim first).",
+        help="Extra verification inputs: an .npz with one array per input (batch dim first), or "
+        "perf_analyzer's input-data JSON.",
         show_default=False,
         rich_help_panel="Verification",
     ),

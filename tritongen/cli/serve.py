@@ -54,16 +54,8 @@ def serve_command(
     and trace APIs answer only requests carrying a key generated for this run.
     """
     admin_key = None if is_loopback(host) else secrets.token_urlsafe(24)
-    named = list(parse_name_list(models))
-    refused: dict[str, str] = {}
     with user_errors():
-        if lint and skip_failed:
-            kept, refused = models_that_lint(repo, named, on_finding=show_finding)
-            named = kept if refused else named
-        elif lint:
-            lint_before_serving(
-                repo, named, "fix them (see above), or start anyway with --no-lint", on_finding=show_finding
-            )
+        named, refused = _linted(repo, list(parse_name_list(models)), lint, skip_failed)
         server = LocalTritonServer(
             repo,
             http_port=http_port,
@@ -75,15 +67,7 @@ def serve_command(
             admin_key=admin_key,
             require_all_models=not skip_failed,
         )
-        try:
-            with err_console.status("starting the embedded Triton server"):
-                server.start()  # Ctrl-C here stops the half-started server and exits 130
-        except ModelLoadError as e:
-            for name, reason in sorted(e.reasons.items()):
-                err_console.print(
-                    f"[red]model {escape(name)}:[/] {escape(reason)}", soft_wrap=True, highlight=False
-                )
-            raise
+        _start(server)
         failures = {**refused, **server.load_failures}
         _left_out(failures)
         if skip_failed and not server.ready_models():
@@ -91,6 +75,34 @@ def serve_command(
             raise ModelLoadError(failures, "no model of the repository loaded: fix them (see above)")
         _serve_until_stopped(server)
     console.print("stopped", highlight=False)
+
+
+def _linted(repo: Path, named: list[str], lint: bool, skip_failed: bool) -> tuple[list[str], dict[str, str]]:
+    """The models to load (none named: all) and those lint left out, with why (``--skip-failed``).
+
+    Raises:
+        ConfigError: a config error without ``--skip-failed``, or errors in every model.
+    """
+    if lint and skip_failed:
+        kept, refused = models_that_lint(repo, named, on_finding=show_finding)
+        return (kept if refused else named), refused
+    if lint:
+        lint_before_serving(
+            repo, named, "fix them (see above), or start anyway with --no-lint", on_finding=show_finding
+        )
+    return named, {}
+
+
+def _start(server: LocalTritonServer) -> None:
+    """Start the server; a model that fails to load is named with the server's reason, one line each."""
+    try:
+        with err_console.status("starting the embedded Triton server"):
+            server.start()  # Ctrl-C here stops the half-started server and exits 130
+    except ModelLoadError as e:
+        for name, reason in sorted(e.reasons.items()):
+            line = f"[red]model {escape(name)}:[/] {escape(reason)}"
+            err_console.print(line, soft_wrap=True, highlight=False)
+        raise
 
 
 def _left_out(failures: dict[str, str]) -> None:

@@ -6,6 +6,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tritongen.convert.artifact import Array, Artifact, Runner, Target
 from tritongen.convert.wrappers import write_wrapper
 from tritongen.sources.signature import Signature
@@ -49,10 +51,18 @@ def onnx_runner(path: Path, signature: Signature, threads: int | None = None) ->
     names = [t.name for t in signature.outputs]
 
     def run(feed: dict[str, Array]) -> list[Array]:
-        outputs: list[Array] = session.run(names, feed)
+        outputs: list[Array] = session.run(names, {k: _strings_as_str(v) for k, v in feed.items()})
         return outputs
 
     return run
+
+
+def _strings_as_str(array: Array) -> Array:
+    """String tensors as ONNX Runtime reads them: ``str`` elements (BYTES data holds ``bytes``)."""
+    if array.dtype != np.object_:
+        return array
+    decoded: Array = np.vectorize(lambda v: v.decode() if isinstance(v, bytes) else v, otypes=[object])(array)
+    return decoded
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

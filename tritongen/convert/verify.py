@@ -15,7 +15,7 @@ allows anything. ``--atol``/``--rtol`` bring back the element-wise test.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,8 @@ class Verification:
     """Set when the artifact could not run at all."""
     device: str = "cpu"
     """Where the artifact ran: ``cpu`` or ``cuda:N`` (the device of its instance group)."""
+    reference_failed: bool = False
+    """The source itself failed on a verification batch: the artifact was never judged."""
 
     @property
     def passed(self) -> bool:
@@ -249,9 +251,11 @@ def verify_artifact(
         try:
             want = reference(feed)
         except Exception as e:
-            return broken_verification(
-                fmt, reference_name, tolerance, f"the reference ({reference_name}) failed: {first_line(e)}"
+            shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
+            broken = broken_verification(
+                fmt, reference_name, tolerance, f"the source model failed on {shapes}: {first_line(e)}"
             )
+            return replace(broken, reference_failed=True)
         try:
             got = runner(feed)
             checks = compare_outputs(names, got, want, tolerance)

@@ -18,11 +18,10 @@ from tritongen.convert.tvm.samples import bucket_feeds, strict_buckets
 from tritongen.convert.verify import (
     Verification,
     broken_verification,
-    load_verify_data,
     verification_batches,
     verify_artifact,
 )
-from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error
+from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error, first_line
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_model_text
 from tritongen.pipeline.configs import model_config_for, model_metadata, resolve_max_batch_size
@@ -37,6 +36,7 @@ from tritongen.pipeline.request import (
     build_plan,
     model_dir_name,
 )
+from tritongen.pipeline.verify_data import verify_data_feeds
 from tritongen.sources.model_source import ModelSource, load_source
 from tritongen.sources.samples import Feed
 from tritongen.triton.model_config import CudaOptimization, ModelConfig, Optimization
@@ -72,14 +72,16 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
     # and are the rows reduced precision falls back on.
     random_feeds = verification_batches(source.signature, max_batch)
     verify_feeds = (
-        load_verify_data(request.verify.data, source.signature, max(1, max_batch))
+        verify_data_feeds(request.verify.data, source.signature, max(1, max_batch))
         if request.verify.data is not None
         else []
     )
-    batches = [] if request.verify.skip else [*random_feeds, *verify_feeds]
     outcomes: list[FormatOutcome] = []
     with staging_dir(request.repo) as staged, tempfile.TemporaryDirectory(prefix="tritongen-") as work:
         session = _open_session(request, source, Path(work), max_batch, plan, say)
+        if verify_feeds and not request.verify.skip:
+            random_feeds = _feeds_the_source_runs(session, random_feeds, say)
+        batches = [] if request.verify.skip else [*random_feeds, *verify_feeds]
         session.random_feeds, session.verify_feeds = random_feeds, verify_feeds
         _check_precision_inputs(session, plan)
         shared = _Shared(request=request, session=session, staged=staged, batches=batches, say=say)
@@ -94,6 +96,26 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
     return BuildResult(
         source=request.source, signature=source.signature, outcomes=tuple(outcomes), source_kind=source.kind
     )
+
+
+def _feeds_the_source_runs(session: ConvertSession, feeds: list[Feed], say: Progress) -> list[Feed]:
+    """The random feeds the source itself runs on: with ``--verify-data`` given, the others are dropped.
+
+    A model that parses its inputs (a Cast of strings to numbers) fails on random strings;
+    the user's data is what it is verified on then.
+    """
+    reference = session.reference()
+    kept, failure = [], None
+    for feed in feeds:
+        try:
+            reference(feed)
+        except Exception as e:  # the source's runtime may raise anything
+            failure = failure or first_line(e)
+            continue
+        kept.append(feed)
+    if failure is not None:
+        say(f"the source fails on random inputs ({failure}): verifying on --verify-data alone")
+    return kept
 
 
 def _check_request(
@@ -355,6 +377,12 @@ class _ModelBuild:
 
 def _verification_hint(fmt: str, variant: Variant, verification: Verification) -> str:
     """What to do about a failed verification."""
+    if verification.reference_failed:
+        return (
+            "the source itself fails on these inputs (tritongen's random ones, unless from "
+            "--verify-data), e.g. strings it cannot parse: give real inputs with --verify-data "
+            "FILE (.npz or perf_analyzer's JSON), or skip the check with --no-verify"
+        )
     if verification.error is not None:
         return f"the {fmt} engine cannot run this model; build another format (--formats)"
     if variant.reduced:
