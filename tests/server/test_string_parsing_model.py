@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 
 def _simple_string(path: Path) -> Path:
     """OUTPUT0 = INPUT0 + INPUT1 and OUTPUT1 = INPUT0 - INPUT1, all [batch, 16] strings of integers."""
+
     def tensor(name: str) -> onnx.ValueInfoProto:
         return helper.make_tensor_value_info(name, TensorProto.STRING, ["batch", 16])
 
