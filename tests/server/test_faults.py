@@ -209,3 +209,30 @@ def test_a_server_that_dies_mid_request_is_one_line_pointing_at_its_log(
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert code == 1 and len(lines) == 1, stderr
     assert "closed the connection" in lines[0] and "see the server log" in lines[0], lines[0]
+
+
+def test_tune_ends_at_the_trial_that_finds_its_server_gone(served_repository: Path, tmp_path: Path) -> None:
+    """The embedded server killed mid-sweep: one line naming the trial and the server's log, trials kept."""
+    out = tmp_path / "tune"
+    cli = start_cli(
+        tmp_path / "cli", "tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
+        "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,200,400,600", "--instances", "1",
+        "--strategy", "grid", "--duration", "2s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "2s",
+        "--concurrency", "2", "--rounds", "1", "--out", out,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: len(list(out.glob("trials/*/result.json"))) >= 1, cli, 180, "a trial finished")
+        (server,) = servers_started_by(cli.pid)
+        server.kill()
+        code = cli.wait(120)
+    finally:
+        cli.kill()
+    lines = cli.error_lines()
+    assert code == 1 and len(lines) == 1, cli.stderr()
+    assert "stopped answering during trial mb16-pbauto-qd" in lines[0] and "exited or crashed" in lines[0]
+    assert "tritonserver.log" in lines[0] and f"--resume {out}" in lines[0]
+    log = lines[0].split("see its log (")[1].split(")")[0]
+    assert Path(log).is_file()  # kept: it says why the server died
+    assert _json(out / "tune.json")["status"] == "failed"
+    assert len(list(out.glob("trials/*/failed.json"))) == 1  # the sweep stopped at the trial that found it
+    assert servers_started_by(cli.pid) == []

@@ -42,6 +42,13 @@ class ModelControl:
         text = None if config is None else config_json(config)
         self.repository.load(self.model, text, refused_hint="the candidate config was refused")
 
+    def is_live(self) -> bool:
+        """Whether the server still answers its health check."""
+        try:
+            return bool(self.client.is_server_live())
+        except Exception:  # refused, reset, timed out: gone either way
+            return False
+
     def served_config(self) -> dict[str, Any]:
         """The config the server runs now (model-config API)."""
         from tritonclient.utils import InferenceServerException

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import time
 from typing import Any
 
@@ -40,8 +41,18 @@ class RepositoryControl:
         except InferenceServerException as e:
             message = (e.message() or str(e)).split(chr(10))[0]
             raise ServerError(f"{what}: {message}", _hint(message, "see the server log")) from e
+        except http.client.HTTPException as e:  # geventhttpclient's HTTPConnectionClosed among them
+            raise self._closed(what, e) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
+
+    def _closed(self, what: str, error: Exception) -> ServerError:
+        """The server dropped the connection in the middle of a call: it exited or crashed."""
+        return ServerError(
+            f"{what}: Triton at {self.url} closed the connection ({str(error).rstrip('.') or 'closed'}): "
+            "the server may have exited or crashed",
+            "see the server log",
+        )
 
     def index(self) -> dict[str, str]:
         """Every model in the repository and its state (``READY``, ``UNAVAILABLE``, …)."""
@@ -76,6 +87,8 @@ class RepositoryControl:
             if _restricted(reason):
                 raise ServerError(f"loading '{model}': {reason}", RESTRICTED_HINT) from e
             raise ModelLoadError({model: reason}, refused_hint) from e
+        except http.client.HTTPException as e:
+            raise self._closed(f"loading '{model}'", e) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -223,6 +224,7 @@ class LocalTritonServer:
         except OSError as e:
             self._cleanup_files()
             raise ServerError(f"cannot start {dist.binary}: {e.strerror}", "reinstall nvidia-pytriton") from e
+        threading.Thread(target=_reap_stubs, args=(self._process,), daemon=True).start()
         try:
             self._wait_ready()
         except BaseException:
@@ -492,3 +494,15 @@ def _orphaned_stubs() -> list[psutil.Process]:
         if owner is not None and not psutil.pid_exists(owner):
             found.append(process)
     return found
+
+
+def _reap_stubs(process: subprocess.Popen[bytes]) -> None:
+    """When the server exits, whatever the cause, kill what is left of its process group at once.
+
+    Python-backend stubs inherit the server's open connections: a client talking to a server
+    that crashed would otherwise wait on a connection a stub still holds until its own
+    timeout (minutes), instead of being told the server closed it.
+    """
+    process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

@@ -404,6 +404,8 @@ class _Tuning:
         )
         if hooks.on_done:
             hooks.on_done(record, False)
+        if record.measurement.failed and not self.control.is_live():
+            raise ServerGoneError(self.control.url, record.key, request.out_dir)
         return record
 
 
@@ -457,11 +459,25 @@ def run_tune(
         try:
             # Back to the config the model had. A load without a config is not enough: Triton
             # reloads from disk only when the files changed, and keeps serving the override.
-            control.load(base)
+            # A server that is gone has nothing to restore (and would hide why the tune ended).
+            if control.is_live():
+                control.load(base)
         finally:
             _end_background(report, background)
             tuning.save(report)
     return report
+
+
+class ServerGoneError(ServerError):
+    """The server stopped answering during a trial: it exited or crashed; the tune ends there."""
+
+    def __init__(self, url: str, key: str, out_dir: Path, log: Path | None = None) -> None:
+        self.url, self.key, self.out_dir = url, key, out_dir
+        super().__init__(
+            f"the server at {url} stopped answering during trial {key}: it exited or crashed",
+            f"see its log{f' ({log})' if log else ''}; the trials so far are in {out_dir}: restart the "
+            f"server and rerun with --resume {out_dir}",
+        )
 
 
 def _start_background(request: TuneRequest, stop: threading.Event) -> BackgroundLoad | None:

@@ -23,7 +23,7 @@ from tritongen.loadtest.spec import LoadSpec
 from tritongen.pipeline.rerender import Rerender, model_target, plan_rerender, write_rerender
 from tritongen.server.embedded import ServingHooks, embedded_server
 from tritongen.triton.model_config import ModelConfig
-from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, run_tune
+from tritongen.tune.runner import ServerGoneError, TuneHooks, TuneReport, TuneRequest, run_tune
 from tritongen.tune.space import Candidate
 
 TrialsContext = Callable[[], AbstractContextManager[TuneHooks]]
@@ -135,4 +135,7 @@ def _server(
     others += list(request.background.models if request.background else ())
     with embedded_server(session.repo, [spec.model, *others], serving) as server:
         target = server.http_url if spec.protocol == "http" else server.grpc_url
-        yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
+        try:
+            yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
+        except ServerGoneError as e:  # the embedded server died: its log says why
+            raise ServerGoneError(e.url, e.key, e.out_dir, server.log_path) from e
