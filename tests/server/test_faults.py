@@ -217,8 +217,8 @@ def test_tune_ends_at_the_trial_that_finds_its_server_gone(served_repository: Pa
     cli = start_cli(
         tmp_path / "cli", "tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",
         "--preferred-batch-sizes", "none", "--max-queue-delay-us", "0,200,400,600", "--instances", "1",
-        "--strategy", "grid", "--duration", "2s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "2s",
-        "--concurrency", "2", "--rounds", "1", "--out", out,
+        "--strategy", "grid", "--duration", "2s", "--warmup", "0.5s", "--window", "0.5s",
+        "--max-duration", "2s", "--concurrency", "2", "--rounds", "1", "--out", out,
     )  # fmt: skip
     try:
         wait_until(lambda: len(list(out.glob("trials/*/result.json"))) >= 1, cli, 180, "a trial finished")

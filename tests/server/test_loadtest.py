@@ -24,6 +24,7 @@ from tritongen.loadtest.spec import LoadSpec
 from tritongen.metrics.hardware import local_gpus
 from tritongen.server.local import LocalTritonServer
 
+from support.machine import ATTEMPTS, cpu_use
 from support.processes import windows_with_requests
 
 runner = CliRunner()
@@ -257,10 +258,18 @@ def test_measurement_fidelity(
         latency: dict[str, float] = _doc(out)["runs"][0]["latency_us"]
         return latency, np.loadtxt(record)
 
-    constant, constant_true = measure("sleep_const")
+    # The overhead and the figures it corrects are measured back to back on a machine with CPU
+    # to spare (the tail overhead of a calm run does not bound the tail of a starved one).
+    for _ in range(ATTEMPTS):
+        with cpu_use() as use:
+            constant, constant_true = measure("sleep_const")
+            measured, true_us = measure("sleep_cycle")
+        if use.spare:
+            break
+    else:
+        pytest.skip(f"busy machine in {ATTEMPTS} attempts (last: {use.busy:.0%} of the CPUs in use)")
     overhead = constant["p50"] - float(np.percentile(constant_true, 50))
     tail_overhead = max(overhead, constant["p99"] - float(np.percentile(constant_true, 99)))
-    measured, true_us = measure("sleep_cycle")
     assert len(true_us) > 500
     print(f"overhead at a constant 12 ms sleep: P50 {overhead:.0f} µs, P99 {tail_overhead:.0f} µs")
     bands = {"p50": (50, overhead, overhead), "p99": (99, overhead, tail_overhead)}

@@ -16,6 +16,7 @@ import pytest
 
 from tritongen.server.local import LocalTritonServer
 
+from support.machine import ATTEMPTS
 from support.network import free_port
 from support.paths import ROOT
 
@@ -52,7 +53,7 @@ def _half_bad(tmp_path: Path) -> Path:
 def _tritongen_counts(results: Path) -> tuple[int, int]:
     """Requests (ok and failed) and errors over every window of the results file."""
     requests = errors = 0
-    for line in results.read_text().splitlines():
+    for line in (results.read_text() if results.exists() else "").splitlines():
         window = json.loads(line)
         if "ok" not in window:  # not a window (the master's other lines)
             continue
@@ -60,6 +61,10 @@ def _tritongen_counts(results: Path) -> tuple[int, int]:
         requests += window["ok"] + failed
         errors += failed
     return requests, errors
+
+
+ENOUGH_REQUESTS = 50
+"""Requests a run needs for its counts to be compared."""
 
 
 def _csv_rows(prefix: Path) -> dict[str, dict[str, str]]:
@@ -71,7 +76,7 @@ def _check_csv(prefix: Path, results: Path, method: str) -> int:
     """Locust's CSV counts what tritongen counted, in the model's row and the aggregate; returns errors."""
     requests, errors = _tritongen_counts(results)
     rows = _csv_rows(prefix)
-    assert requests > 50
+    assert requests > ENOUGH_REQUESTS
     for key in (f"{method} {MODEL}", "Aggregated"):
         assert (int(rows[key]["Request Count"]), int(rows[key]["Failure Count"])) == (requests, errors), rows
     if errors:
@@ -94,12 +99,18 @@ def test_standalone_csv_counts_every_request(
     triton_server: LocalTritonServer, tmp_path: Path, protocol: str, method: str, extra: list[str]
 ) -> None:
     host = triton_server.http_url if protocol == "http" else triton_server.grpc_url
-    results, prefix = tmp_path / "windows.jsonl", tmp_path / "run"
-    argv = _locust(host, results, "--headless", "--only-summary", "-u", "3", "-r", "3", "-t", "2s")
     extra = [str(_half_bad(tmp_path)) if arg == "HALF_BAD" else arg for arg in extra]
-    argv += ["--csv", str(prefix), "--triton-protocol", protocol, *extra]
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: Locust's exit code when requests failed
+    # A 2 s run on a starved machine may spend it starting its users: run again, then skip.
+    for attempt in range(ATTEMPTS):
+        results, prefix = tmp_path / f"windows{attempt}.jsonl", tmp_path / f"run{attempt}"
+        argv = _locust(host, results, "--headless", "--only-summary", "-u", "3", "-r", "3", "-t", "2s")
+        argv += ["--csv", str(prefix), "--triton-protocol", protocol, *extra]
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: Locust's exit code when requests failed
+        if _tritongen_counts(results)[0] > ENOUGH_REQUESTS:
+            break
+    else:
+        pytest.skip(f"busy machine: {ATTEMPTS} runs of 2 s sent {ENOUGH_REQUESTS} requests or fewer each")
     errors = _check_csv(prefix, results, method)
     assert (errors > 0) == (protocol == "grpc")
     assert f"{method}     {MODEL}" in done.stderr  # the final console table has the model's row

@@ -12,13 +12,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-import psutil
 import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.server.local import LocalTritonServer
 
+from support.machine import ATTEMPTS, cpu_use
 from support.mix_models import HOLD_MODELS
 from support.streaming_model import RECORD_FILE, STREAMING_MODEL, write_plan
 
@@ -37,11 +37,6 @@ TOLERANCE = 0.05
 
 
 T = TypeVar("T")
-
-ATTEMPTS = 3
-"""Runs of one fidelity measurement at most, until the model keeps to its plan on a machine not saturated."""
-BUSY_LIMIT = 0.85
-"""Share of the machine's CPU time in use over a run above which its timings are not compared."""
 
 
 def _loadtest(server: LocalTritonServer, *args: str, protocol: str = "grpc") -> tuple[int, str, str]:
@@ -101,30 +96,21 @@ class Truth:
         """``measure``, again while the machine is too busy for a comparison to mean anything (3 tries).
 
         The reported times are compared with what the model did only when the model kept to
-        its plan and the machine had CPU to spare (at most ``BUSY_LIMIT`` of its cores in use
-        over the run): a model or a load generator starved of CPU is late by amounts that
-        differ, and that says nothing of how the load generator times responses. A machine
-        that is that busy on every attempt skips the test, with the figures, rather than
-        failing it.
+        its plan and the machine had CPU to spare (``support.machine``): a model or a load
+        generator starved of CPU is late by amounts that differ, and that says nothing of how
+        the load generator times responses. A machine that is that busy on every attempt skips
+        the test, with the figures, rather than failing it.
         """
         for _ in range(ATTEMPTS):
-            before = psutil.cpu_times()
-            result, truth = cls.measure(served_repository, run, responses)
-            busy = _busy_fraction(before, psutil.cpu_times())
-            if len(truth.first) and truth.kept_to(first_ms, gap_ms) and busy <= BUSY_LIMIT:
+            with cpu_use() as use:
+                result, truth = cls.measure(served_repository, run, responses)
+            if len(truth.first) and truth.kept_to(first_ms, gap_ms) and use.spare:
                 return result, truth
         pytest.skip(
-            f"busy machine in {ATTEMPTS} runs (last: {busy:.0%} of the CPUs in use; the model's first "
+            f"busy machine in {ATTEMPTS} runs (last: {use.busy:.0%} of the CPUs in use; the model's first "
             f"response {np.mean(truth.first) / 1000:.1f} ms mean, "
             f"{np.percentile(truth.first, 50) / 1000:.1f} ms median, planned {first_ms:g} ms)"
         )
-
-
-def _busy_fraction(before: Any, after: Any) -> float:
-    """The share of all CPUs' time that was not idle between two ``psutil.cpu_times()``."""
-    total = sum(after) - sum(before)
-    idle = (after.idle + getattr(after, "iowait", 0.0)) - (before.idle + getattr(before, "iowait", 0.0))
-    return 1.0 - idle / total if total > 0 else 1.0
 
 
 STATISTICS: dict[str, Callable[[npt.NDArray[np.float64]], float]] = {
