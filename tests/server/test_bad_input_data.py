@@ -10,14 +10,9 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.server.local import LocalTritonServer
 
+from support.cli_output import error_line
+
 runner = CliRunner()
-
-
-def _one_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one line, got {stderr!r}"
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def test_input_data_of_the_wrong_dtype_or_shape(triton_server: LocalTritonServer, tmp_path: Path) -> None:
@@ -46,12 +41,12 @@ def test_input_data_of_the_wrong_dtype_or_shape(triton_server: LocalTritonServer
                 str(result_json),
             ],
         )
-        assert result.exit_code == 1 and message in _one_line(result.stderr)
+        assert result.exit_code == 1 and message in error_line(result.stderr)
         assert not result_json.exists()
         if what != "name":
             result = runner.invoke(app, ["infer", "mlp_onnx", *url, "--input", f"input={npy}"])
-            assert result.exit_code == 1 and message in _one_line(result.stderr)
+            assert result.exit_code == 1 and message in error_line(result.stderr)
     pickled = tmp_path / "object.npy"
     np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     result = runner.invoke(app, ["infer", "mlp_onnx", *url, "--input", f"input={pickled}"])
-    assert result.exit_code == 1 and "allow_pickle=False" in _one_line(result.stderr)
+    assert result.exit_code == 1 and "allow_pickle=False" in error_line(result.stderr)

@@ -21,6 +21,7 @@ from tritongen.compare.recommend import CRITERIA
 from tritongen.metrics.hardware import local_gpus
 from tritongen.server.local import LocalTritonServer
 
+from support.cli_output import error_line
 from support.loads import QUICK_RUNS
 from support.processes import descendants, gone, named, shm_regions
 
@@ -33,13 +34,6 @@ FAST = [*QUICK_RUNS, "--concurrency", "1,2", "--rounds", "2"]
 def _run(*args: str | Path) -> tuple[int, str, str]:
     result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
     return result.exit_code, result.stdout, result.stderr
-
-
-def _error_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one error line, got: {stderr!r}"
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def _servers_under(path: Path) -> list[psutil.Process]:
@@ -204,20 +198,20 @@ def test_ctrl_c_stops_the_comparison_and_keeps_what_was_measured(
 
 def test_compare_refuses_unusable_input_with_one_line(tmp_path: Path) -> None:
     code, _, stderr = _run("compare", "x.onnx", "--repo", tmp_path / "missing", "--formats", "onnx")
-    assert code == 1 and "does not exist" in _error_line(stderr)
+    assert code == 1 and "does not exist" in error_line(stderr)
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(b"not a model")
     code, _, stderr = _run("compare", broken, "--out", tmp_path / "w")
-    assert code == 1 and "broken.onnx" in _error_line(stderr)
+    assert code == 1 and "broken.onnx" in error_line(stderr)
     assert not (tmp_path / "w" / "model_repository" / "broken_onnx").exists()
     code, _, stderr = _run("compare", broken, "--rank-by", "speed")
-    assert code == 1 and "--rank-by 'speed' is unknown" in _error_line(stderr)
+    assert code == 1 and "--rank-by 'speed' is unknown" in error_line(stderr)
     code, _, stderr = _run("compare", broken, "--formats", "onnx,caffe")
-    assert code == 1 and "'caffe' is not supported" in _error_line(stderr)
+    assert code == 1 and "'caffe' is not supported" in error_line(stderr)
     code, _, stderr = _run("compare", broken, "--rounds", "0", "--out", tmp_path / "r")
-    assert code == 1 and "--rounds 0 must be at least 1" in _error_line(stderr)
+    assert code == 1 and "--rounds 0 must be at least 1" in error_line(stderr)
     code, _, stderr = _run("compare", broken, "--confidence", "1.5", "--out", tmp_path / "r")
-    assert code == 1 and "--confidence 1.5 is not a level between 0 and 1" in _error_line(stderr)
+    assert code == 1 and "--confidence 1.5 is not a level between 0 and 1" in error_line(stderr)
     assert not (tmp_path / "r").exists()  # refused before anything is written
 
 

@@ -21,6 +21,7 @@ from tritongen.client.control import ModelControl
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import parse_config_text
 
+from support.cli_output import error_line
 from support.loads import QUICK_RUNS
 
 runner = CliRunner()
@@ -107,7 +108,7 @@ def test_resume_skips_finished_trials(
     # Other rounds than the directory was measured with: refused in one line, nothing touched.
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     code, _, stderr = _tune(triton_server, served_repository, *args, "--resume", out, "--rounds", "3")
-    assert code == 1 and _error_line(stderr).endswith(
+    assert code == 1 and error_line(stderr).endswith(
         "was tuned with --rounds 1 --finalists 1 --confidence 0.95. resume with the same --rounds, "
         "--finalists and --confidence, or pick a new --out directory."
     )
@@ -343,12 +344,6 @@ def test_bad_tune_settings_are_one_line_errors(
     assert code == 1 and "unknown search strategy" in stderr
 
 
-def _error_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     ("option", "message"),
     [
@@ -369,7 +364,7 @@ def test_bad_rounds_confidence_or_finalists_are_one_line_and_write_nothing(
         ["tune", MODEL, "--repo", str(served_repository), "--url", "localhost:1", "--out", str(out), *option],
     )
     assert result.exit_code == 1
-    assert message in _error_line(result.stderr)
+    assert message in error_line(result.stderr)
     assert not out.exists()
 
 

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 
+from support.cli_output import error_line
 from support.paths import ROOT
 
 runner = CliRunner()
@@ -156,19 +157,12 @@ CASES = [
 ]  # fmt: skip
 
 
-def _one_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one line, got {stderr!r}"
-    assert lines[0].startswith("error: ")
-    return lines[0]
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda c: re.sub(r"\W+", "-", c.message)[:40])
 def test_bad_input_is_one_line_and_writes_nothing(bad: dict[str, Path], tmp_path: Path, case: Case) -> None:
     out = tmp_path / "out"
     result = runner.invoke(app, case.argv(bad, out))
     assert result.exit_code == 1, result.stdout + result.stderr
-    assert case.message in _one_line(result.stderr)
+    assert case.message in error_line(result.stderr)
     assert not out.exists() or list(out.iterdir()) == [], "something was written"
 
 
@@ -206,7 +200,7 @@ def test_torchscript_rejecting_the_input_spec(bad: dict[str, Path], tmp_path: Pa
     ):
         result = runner.invoke(app, ["convert", str(source), "--repo", str(out), "--input-spec", spec])
         assert result.exit_code == 1
-        line = _one_line(result.stderr)
+        line = error_line(result.stderr)
         assert "rejects inputs shaped as --input-spec says" in line and message in line
         assert not out.exists()
 

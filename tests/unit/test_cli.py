@@ -14,6 +14,7 @@ from tritongen.cli.main import app
 from tritongen.io.files import STAGING_PREFIX
 from tritongen.triton.proto import read_config
 
+from support.cli_output import error_line
 from support.compose_schema import check_compose_schema
 
 runner = CliRunner()
@@ -22,13 +23,6 @@ runner = CliRunner()
 def _run(*args: str | Path) -> tuple[int, str, str]:
     result = runner.invoke(app, [str(a) for a in args])
     return result.exit_code, result.stdout, result.stderr
-
-
-def _error_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, f"expected one error line, got: {stderr!r}"
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def _no_leftovers(repo: Path) -> None:
@@ -111,7 +105,7 @@ def test_existing_model_needs_force(example_models: dict[str, Path], tmp_path: P
     before = (tmp_path / "mlp_onnx" / "config.pbtxt").read_text()
     code, _, err = _run("convert", example_models["mlp"], "--repo", tmp_path, "--instances", "3")
     assert code == 1
-    assert "already exists" in _error_line(err) and "--force" in err
+    assert "already exists" in error_line(err) and "--force" in err
     assert (tmp_path / "mlp_onnx" / "config.pbtxt").read_text() == before
     code, _, err = _run("convert", example_models["mlp"], "--repo", tmp_path, "--instances", "3", "--force")
     assert code == 0, err
@@ -139,14 +133,14 @@ def test_bad_options_fail_cleanly(
     repo = tmp_path / "repo"
     code, _, err = _run("convert", example_models["mlp"], "--repo", repo, *args)
     assert code == 1
-    assert expected in _error_line(err)
+    assert expected in error_line(err)
     assert not repo.exists() or list(repo.iterdir()) == []
 
 
 def test_batching_a_static_model_is_refused(example_models: dict[str, Path], tmp_path: Path) -> None:
     code, _, err = _run("convert", example_models["fixed"], "--repo", tmp_path, "--max-batch-size", "8")
     assert code == 1
-    assert "cannot batch" in _error_line(err)
+    assert "cannot batch" in error_line(err)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -160,14 +154,14 @@ def test_bad_source_files(tmp_path: Path, example_models: dict[str, Path], conte
     repo = tmp_path / "repo"
     code, _, err = _run("convert", source, "--repo", repo)
     assert code == 1
-    assert "model.onnx" in _error_line(err)
+    assert "model.onnx" in error_line(err)
     assert not repo.exists()
 
 
 def test_missing_source(tmp_path: Path) -> None:
     code, _, err = _run("convert", tmp_path / "missing.onnx", "--repo", tmp_path / "repo")
     assert code == 1
-    assert "does not exist" in _error_line(err)
+    assert "does not exist" in error_line(err)
 
 
 def test_unwritable_repository(example_models: dict[str, Path], tmp_path: Path) -> None:
@@ -175,7 +169,7 @@ def test_unwritable_repository(example_models: dict[str, Path], tmp_path: Path) 
     blocker.write_text("")
     code, _, err = _run("convert", example_models["mlp"], "--repo", blocker / "repo")
     assert code == 1
-    assert "cannot create repository" in _error_line(err)
+    assert "cannot create repository" in error_line(err)
 
 
 def test_read_only_repository(
@@ -199,7 +193,7 @@ def test_read_only_repository(
     code, _, err = _run("convert", example_models["mlp"], "--repo", repo)
     monkeypatch.undo()
     assert code == 1
-    assert f"repository {repo} is not writable" in _error_line(err)
+    assert f"repository {repo} is not writable" in error_line(err)
     assert list(repo.iterdir()) == []
 
 
@@ -213,7 +207,7 @@ def test_read_only_repository_by_mode(example_models: dict[str, Path], tmp_path:
     finally:
         repo.chmod(0o700)
     assert code == 1
-    assert "not writable" in _error_line(err)
+    assert "not writable" in error_line(err)
     assert list(repo.iterdir()) == []
 
 
@@ -224,7 +218,7 @@ def test_template_error_leaves_nothing(example_models: dict[str, Path], tmp_path
     repo = tmp_path / "repo"
     code, _, err = _run("convert", example_models["mlp"], "--repo", repo, "--templates", templates)
     assert code == 1
-    assert "config.pbtxt.j2:2" in _error_line(err)
+    assert "config.pbtxt.j2:2" in error_line(err)
     assert list(repo.iterdir()) == []
 
 
@@ -254,7 +248,7 @@ def test_render_refuses_illegal_change_and_keeps_config(
     before = (model / "config.pbtxt").read_text()
     code, _, err = _run("render", model, "--max-batch-size", "8", "--preferred-batch-sizes", "16")
     assert code == 1
-    assert "exceed --max-batch-size 8" in _error_line(err)
+    assert "exceed --max-batch-size 8" in error_line(err)
     assert (model / "config.pbtxt").read_text() == before
     assert not (model / "config.pbtxt.bak").exists()
 
@@ -278,20 +272,20 @@ def test_render_preserves_hand_written_fields(tmp_path: Path) -> None:
 def test_render_missing_dir(tmp_path: Path) -> None:
     code, _, err = _run("render", tmp_path / "nope")
     assert code == 1
-    assert "not a directory" in _error_line(err)
+    assert "not a directory" in error_line(err)
 
 
 def test_render_broken_config_names_position(tmp_path: Path) -> None:
     (tmp_path / "config.pbtxt").write_text('name: "m"\nmax_batch_size: "eight"\n')
     code, _, err = _run("render", tmp_path)
     assert code == 1
-    assert "config.pbtxt:2:" in _error_line(err)
+    assert "config.pbtxt:2:" in error_line(err)
 
 
 def test_example_unknown_name(tmp_path: Path) -> None:
     code, _, err = _run("example", "resnet", "-o", tmp_path / "x.onnx")
     assert code == 1
-    assert "choose from" in _error_line(err)
+    assert "choose from" in error_line(err)
 
 
 def test_compose_binds_loopback_and_validates(example_models: dict[str, Path], tmp_path: Path) -> None:
@@ -316,5 +310,5 @@ def test_compose_binds_loopback_and_validates(example_models: dict[str, Path], t
 def test_compose_empty_repository(tmp_path: Path) -> None:
     code, _, err = _run("compose", tmp_path, "-o", tmp_path / "compose.yaml")
     assert code == 1
-    assert "holds no models" in _error_line(err)
+    assert "holds no models" in error_line(err)
     assert not (tmp_path / "compose.yaml").exists()

@@ -20,6 +20,8 @@ from tritongen.sources.signature import Signature, TensorSpec
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.proto import read_config
 
+from support.cli_output import error_line
+
 torch = pytest.importorskip("torch", reason="the torch extra is not installed")
 
 
@@ -42,13 +44,6 @@ no_cuda_torch = pytest.mark.skipif(torch.cuda.is_available(), reason="torch has 
 def _run(*args: str | Path) -> tuple[int, str, str]:
     result = runner.invoke(app, [str(a) for a in args])
     return result.exit_code, result.stdout, result.stderr
-
-
-def _error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def _nothing_written(repo: Path) -> None:
@@ -76,7 +71,7 @@ def test_torchscript_gpu_needs_cuda_torch(tmp_path: Path) -> None:
         "--formats", "torchscript", "--kind", "gpu", *MLP_SPECS,
     )  # fmt: skip
     assert code == 1
-    line = _error_line(err)
+    line = error_line(err)
     assert f"torch {torch.__version__} has no CUDA" in line and "--kind cpu" in line
     _nothing_written(repo)
 
@@ -88,7 +83,7 @@ def test_onnx_gpu_is_refused_on_the_local_target(tmp_path: Path) -> None:
         "--kind", "gpu", *MLP_SPECS,
     )  # fmt: skip
     assert code == 1
-    line = _error_line(err)
+    line = error_line(err)
     assert "ONNX Runtime in the embedded server runs on CPU" in line and "--target container" in line
     _nothing_written(repo)
 
@@ -104,7 +99,7 @@ def test_tvm_for_a_cpu_is_refused_before_compiling(
     )
     assert code == 1
     # Refused up front: a compile would have printed its progress before any error line.
-    line = _error_line(err)
+    line = error_line(err)
     assert "a TVM library built for llvm runs on the CPU" in line and "--tvm-target cuda" in line
     _nothing_written(repo)
 
@@ -121,7 +116,7 @@ def test_render_gpu_on_a_local_onnx_model_changes_nothing(local_models: Path) ->
     before = (model / "config.pbtxt").read_bytes()
     code, _, err = _run("render", model, "--kind", "gpu")
     assert code == 1
-    assert "ONNX Runtime in the embedded server runs on CPU" in _error_line(err)
+    assert "ONNX Runtime in the embedded server runs on CPU" in error_line(err)
     assert (model / "config.pbtxt").read_bytes() == before
     assert not (model / "config.pbtxt.bak").exists()
 
@@ -132,7 +127,7 @@ def test_render_gpu_on_a_local_torchscript_model_needs_cuda_torch(local_models: 
     before = (model / "config.pbtxt").read_bytes()
     code, _, err = _run("render", model, "--kind", "gpu")
     assert code == 1
-    assert "has no CUDA" in _error_line(err)
+    assert "has no CUDA" in error_line(err)
     assert (model / "config.pbtxt").read_bytes() == before
 
 
