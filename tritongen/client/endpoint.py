@@ -27,6 +27,15 @@ class InferResult:
     latency_us: float
 
 
+def closed_connection(what: str, url: str, detail: str) -> ServerError:
+    """The server at ``url`` dropped the connection in the middle of ``what``: it exited or crashed."""
+    return ServerError(
+        f"{what}: Triton at {url} closed the connection ({detail.rstrip('.') or 'closed'}): "
+        "the server may have exited or crashed",
+        "see the server log",
+    )
+
+
 def normalise_url(url: str) -> str:
     """Strip a scheme and trailing slash: ``http://host:8000/`` -> ``host:8000``."""
     for scheme in ("http://", "https://", "grpc://"):
@@ -74,23 +83,15 @@ class TritonEndpoint:
         except InferenceServerException as e:
             message = (e.message() or str(e)).split("\n\nAt:")[0]
             if any(sign in message.lower() for sign in CLOSED_SIGNS):
-                raise self._closed(what, message) from e
+                raise closed_connection(what, self.url, message) from e
             raise ServerError(f"{what}: {message}", self._hint(message)) from e
         except http.client.HTTPException as e:  # geventhttpclient's HTTPConnectionClosed among them
-            raise self._closed(what, str(e) or type(e).__name__) from e
+            raise closed_connection(what, self.url, str(e) or type(e).__name__) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(
                 f"cannot reach Triton at {self.url} ({self.protocol}): {e}",
                 "start it with `tritongen serve REPO` or pass --url",
             ) from e
-
-    def _closed(self, what: str, detail: str) -> ServerError:
-        """The server dropped the connection in the middle of a call: it exited or crashed."""
-        return ServerError(
-            f"{what}: Triton at {self.url} closed the connection ({detail.rstrip('.')}): "
-            "the server may have exited or crashed",
-            "see the server log",
-        )
 
     def _hint(self, message: str) -> str:
         lowered = message.lower()

@@ -6,7 +6,7 @@ import http.client
 import time
 from typing import Any
 
-from tritongen.client.endpoint import normalise_url
+from tritongen.client.endpoint import closed_connection, normalise_url
 from tritongen.errors import ModelLoadError, ServerError
 
 UNLOAD_TIMEOUT_S = 60.0
@@ -42,17 +42,9 @@ class RepositoryControl:
             message = (e.message() or str(e)).split(chr(10))[0]
             raise ServerError(f"{what}: {message}", _hint(message, "see the server log")) from e
         except http.client.HTTPException as e:  # geventhttpclient's HTTPConnectionClosed among them
-            raise self._closed(what, e) from e
+            raise closed_connection(what, self.url, str(e)) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
-
-    def _closed(self, what: str, error: Exception) -> ServerError:
-        """The server dropped the connection in the middle of a call: it exited or crashed."""
-        return ServerError(
-            f"{what}: Triton at {self.url} closed the connection ({str(error).rstrip('.') or 'closed'}): "
-            "the server may have exited or crashed",
-            "see the server log",
-        )
 
     def index(self) -> dict[str, str]:
         """Every model in the repository and its state (``READY``, ``UNAVAILABLE``, …)."""
@@ -88,7 +80,7 @@ class RepositoryControl:
                 raise ServerError(f"loading '{model}': {reason}", RESTRICTED_HINT) from e
             raise ModelLoadError({model: reason}, refused_hint) from e
         except http.client.HTTPException as e:
-            raise self._closed(f"loading '{model}'", e) from e
+            raise closed_connection(f"loading '{model}'", self.url, str(e)) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
 
