@@ -167,7 +167,7 @@ class TritonUser(User):
             raise ValueError("--triton-model (or TRITONGEN_MODEL) is required")
         host = self.host or "127.0.0.1:8000"
         if options.sequences:  # a sequence model: requests carry a correlation ID and flags
-            self.sequences = make_sequence_transport(host, options, STATE.step_starts)
+            self.sequences = make_sequence_transport(host, options, STATE.step_starts, STATE.recorder)
             self.options = options
             return
         self.transport = make_transport(host, options, STATE.step_starts, STATE.shm, STATE.recorder)

@@ -61,6 +61,10 @@ class ServerError(TritongenError):
     """A Triton server cannot be started, reached or stopped."""
 
 
+class ValidationError(TritongenError):
+    """Responses of a load test differed from the data's expected outputs (``validation_data``)."""
+
+
 class ModelLoadError(ServerError):
     """One or more models failed to load; ``reasons`` maps each model to the server's reason."""
 

@@ -39,6 +39,8 @@ class EngineConnection:
     its output region)."""
     step: int = 0
     """The step it sends next."""
+    sent: int = 0
+    """The step of its request in flight."""
     slot: Any = None
     """What it hands back to the transport when it closes."""
 
@@ -61,6 +63,7 @@ class HttpEngine:
         self.epoll = get_original("select", "epoll")()
         self.address = (transport.host, transport.port)
         self.transport = transport
+        self.validator = transport.validator
         self.timeout = transport.timeout
         self.recorder = recorder
         self.lock = real_lock()
@@ -122,6 +125,7 @@ class HttpEngine:
         conn = EngineConnection(
             sock=sock,
             start=time.perf_counter(),
+            received=ResponseBuffer(keep=self.validator is not None),
             requests=requests,
             step=self.transport.starts.first(len(requests)),
             slot=slot,
@@ -136,7 +140,7 @@ class HttpEngine:
 
     def _send(self, conn: EngineConnection) -> None:
         conn.start = time.perf_counter()
-        step = conn.step
+        step = conn.sent = conn.step
         conn.step = step + 1 if step + 1 < len(conn.requests) else 0
         data = conn.requests[step]
         sent = conn.sock.send(data)
@@ -209,6 +213,8 @@ class HttpEngine:
         while status is not None:
             now = time.perf_counter()
             error = None if status == 200 else f"http_{status}"
+            if error is None and self.validator is not None:
+                error = self.validator.check_http(conn.sent, received.last)
             self.recorder.record(conn.start, now, error, received.last_size)
             if received.empty:
                 self._send(conn)

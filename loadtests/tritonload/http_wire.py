@@ -44,7 +44,11 @@ class ResponseBuffer:
     so a large response costs one copy, not one per chunk received.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = False) -> None:
+        self.keep = keep
+        """Keep each response taken off (``last``), for a check of its outputs."""
+        self.last = b""
+        """The last response taken off, head and body (with ``keep`` only)."""
         self.chunks: list[bytes] = []
         self.size = 0
         self.need = 0
@@ -73,6 +77,8 @@ class ResponseBuffer:
             return None
         status, rest = framed
         self.last_size = len(buffer) - len(rest)
+        if self.keep:
+            self.last = buffer[: self.last_size] if rest else buffer
         self.chunks, self.size, self.need = ([rest] if rest else []), len(rest), 0
         return status
 
@@ -84,12 +90,12 @@ class RawHttpConnection:
     never changes, so it is written once and the response is only framed, not parsed.
     """
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, timeout: float, keep: bool = False) -> None:
         import socket
 
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.received = ResponseBuffer()
+        self.received = ResponseBuffer(keep)
 
     def roundtrip(self, request: bytes) -> int:
         """Send one request and consume its response; return the HTTP status."""

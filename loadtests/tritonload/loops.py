@@ -36,7 +36,8 @@ def make_transport(
     """The transport of ``--triton-protocol`` (``--triton-streaming``: gRPC streams; shared memory).
 
     ``starts`` spreads the users over the data steps, ``sessions`` holds this process's
-    shared-memory regions, and a stream counts its responses in ``recorder``.
+    shared-memory regions, and a stream counts its responses in ``recorder`` (as a plain
+    transport counts its checks of the responses, when the steps carry expected outputs).
 
     Raises:
         ValueError: streaming over HTTP.
@@ -48,8 +49,8 @@ def make_transport(
     if options.shared_memory == "system":
         return make_shm_transport(host, options, starts, sessions)
     if options.protocol == "grpc":
-        return GrpcTransport(host, options, starts)
-    return HttpTransport(host, options, starts)
+        return GrpcTransport(host, options, starts, recorder)
+    return HttpTransport(host, options, starts, recorder)
 
 
 def worker_key(environment: Any) -> str:

@@ -26,6 +26,7 @@ from .shared import (
     item_bytes,
     random_strings,
     read_npz,
+    split_step,
 )
 
 
@@ -97,9 +98,13 @@ def read_streams(path: str, label: str) -> list[int] | None:
 
 
 def build_steps(meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
-    """The requests to send round-robin: the steps of ``--triton-inputs``, else one of random data."""
+    """The requests to send round-robin: the steps of ``--triton-inputs``, else one of random data.
+
+    Only the inputs: a step's expected outputs are read by :func:`.validation.make_validator`.
+    """
     if options.inputs:
-        return read_steps(options.inputs, f"--triton-inputs {options.inputs}")
+        steps = read_steps(options.inputs, f"--triton-inputs {options.inputs}")
+        return [split_step(step)[0] for step in steps]
     return [random_arrays(meta, max_batch, options)]
 
 

@@ -23,7 +23,20 @@ from locust.runners import MasterRunner
 from locust.stats import RequestStats
 
 from .locust_stats import StatsFeed
-from .shared import DIGITS, HIGHEST_US, LOWEST_US, PERCENTILES, WindowLine, WindowMessage, WindowRecord
+from .shared import (
+    DIGITS,
+    HIGHEST_US,
+    LOWEST_US,
+    MATCHED_COUNT,
+    MISMATCHED_PREFIX,
+    PERCENTILES,
+    VALIDATION_ERROR,
+    Mismatch,
+    WindowLine,
+    WindowMessage,
+    WindowRecord,
+    earliest_mismatches,
+)
 
 LATE_S = 0.001
 """A send leaving more than this after its scheduled time counts as late."""
@@ -55,6 +68,7 @@ class OpenWindow:
     max_hold_us: float = 0.0
     extra: dict[str, HdrHistogram] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    mismatches: dict[str, Mismatch] = field(default_factory=dict)
 
     def record(self, final: bool) -> WindowRecord:
         """The window as sent to the master."""
@@ -76,6 +90,7 @@ class OpenWindow:
                 if hist.get_total_count()
             },
             counts=dict(self.counts),
+            mismatches=dict(self.mismatches),
         )
 
 
@@ -144,6 +159,14 @@ class Recorder:
         with self.lock:
             window = self._window(when)
             window.counts[name] = window.counts.get(name, 0) + amount
+
+    def mismatch(self, output: str, detail: Mismatch) -> None:
+        """Count a response whose ``output`` differed from the expected one; a window keeps its first."""
+        with self.lock:
+            window = self._window(time.perf_counter())
+            name = MISMATCHED_PREFIX + output
+            window.counts[name] = window.counts.get(name, 0) + 1
+            window.mismatches.setdefault(output, detail)
 
     def sent(self, when: float, lag_s: float, held: bool = False) -> None:
         """Count one request leaving; ``lag_s`` is how late it left against its schedule.
@@ -222,6 +245,7 @@ class Collector:
         self.max_lag_us = self.max_hold_us = 0.0
         self.extra: dict[str, HdrHistogram] = {}
         self.counts: dict[str, int] = {}
+        self.mismatches: dict[str, Mismatch] = {}
         self.workers: dict[str, int] = {}  # requests (ok and failed) by worker
         self.parts: dict[str, WorkerPart] = {}
         self.finals: set[str] = set()
@@ -272,6 +296,7 @@ class Collector:
             self.extra.setdefault(name, new_histogram()).add(HdrHistogram.decode(base64.b64decode(encoded)))
         for name, count in window.get("counts", {}).items():
             self.counts[name] = self.counts.get(name, 0) + int(count)
+        earliest_mismatches(self.mismatches, window.get("mismatches", {}))
         ok = int(window["ok"])
         self.workers[worker] = self.workers.get(worker, 0) + ok + failed
         part = self.parts.setdefault(worker, WorkerPart())
@@ -332,7 +357,22 @@ class Collector:
         pcts = ", ".join(f"p{p:g} {h.get_value_at_percentile(p)} µs" for p in PERCENTILES.values())
         latency = f"{pcts}; max {h.get_max_value()} µs" if h.get_total_count() else "no successful request"
         workers = ", ".join(f"{worker} {n}" for worker, n in sorted(self.workers.items()))
-        return f"tritongen: {counts}; {latency}; per worker: {workers}"
+        return f"tritongen: {counts}; {latency}; per worker: {workers}{self.validation_summary()}"
+
+    def validation_summary(self) -> str:
+        """``; validated N responses: all match`` (or how many did not), empty without validation."""
+        mismatched = self.errors.get(VALIDATION_ERROR, 0)
+        validated = self.counts.get(MATCHED_COUNT, 0) + mismatched
+        if not validated:
+            return ""
+        if not mismatched:
+            return f"; validated {validated:,} responses: all match"
+        outputs = ", ".join(
+            f"{name[len(MISMATCHED_PREFIX) :]} {count:,}"
+            for name, count in sorted(self.counts.items())
+            if name.startswith(MISMATCHED_PREFIX)
+        )
+        return f"; validated {validated:,} responses: {mismatched:,} did not match ({outputs})"
 
 
 def from_this_run(environment: Any, msg: Any) -> bool:

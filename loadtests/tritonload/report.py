@@ -20,7 +20,15 @@ from typing import Any
 from .options import TritonOptions
 from .payloads import batch_rows, read_steps
 from .recording import Collector
-from .shared import CONFIDENCE, LATENCY_KEYS, SCHEMA, SERVER_KEYS, is_stable_figures, latency_figures
+from .shared import (
+    CONFIDENCE,
+    LATENCY_KEYS,
+    SCHEMA,
+    SERVER_KEYS,
+    is_stable_figures,
+    latency_figures,
+    split_step,
+)
 
 
 def say(line: str) -> None:
@@ -113,7 +121,8 @@ def request_rows(options: TritonOptions, max_batch: int | None) -> int:
         return 1
     if options.inputs:
         try:
-            return batch_rows(read_steps(options.inputs, "--triton-inputs")[0], max_batch or 1)
+            first = split_step(read_steps(options.inputs, "--triton-inputs")[0])[0]
+            return batch_rows(first, max_batch or 1)
         except Exception:  # a master without the workers' data: the option's value
             return options.batch_size
     return options.batch_size

@@ -23,6 +23,7 @@ from .recording import Recorder
 from .server_api import host_port, interface_http
 from .shared import Array
 from .transports import GrpcTransport, StepStarts, error_kind
+from .validation import make_validator
 
 SEQUENCE_ID_MAX = 2**63 - 1
 """Largest correlation ID sent (gRPC carries it as an int64 parameter)."""
@@ -131,8 +132,9 @@ class HttpSequenceTransport:
     the parameters and the lengths.
     """
 
-    def __init__(self, host: str, options: TritonOptions) -> None:
+    def __init__(self, host: str, options: TritonOptions, recorder: Recorder | None = None) -> None:
         self.timeout = options.timeout
+        self.validator = make_validator(options, recorder)
         self.host, self.port = host_port(host, 8000)
         meta, max_batch = interface_http(self.host, self.port, options.model)
         steps = sequence_steps(meta, max_batch, options)
@@ -155,8 +157,8 @@ class HttpSequenceTransport:
         return head[:-1], body[head_length:]
 
     def new_connection(self) -> RawHttpConnection:
-        """A fresh keep-alive connection."""
-        return RawHttpConnection(self.host, self.port, self.timeout)
+        """A fresh keep-alive connection (keeping each response when they are checked)."""
+        return RawHttpConnection(self.host, self.port, self.timeout, keep=self.validator is not None)
 
     def request(self, step: int, flags: tuple[int, bool, bool]) -> bytes:
         """The whole HTTP request of ``step`` in the sequence ``flags`` (ID, start, end)."""
@@ -178,7 +180,9 @@ class HttpSequenceTransport:
     ) -> str | None:
         """One round trip; an HTTP status other than 200 is the error kind ``http_<status>``."""
         status = connection.roundtrip(self.request(step, flags))
-        return None if status == 200 else f"http_{status}"
+        if status != 200:
+            return f"http_{status}"
+        return None if self.validator is None else self.validator.check_http(step, connection.received.last)
 
 
 class GrpcSequenceTransport(GrpcTransport):
@@ -187,8 +191,10 @@ class GrpcSequenceTransport(GrpcTransport):
     This user's own messages, one per step: only their parameters change from send to send.
     """
 
-    def __init__(self, host: str, options: TritonOptions, starts: StepStarts) -> None:
-        super().__init__(host, options, starts)
+    def __init__(
+        self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None = None
+    ) -> None:
+        super().__init__(host, options, starts, recorder)
         self.steps = len(self.requests)
         self.streams = sequence_streams(options)
 
@@ -204,19 +210,22 @@ class GrpcSequenceTransport(GrpcTransport):
         request.parameters["sequence_start"].bool_param = start
         request.parameters["sequence_end"].bool_param = end
         try:
-            stub.ModelInfer(request, timeout=self.timeout)
+            response = stub.ModelInfer(request, timeout=self.timeout)
         except self.grpc.RpcError as e:
             return f"grpc_{e.code().name.lower()}"
-        return None
+        return None if self.validator is None else self.validator.check_grpc(step, response)
 
 
 def make_sequence_transport(
-    host: str, options: TritonOptions, starts: StepStarts
+    host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None = None
 ) -> HttpSequenceTransport | GrpcSequenceTransport:
-    """The sequence transport of ``--triton-protocol``."""
+    """The sequence transport of ``--triton-protocol``.
+
+    Responses are checked (counted into ``recorder``) when the steps carry expected outputs.
+    """
     if options.protocol == "grpc":
-        return GrpcSequenceTransport(host, options, starts)
-    return HttpSequenceTransport(host, options)
+        return GrpcSequenceTransport(host, options, starts, recorder)
+    return HttpSequenceTransport(host, options, recorder)
 
 
 class SequenceLoop:

@@ -22,11 +22,15 @@ import numpy.typing as npt
 __all__ = [
     "CONFIDENCE",
     "DIGITS",
+    "ENTRIES_KEY",
+    "EXPECTED_PREFIX",
     "HIGHEST_US",
     "LATENCY_KEYS",
     "LOWEST_US",
     "MASTER_SILENT_ENV",
+    "MATCHED_COUNT",
     "MESSAGE",
+    "MISMATCHED_PREFIX",
     "NPZ_READ_FAILURES",
     "NUMPY_DTYPES",
     "PERCENTILES",
@@ -40,21 +44,27 @@ __all__ = [
     "STRING_ALPHABET",
     "SUMMARY_KEY",
     "SUMMED_FIGURES",
+    "TOLERANCE_KEY",
     "UTILISATION_METRICS",
+    "VALIDATION_ERROR",
     "WORKER_FAILURE",
     "WORKER_JOINED",
     "WORKER_TOTAL",
     "LostLine",
+    "Mismatch",
     "NpzReadError",
     "WindowLine",
     "decode_steps",
     "decode_streams",
+    "decode_tolerance",
+    "earliest_mismatches",
     "encode_steps",
     "is_stable_figures",
     "is_string_array",
     "latency_figures",
     "random_strings",
     "read_npz",
+    "split_step",
     "tensor_byte_size",
 ]
 """What the tritongen package takes from here (through ``tritongen/io/loadgen_shared.py``)."""
@@ -70,6 +80,27 @@ MESSAGE = "tritongen_window"
 """Name of the message that carries finished windows from the workers to the master."""
 LOWEST_US, HIGHEST_US, DIGITS = 1, 120_000_000, 3
 """Latency histograms: 1 µs to 120 s, 3 significant digits."""
+
+
+class Mismatch(TypedDict):
+    """The first response of a window whose output differed from the expected one (validation)."""
+
+    entry: int
+    """The data file's entry of the row that differed (entries counted across streams, in order)."""
+    element: int
+    """The first element that differed, row-major within the row; -1 when the counts differ."""
+    expected: str
+    received: str
+    at: float
+    """Epoch of the response, so that merged windows keep the earliest."""
+
+
+def earliest_mismatches(into: dict[str, Mismatch], more: Mapping[str, Mismatch]) -> None:
+    """Keep in ``into`` the earlier of each output's first mismatch from ``into`` and ``more``."""
+    for name, mismatch in more.items():
+        known = into.get(name)
+        if known is None or float(mismatch["at"]) < float(known["at"]):
+            into[name] = mismatch
 
 
 class WindowRecord(TypedDict):
@@ -90,7 +121,10 @@ class WindowRecord(TypedDict):
     extra: dict[str, str]
     """Further latency histograms by name (e.g. ``first_response``), encoded like ``hist``."""
     counts: dict[str, int]
-    """Further counters by name (e.g. ``responses``)."""
+    """Further counters by name (e.g. ``responses``; ``mismatched/OUTPUT``: responses whose output
+    OUTPUT differed from its expected value)."""
+    mismatches: NotRequired[dict[str, Mismatch]]
+    """Validation: the first mismatch of each output in this window (its count is in ``counts``)."""
 
 
 class WindowMessage(TypedDict):
@@ -274,6 +308,22 @@ STREAMS_KEY = "__tritongen_streams__"
 
 Each stream is one sequence: its steps (consecutive in the file) sent in order, the first with
 the start flag and the last with the end flag."""
+EXPECTED_PREFIX = "expected:"
+"""In a request step, the array ``expected:NAME`` holds what output NAME must answer (validation).
+
+It is flat per row: ``[rows, elements]`` for a batching model, ``[elements]`` otherwise; a row's
+elements are the output's, row-major. A step that has expected outputs has ``ENTRIES_KEY`` too."""
+ENTRIES_KEY = "entries:"
+"""In a step with expected outputs: the data file's entry of each row (int64), named in mismatches."""
+TOLERANCE_KEY = "__tritongen_tolerance__"
+"""In a steps file with expected outputs: ``[atol, rtol]`` for floating-point outputs
+(``|received - expected| <= atol + rtol * |expected|``); other types compare exactly."""
+VALIDATION_ERROR = "validation"
+"""The error kind of a response whose outputs differ from the expected ones."""
+MATCHED_COUNT = "validation_matched"
+"""The counter of responses whose outputs all matched (validated: these and the ``validation`` errors)."""
+MISMATCHED_PREFIX = "mismatched/"
+"""``mismatched/OUTPUT``: the counter of responses whose output OUTPUT differed."""
 STEP_FAILURES: tuple[type[Exception], ...] = (ValueError, KeyError, IndexError)
 """What :func:`decode_steps` raises for malformed request steps."""
 
@@ -316,9 +366,13 @@ def read_npz(path: str | os.PathLike[str], label: str) -> dict[str, Array]:
 
 
 def encode_steps(
-    steps: Sequence[Mapping[str, Array]], streams: Sequence[int] | None = None
+    steps: Sequence[Mapping[str, Array]],
+    streams: Sequence[int] | None = None,
+    tolerance: tuple[float, float] | None = None,
 ) -> dict[str, Array]:
     """The arrays of one ``.npz`` holding request ``steps`` (see ``STEPS_KEY``), in ``streams`` if given.
+
+    ``tolerance`` (``TOLERANCE_KEY``) goes with steps that carry expected outputs.
 
     Raises:
         ValueError: stream lengths that are not positive or do not add up to the steps.
@@ -328,6 +382,8 @@ def encode_steps(
         if min(streams, default=0) < 1 or sum(streams) != len(steps):
             raise ValueError(f"streams of {list(streams)} steps do not split {len(steps)} steps")
         stored[STREAMS_KEY] = np.array(list(streams), dtype=np.int64)
+    if tolerance is not None:
+        stored[TOLERANCE_KEY] = np.array(tolerance, dtype=np.float64)
     for index, step in enumerate(steps):
         for name, array in step.items():
             if not is_string_array(array):
@@ -354,7 +410,7 @@ def decode_steps(arrays: Mapping[str, Array]) -> list[dict[str, Array]]:
     steps: list[dict[str, Array]] = [{} for _ in range(count)]
     for key, array in arrays.items():
         head, _, name = key.partition("/")
-        if key in (STEPS_KEY, STREAMS_KEY) or head.startswith("b"):
+        if key in (STEPS_KEY, STREAMS_KEY, TOLERANCE_KEY) or head.startswith("b"):
             continue
         if head.startswith("n"):
             steps[int(head[1:])][name] = _split_strings(arrays[f"b{head[1:]}/{name}"], array, name)
@@ -376,6 +432,31 @@ def decode_streams(arrays: Mapping[str, Array]) -> list[int] | None:
     if min(lengths, default=0) < 1 or sum(lengths) != count:
         raise ValueError(f"streams of {lengths} steps do not split {count} steps")
     return lengths
+
+
+def decode_tolerance(arrays: Mapping[str, Array]) -> tuple[float, float]:
+    """``(atol, rtol)`` of a steps file's expected outputs (exact, ``(0, 0)``, when it states none).
+
+    Raises:
+        ValueError: not two non-negative numbers.
+    """
+    if TOLERANCE_KEY not in arrays:
+        return 0.0, 0.0
+    values = [float(v) for v in arrays[TOLERANCE_KEY].reshape(-1).tolist()]
+    if len(values) != 2 or min(values) < 0 or any(math.isnan(v) for v in values):
+        raise ValueError(f"the tolerance {values} is not [atol, rtol] of two non-negative numbers")
+    return values[0], values[1]
+
+
+def split_step(step: Mapping[str, Array]) -> tuple[dict[str, Array], dict[str, Array], Array | None]:
+    """A step's inputs, its expected outputs by output name (``EXPECTED_PREFIX``) and its rows' entries."""
+    inputs, expected = {}, {}
+    for name, array in step.items():
+        if name.startswith(EXPECTED_PREFIX):
+            expected[name[len(EXPECTED_PREFIX) :]] = array
+        elif name != ENTRIES_KEY:
+            inputs[name] = array
+    return inputs, expected, step.get(ENTRIES_KEY)
 
 
 def _split_strings(data: Array, lengths: Array, name: str) -> Array:

@@ -15,8 +15,10 @@ from typing import Any, Protocol
 from .http_wire import RawHttpConnection
 from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, grpc_request, http_request
+from .recording import Recorder
 from .server_api import host_port, interface_grpc, interface_http
 from .shared import Array
+from .validation import Validator, make_validator
 
 MAX_GRPC_MESSAGE = 2**31 - 1
 
@@ -57,9 +59,16 @@ class StepStarts:
 
 
 class HttpTransport:
-    """The requests (one per step, sent in turn) as raw HTTP/1.1 bytes in Triton's binary tensor extension."""
+    """The requests (one per step, sent in turn) as raw HTTP/1.1 bytes in Triton's binary tensor extension.
 
-    def __init__(self, host: str, options: TritonOptions, starts: StepStarts) -> None:
+    With expected outputs in the steps (and a ``recorder`` to count into), each response is checked.
+    """
+
+    validator: Validator | None = None
+
+    def __init__(
+        self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None = None
+    ) -> None:
         self.starts = starts
         self.timeout = options.timeout
         self.host, self.port = host_port(host, 8000)
@@ -71,17 +80,20 @@ class HttpTransport:
         ]
         self.step = starts.first(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
+        self.validator = make_validator(options, recorder)
 
     def new_connection(self) -> RawHttpConnection:
-        """A fresh keep-alive connection."""
-        return RawHttpConnection(self.host, self.port, self.timeout)
+        """A fresh keep-alive connection (keeping each response when they are checked)."""
+        return RawHttpConnection(self.host, self.port, self.timeout, keep=self.validator is not None)
 
     def send(self, connection: RawHttpConnection) -> str | None:
         """One round trip of the next step; a status other than 200 is the error kind ``http_<status>``."""
         step = self.step
         self.step = step + 1 if step + 1 < len(self.requests) else 0
         status = connection.roundtrip(self.requests[step])
-        return None if status == 200 else f"http_{status}"
+        if status != 200:
+            return f"http_{status}"
+        return None if self.validator is None else self.validator.check_http(step, connection.received.last)
 
     def checkout(self) -> tuple[list[bytes], Any]:
         """What a new engine connection sends (the steps, in turn) and hands back when it closes (nothing)."""
@@ -92,9 +104,16 @@ class HttpTransport:
 
 
 class GrpcTransport:
-    """The request as a gRPC ``ModelInferRequest``, over gevent-friendly channels."""
+    """The request as a gRPC ``ModelInferRequest``, over gevent-friendly channels.
 
-    def __init__(self, host: str, options: TritonOptions, starts: StepStarts) -> None:
+    With expected outputs in the steps (and a ``recorder`` to count into), each response is checked.
+    """
+
+    validator: Validator | None = None
+
+    def __init__(
+        self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None = None
+    ) -> None:
         import grpc
         from grpc.experimental import gevent as grpc_gevent
 
@@ -109,6 +128,7 @@ class GrpcTransport:
         self.requests = [grpc_request(options.model, arrays, outputs) for arrays in steps]
         self.step = starts.first(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
+        self.validator = make_validator(options, recorder)
 
     def build_steps(self, meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
         """The arrays of each step's request."""
@@ -128,7 +148,7 @@ class GrpcTransport:
         step = self.step
         self.step = step + 1 if step + 1 < len(self.requests) else 0
         try:
-            stub.ModelInfer(self.requests[step], timeout=self.timeout)
+            response = stub.ModelInfer(self.requests[step], timeout=self.timeout)
         except self.grpc.RpcError as e:
             return f"grpc_{e.code().name.lower()}"
-        return None
+        return None if self.validator is None else self.validator.check_grpc(step, response)

@@ -9,11 +9,13 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.common import parse_int_list
+from tritongen.cli.engine_options import Atol, Rtol
 from tritongen.cli.groups import reworded
 from tritongen.cli.options import MetricsUrl, Protocol, ProtocolChoice, Shapes
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
+from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
@@ -66,6 +68,13 @@ class SharedMemoryChoice(str, Enum):
     system = "system"
 
 
+def _validation(alias: object, help: str) -> typer.models.ParameterInfo:
+    """The tolerance option ``alias`` worded for the check of load-test responses, in the load options."""
+    info = reworded(alias, help)
+    info.rich_help_panel = None
+    return info
+
+
 @dataclass(frozen=True)
 class LoadFlags:
     """What load each run applies and for how long."""
@@ -111,6 +120,19 @@ class LoadFlags:
             "model a BLS model calls: MODEL_NAME=mlp_onnx), else a number (repeatable).",
             show_default=False,
         ),
+    ] = None
+    atol: Annotated[
+        float | None,
+        _validation(
+            Atol,
+            "Responses are checked against the expected outputs of --input-data (validation_data; "
+            "expected:NAME in an .npz): float outputs agree within atol + rtol × |expected|, other "
+            f"types exactly. Absolute tolerance (default {DEFAULT_ATOL:g}).",
+        ),
+    ] = None
+    rtol: Annotated[
+        float | None,
+        _validation(Rtol, f"Relative tolerance of the responses' check (default {DEFAULT_RTOL:g})."),
     ] = None
     shared_memory: Annotated[
         SharedMemoryChoice,
@@ -367,6 +389,8 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         input_data=plan.source,
         string_length=plan.string_length,
         input_values=dict(plan.values),
+        atol=DEFAULT_ATOL if load.atol is None else load.atol,
+        rtol=DEFAULT_RTOL if load.rtol is None else load.rtol,
         duration_s=load.duration_s(),
         warmup_s=load.warmup_s(),
         max_duration_s=parse_duration(run.max_duration, "--max-duration") if run.max_duration else None,

@@ -19,7 +19,7 @@ from tritongen.cli.load_worker import given_options, run_worker_mode
 from tritongen.cli.options import Serve, SloP99, Url
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
-from tritongen.errors import ConfigError, ServerError
+from tritongen.errors import ConfigError, ServerError, ValidationError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
 from tritongen.loadtest.locust_process import WEB_HOST
@@ -27,6 +27,7 @@ from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult, gpu_source_text
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
+from tritongen.loadtest.validation import validation_lines
 from tritongen.server.embedded import embedded_server
 
 DEFAULT_MAX_ERROR_RATE = 0.01
@@ -200,6 +201,8 @@ def _print_report(report: LoadTestReport) -> None:
             console.print(
                 f"{_level(run)} errors: {run.errors_by_kind}", highlight=False, soft_wrap=True, markup=False
             )
+        for line in validation_lines(run.validation):
+            console.print(f"{_level(run)} {line}", highlight=False, soft_wrap=True, markup=False)
         for warning in run.warnings:
             err_console.print(
                 f"[yellow]warning:[/] {_level(run)}: {warning}", highlight=False, soft_wrap=True
@@ -225,6 +228,25 @@ def _level(run: RunResult) -> str:
     return f"c={run.concurrency}" if run.mode == "concurrency" else f"{run.target_rate:g}/s"
 
 
+def check_validated(report: LoadTestReport) -> None:
+    """Fail when any response of any run differed from its expected outputs (as perf_analyzer does).
+
+    Raises:
+        ValidationError: some response did not match, whatever ``--max-error-rate`` allows.
+    """
+    wrong = [r for r in report.runs if r.validation and r.validation["mismatched"]]
+    if not wrong:
+        return
+    run = wrong[0]
+    validation = run.validation or {}
+    lines = validation_lines(validation)
+    raise ValidationError(
+        f"{_level(run)}: {validation['mismatched']:,} of {validation['validated']:,} responses did not "
+        f"match the expected outputs ({lines[1] if len(lines) > 1 else 'see the JSON'})",
+        "results were written; the model answers differently from validation_data (or loosen --atol/--rtol)",
+    )
+
+
 def _finish(report: LoadTestReport, slo_p99_ms: float | None, max_error_rate: float) -> None:
     if report.status == "interrupted":
         err_console.print("[bold red]interrupted:[/] partial results written", soft_wrap=True)
@@ -232,6 +254,7 @@ def _finish(report: LoadTestReport, slo_p99_ms: float | None, max_error_rate: fl
     if report.status == "aborted":
         reason = next((r.reason for r in report.runs if r.reason), "the run stopped early")
         raise ServerError(f"load test aborted: {reason}", "partial results were written; check the server")
+    check_validated(report)
     failing = [r for r in report.runs if r.errors and r.errors > max_error_rate * r.requests]
     if failing:
         worst = max(failing, key=lambda r: r.errors / max(r.requests, 1))

@@ -20,7 +20,8 @@ the base64 are ignored). An input the config marks ``optional: true`` may be lef
 entry: the request is sent without it. perf_analyzer's sequence form, a list of lists of
 entries (one list per stream), is read as its entries in order; for a sequence model each
 stream is then one sequence (:func:`json_stream_lengths`).
-``"validation_data"`` is accepted and ignored: outputs are not checked.
+``"validation_data"`` holds the expected outputs, entry by entry
+(:mod:`tritongen.client.validation_data`): a load test checks every response against them.
 
 An ``.npz`` holds full request arrays (batch dim first), one step, or the steps
 :func:`tritongen.io.arrays.write_steps` wrote; string arrays (numpy ``U`` or ``S``) feed
@@ -367,7 +368,7 @@ def json_streams(
             "give a list of entries, or a list of streams (lists of entries)",
         )
     streams = data if all(nested) else [data]
-    reader = _EntryReader(path, interface, dict(shapes or {}), frozenset(fixed))
+    reader = EntryReader(path, interface, dict(shapes or {}), frozenset(fixed))
     out: list[list[tuple[str, Step]]] = []
     for s, stream in enumerate(streams):
         if not stream:
@@ -399,6 +400,21 @@ def json_stream_lengths(source: Fill | Path) -> list[int] | None:
 
 
 def _read_json_data(path: Path) -> list[Any]:
+    data = read_json_document(path).get("data")
+    if not isinstance(data, list) or not data:
+        raise InputDataError(
+            f'input data {path} has no "data" list of entries',
+            'write {"data": [{"INPUT": [...]}, ...]} (perf_analyzer\'s input-data format)',
+        )
+    return data
+
+
+def read_json_document(path: Path) -> dict[str, Any]:
+    """The JSON object of an input-data file (empty when the JSON is not an object).
+
+    Raises:
+        InputDataError: the file is missing, not UTF-8, or not JSON.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as e:
@@ -414,17 +430,11 @@ def _read_json_data(path: Path) -> list[Any]:
             f"input data {path} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
             "fix the JSON (perf_analyzer's input-data format)",
         ) from e
-    data = document.get("data") if isinstance(document, dict) else None
-    if not isinstance(data, list) or not data:
-        raise InputDataError(
-            f'input data {path} has no "data" list of entries',
-            'write {"data": [{"INPUT": [...]}, ...]} (perf_analyzer\'s input-data format)',
-        )
-    return data
+    return document if isinstance(document, dict) else {}
 
 
 @dataclass(frozen=True)
-class _EntryReader:
+class EntryReader:
     """Reads the entries of one JSON file against one model."""
 
     path: Path

@@ -42,6 +42,8 @@ class ModelInterface:
     max_batch_size: int
     inputs: tuple[InputSpec, ...]
     outputs: tuple[str, ...]
+    output_specs: tuple[InputSpec, ...] = ()
+    """The outputs with their types and dims (batch dim excluded when batched), where known."""
 
     @property
     def batched(self) -> bool:
@@ -66,8 +68,20 @@ def interface_from_metadata(metadata: dict[str, Any], config: dict[str, Any]) ->
             )
         )
     outputs = tuple(t["name"] for t in metadata["outputs"])
+    output_specs = tuple(
+        InputSpec(
+            name=t["name"],
+            datatype=t["datatype"],
+            dims=tuple(int(d) for d in t.get("shape", []))[1 if max_batch > 0 else 0 :],
+        )
+        for t in metadata["outputs"]
+    )
     return ModelInterface(
-        name=metadata["name"], max_batch_size=max_batch, inputs=tuple(inputs), outputs=outputs
+        name=metadata["name"],
+        max_batch_size=max_batch,
+        inputs=tuple(inputs),
+        outputs=outputs,
+        output_specs=output_specs,
     )
 
 

@@ -210,16 +210,20 @@ def _feed_array(array: Array, expected: ExpectedArray, label: str, batched: bool
 
 
 def write_steps(
-    path: Path, steps: Sequence[Mapping[str, Array]], streams: Sequence[int] | None = None
+    path: Path,
+    steps: Sequence[Mapping[str, Array]],
+    streams: Sequence[int] | None = None,
+    tolerance: tuple[float, float] | None = None,
 ) -> None:
     """Write request steps to one ``.npz`` (read back by :func:`read_steps` and the locustfile).
 
     A numeric array of step ``i`` is stored as ``i/NAME``. A string array is stored
     without pickling and without losing trailing NUL bytes: ``n<i>/NAME`` holds the byte
     length of each element (in the tensor's shape), ``b<i>/NAME`` their bytes, concatenated.
-    ``streams`` (a sequence model's streams: each one's number of steps) goes with them.
+    ``streams`` (a sequence model's streams: each one's number of steps) goes with them, and
+    ``tolerance`` (``[atol, rtol]``) with steps that carry expected outputs.
     """
-    np.savez(path, **shared.encode_steps(steps, streams))
+    np.savez(path, **shared.encode_steps(steps, streams, tolerance))
 
 
 def read_steps(path: Path, label: str, option: str | None = None) -> list[dict[str, Array]]:

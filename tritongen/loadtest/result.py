@@ -15,6 +15,7 @@ from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.io.files import write_output
 from tritongen.io.loadgen_shared import LATENCY_KEYS, SCHEMA, SERVER_KEYS
 from tritongen.loadtest.sequences import SEQUENCE_COLUMNS, sequence_figures
+from tritongen.loadtest.validation import first_mismatch_text
 
 
 @dataclass
@@ -88,6 +89,11 @@ class RunResult:
     ``latencies_us``: ``sequence``, from a sequence's first send to its last response)."""
     requests_per_sequence: float | None = None
     """Sequence model: mean requests per finished sequence."""
+    validation: dict[str, Any] | None = None
+    """Responses checked against the data's expected outputs (``validation_data``), over the whole
+    run, warm-up included: ``validated``, ``matched``, ``mismatched`` (the ``validation`` errors) and
+    ``outputs``, per output ``mismatched`` and ``first`` (``entry``, ``element``, ``expected``,
+    ``received``; None when all matched). ``None`` when the data has no expected outputs."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
@@ -259,6 +265,7 @@ CSV_COLUMNS = [
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch", "stable",
     "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "gpu_source", "cpu_util_mean", "cpu_util_max",
     "cpu_mem_max_bytes", "held_back_sends", "status", *STREAMING_COLUMNS, *SEQUENCE_COLUMNS,
+    "validated", "mismatched", "first_mismatch",
 ]  # fmt: skip
 """The CSV's columns: the load test's (or one model's, in a mix) figures of one run."""
 
@@ -291,4 +298,16 @@ def csv_cells(run: RunResult) -> dict[str, Any]:
         "held_back_sends": run.held_back_sends, "status": run.status,
         **streaming_cells(run),
         **(sequence_figures(run.latencies_us, run.counts, run.duration_s) or {}),
+        **validation_cells(run.validation),
     }  # fmt: skip
+
+
+def validation_cells(validation: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's validation columns (empty cells when its responses were not checked)."""
+    if not validation:
+        return {"validated": None, "mismatched": None, "first_mismatch": None}
+    return {
+        "validated": validation["validated"],
+        "mismatched": validation["mismatched"],
+        "first_mismatch": first_mismatch_text(validation) or None,
+    }

@@ -15,6 +15,7 @@ from typing import Any
 from tritongen.client.endpoint import TritonEndpoint, normalise_url
 from tritongen.client.input_data import InputPlan, Step, input_steps, json_stream_lengths
 from tritongen.client.inputs import ModelInterface
+from tritongen.client.validation_data import ExpectedOutputs, expected_outputs
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
 from tritongen.loadtest.distributed import add_worker_figures, lost_reason
@@ -31,6 +32,7 @@ from tritongen.loadtest.sequences import (
 from tritongen.loadtest.shared_memory import prepare_shared_memory, release_regions
 from tritongen.loadtest.spec import LoadSpec, auto_processes
 from tritongen.loadtest.streaming import add_streaming_figures, check_streaming, is_decoupled
+from tritongen.loadtest.validation import check_validation, validation_figures
 from tritongen.loadtest.windows import (
     Window,
     WindowLog,
@@ -113,6 +115,8 @@ class PreparedRequests:
     """Whether the model is decoupled (its requests go over gRPC streams)."""
     sequence_length: int = 0
     """Requests per sequence of a ``--sequences`` load (0 for other loads)."""
+    expected: ExpectedOutputs | None = None
+    """The data's expected outputs, which every response is checked against (None: not checked)."""
 
 
 def prepare_requests(spec: LoadSpec, endpoint: TritonEndpoint, path: Path) -> PreparedRequests:
@@ -136,9 +140,15 @@ def prepare_requests(spec: LoadSpec, endpoint: TritonEndpoint, path: Path) -> Pr
     steps = prepare_steps(spec, interface)
     rows = next((int(a.shape[0]) for a in steps[0].values()), spec.batch_size) if interface.batched else 1
     streams = sequence_streams(spec) if spec.sequences else None
-    write_steps(path, steps, streams)
+    expected = expected_outputs(spec.input_data, interface, spec.batch_size)
+    if expected is not None:
+        check_validation(spec.model, spec.shared_memory, streaming)
+        steps = [{**step, **checks} for step, checks in zip(steps, expected.steps, strict=True)]
+    write_steps(path, steps, streams, (spec.atol, spec.rtol) if expected is not None else None)
     length = sequence_length(spec.sequence_length, len(steps)) if spec.sequences else 0
-    return PreparedRequests(interface=interface, rows=rows, streaming=streaming, sequence_length=length)
+    return PreparedRequests(
+        interface=interface, rows=rows, streaming=streaming, sequence_length=length, expected=expected
+    )
 
 
 def run_load_test(
@@ -180,6 +190,7 @@ def run_load_test(
             streaming=requests.streaming,
             shm_prefix=shm,
             sequence_length=requests.sequence_length,
+            expected=requests.expected,
         )
         measure_levels(spec, report, lambda level, number: _LevelRun(test, level, number).execute())
     finally:
@@ -207,6 +218,8 @@ class _LoadTest:
     """Name prefix of the shared-memory regions of the Locust runs (``--shared-memory system``)."""
     sequence_length: int = 0
     """Requests per sequence of a ``--sequences`` load, resolved from the data (0 for other loads)."""
+    expected: ExpectedOutputs | None = None
+    """The data's expected outputs (None: responses are not checked)."""
 
 
 @dataclass
@@ -257,6 +270,7 @@ class _LevelRun:
         self.shm_prefix = test.shm_prefix
         self.streaming = test.streaming
         self.sequence_length = test.sequence_length
+        self.expected = test.expected
         self.health = TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
         self.snapshots: dict[int, tuple[float, AllStats]] = {}
         """Every model's counters at the first poll of each window (one statistics call)."""
@@ -285,6 +299,8 @@ class _LevelRun:
         if watch.measure_start is not None and status != "ok":
             watch.measured = self._measured_before(watch, watch.measure_start, stopped_at)
         result = self._result(watch.measured, watch.measure_start, t0, status, reason)
+        if self.expected is not None:  # every response of the run, warm-up included
+            result.validation = validation_figures(merge(list(watch.log.windows.values())), self.expected)
         if self.distributed is not None:
             add_worker_figures(result, watch.measured, watch.log, self._locust_users(), t0)
         return result

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH
+from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
 from tritongen.loadtest.distributed import Distributed
@@ -54,6 +55,10 @@ class LoadSpec:
     """Bytes per element of random BYTES inputs."""
     input_values: dict[str, str] = field(default_factory=dict)
     """Inputs fixed to one value in every request (``--input-value NAME=VALUE``)."""
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+    """Responses checked against the data's expected outputs: floats agree within
+    ``atol + rtol * |expected|``."""
     duration_s: float = 30.0
     warmup_s: float = 5.0
     max_duration_s: float | None = None
@@ -107,6 +112,8 @@ class LoadSpec:
             raise ConfigError("--window must be positive", "e.g. --window 2s")
         if self.request_timeout_s <= 0:
             raise ConfigError("--request-timeout must be positive", "e.g. --request-timeout 30s")
+        if self.atol < 0 or self.rtol < 0:
+            raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         check_rounds(self.rounds)
         check_shared_memory(self.shared_memory, self.url, self.output_shared_memory_size)
         check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)

@@ -15,7 +15,9 @@ from tritongen.io.loadgen_shared import (
     HIGHEST_US,
     LOWEST_US,
     SUMMARY_KEY,
+    Mismatch,
     WindowLine,
+    earliest_mismatches,
     is_stable_figures,
     latency_figures,
 )
@@ -47,6 +49,8 @@ class Window:
     """Further latencies by name (streaming: ``first_response``, ``between_responses``; ...)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Further counters by name (streaming: ``responses``; ...)."""
+    mismatches: dict[str, Mismatch] = field(default_factory=dict)
+    """Validation: the earliest mismatch of each output (their counts are ``mismatched/OUTPUT``)."""
     users: dict[str, int] = field(default_factory=dict)
     """Users each worker ran when it reported this window."""
     reports: list[WindowLine] = field(default_factory=list)
@@ -68,6 +72,7 @@ class Window:
             self.extra_histogram(name).add(HdrHistogram.decode(base64.b64decode(encoded)))
         for name, count in report.get("counts", {}).items():
             self.counts[name] = self.counts.get(name, 0) + int(count)
+        earliest_mismatches(self.mismatches, report.get("mismatches", {}))
         worker = str(report.get("worker", ""))
         self.workers.add(worker)
         if "users" in report:
@@ -177,6 +182,7 @@ def merge(windows: list[Window]) -> Window:
             total.extra_histogram(name).add(hist)
         for name, count in window.counts.items():
             total.counts[name] = total.counts.get(name, 0) + count
+        earliest_mismatches(total.mismatches, window.mismatches)
         total.workers |= window.workers
     return total
 

@@ -11,6 +11,7 @@ from tritongen.compare.result import EngineResult as CompareEngine
 from tritongen.convert.accuracy import task_figure
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary
 from tritongen.loadtest.result import gpu_source_text
+from tritongen.loadtest.validation import validation_lines
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,7 @@ def loadtest_table(document: dict[str, Any]) -> TableData:
         styles.append("bad" if run.get("errors") or run.get("status", "ok") != "ok" else None)
         if run.get("errors_by_kind"):
             notes.append(f"{level} errors: {run['errors_by_kind']}")
+        notes += [f"{level} {line}" for line in validation_lines(run.get("validation"))]
         notes += [f"{level}: {w}" for w in run.get("warnings", [])]
     notes += _gpu_figures_note(document.get("runs", []))
     where = f"{document.get('protocol')} ({document.get('url')})"
