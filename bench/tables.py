@@ -556,6 +556,38 @@ def render_shared_memory(doc: Document) -> list[str]:
     return lines
 
 
+def render_validation(doc: Document) -> list[str]:
+    """Throughput with and without checking every response against ``validation_data``."""
+    settings = doc.get("settings") or {}
+    caption = (
+        f"The example MLP (`{doc.get('model')}`), concurrency {settings.get('concurrency')}, "
+        f"{settings.get('entries')} data entries sent round-robin, with and without their expected "
+        f"outputs; {doc.get('rounds_completed', settings.get('rounds'))} interleaved rounds of "
+        f"{settings.get('duration_s', 0):g} s per contender; median [95% CI] over rounds. Target: "
+        f"validated / plain at least {settings.get('target_ratio', 0.9):g}."
+    )
+    rows = []
+    for protocol, figures in (doc.get("ratios") or {}).items():
+        contenders = doc.get("contenders") or {}
+        plain = (contenders.get(f"{protocol}_plain") or {}).get("summary")
+        checked = (contenders.get(f"{protocol}_validated") or {}).get("summary")
+        rows.append(
+            [
+                SHM_PROTOCOLS.get(protocol, protocol),
+                _interval(plain, _num),
+                _interval(checked, _num),
+                _paired(figures.get("ratio")),
+                "yes" if figures.get("meets_target") else "no",
+                "yes" if figures.get("all_validated_and_matching") else "no",
+            ]
+        )
+    header = ["protocol", "plain infer/s", "validated infer/s", "validated / plain", "target met", "all matched"]
+    lines = [caption, "", *_table(header, rows)]
+    if doc.get("status", "ok") != "ok":
+        lines += ["", f"The rounds stopped early ({doc['status']}): {doc.get('reason') or 'no reason given'}."]
+    return lines
+
+
 @dataclass(frozen=True)
 class Block:
     """One block of the page: the result file ``bench/results/{name}.json`` and its renderer."""
@@ -579,6 +611,7 @@ BLOCKS = (
     Block("engines", "bench/engines.py", render_engines),
     Block("precision", "bench/precision.py", render_precision),
     Block("shared_memory", "bench/shared_memory.py", render_shared_memory),
+    Block("validation", "bench/validation.py", render_validation),
 )
 
 

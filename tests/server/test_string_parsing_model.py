@@ -69,16 +69,26 @@ def test_a_model_that_parses_strings_converts_with_json_data_and_serves(tmp_path
     metadata = json.loads((repo / "simple_string_onnx" / "tritongen.json").read_text())
     assert metadata["verification"]["passed"] is True and metadata["verification"]["samples"] == 5
 
+    validated = tmp_path / "validated.json"
+    expected = [
+        {"OUTPUT0": [str(int(a) + int(b)) for a, b in zip(e["INPUT0"], e["INPUT1"], strict=True)],
+         "OUTPUT1": [str(int(a) - int(b)) for a, b in zip(e["INPUT0"], e["INPUT1"], strict=True)]}
+        for e in entries
+    ]  # fmt: skip
+    validated.write_text(json.dumps({"data": entries, "validation_data": expected}))
     with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0) as server:
         out = tmp_path / "run.json"
         run = _tritongen(
             "loadtest", "simple_string_onnx", "--url", server.http_url, "--metrics-url", server.metrics_url,
-            "--input-data", data, "--concurrency", "2", "--duration", "1s", "--warmup", "0.5s",
+            "--input-data", validated, "--concurrency", "2", "--duration", "1s", "--warmup", "0.5s",
             "--window", "0.5s", "--max-duration", "1s", "--json", out,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         (result,) = json.loads(out.read_text())["runs"]
         assert result["errors"] == 0 and result["requests"] > 0
+        checked = result["validation"]  # every response's strings, as perf_analyzer checks them
+        assert checked["validated"] >= result["requests"] and checked["mismatched"] == 0
+        assert f"validated {checked['validated']:,} responses: all match" in run.stdout
         answered = _tritongen("infer", "simple_string_onnx", "--url", server.http_url, "--input-data", data,
                               "--step", "3")  # fmt: skip
         assert answered.returncode == 0, answered.stderr

@@ -16,7 +16,7 @@ from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on
 from tritongen.cli.groups import Pick, option_groups, reworded
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.load_worker import given_options, run_worker_mode
-from tritongen.cli.options import Serve, SloP99, Url
+from tritongen.cli.options import Serve, SkipFailed, SloP99, Url
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError, ServerError, ValidationError
@@ -51,6 +51,14 @@ def loadtest_command(
     ] = None,
     url: Url = None,
     serve: Serve = None,
+    skip_failed: Annotated[
+        bool,
+        reworded(
+            SkipFailed,
+            "With --serve: serve the whole repository, leaving out (one line each) the models that fail "
+            "to load; the models under load must load (default: only those models).",
+        ),
+    ] = False,
     slo_p99_ms: Annotated[
         float | None, reworded(SloP99, "Exit 1 when any run's P99 exceeds this (a CI gate).")
     ] = None,
@@ -67,7 +75,13 @@ def loadtest_command(
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
         if run.worker:  # a load worker of a master elsewhere, which sends the load options
-            extra = [o for o, v in (("--url", url), ("--serve", serve), ("--slo-p99-ms", slo_p99_ms)) if v]
+            given = (
+                ("--url", url),
+                ("--serve", serve),
+                ("--skip-failed", skip_failed),
+                ("--slo-p99-ms", slo_p99_ms),
+            )
+            extra = [o for o, v in given if v]
             extra += ["--max-error-rate"] if max_error_rate != DEFAULT_MAX_ERROR_RATE else []
             run_worker_mode(model, run, given_options(load, rounds, output) + extra)
             return
@@ -77,6 +91,8 @@ def loadtest_command(
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec.check()
         _check_master(spec, serve)
+        if skip_failed and serve is None:
+            raise ConfigError("--skip-failed needs --serve REPO", "add --serve, or drop --skip-failed")
         mix = Mix.parse(model, run.mix)
         mix.check(spec.mode, spec.levels)
         if spec.rounds > 1:
@@ -85,7 +101,7 @@ def loadtest_command(
             err_console.print(
                 f"Locust web UI: http://{WEB_HOST}:{spec.web_port}", highlight=False, markup=False
             )
-        with _server(spec, serve, mix.models) as spec:
+        with _server(spec, serve, mix.models, skip_failed) as spec:
             report = _run(spec, mix)
         report.confidence = rounds.confidence
         _write_outputs(report, output, slo_p99_ms)
@@ -123,11 +139,13 @@ def rounds_cost(spec: LoadSpec) -> str:
 
 
 @contextlib.contextmanager
-def _server(spec: LoadSpec, serve: Path | None, models: tuple[str, ...]) -> Iterator[LoadSpec]:
+def _server(
+    spec: LoadSpec, serve: Path | None, models: tuple[str, ...], skip_failed: bool = False
+) -> Iterator[LoadSpec]:
     if serve is None:
         yield spec
         return
-    with embedded_server(serve, models, serving_hooks()) as server:
+    with embedded_server(serve, models, serving_hooks(), skip_failed=skip_failed) as server:
         yield replace(
             spec,
             url=server.http_url if spec.protocol == "http" else server.grpc_url,

@@ -50,6 +50,15 @@ Serve = Annotated[
     ),
 ]
 
+SkipFailed = Annotated[
+    bool,
+    typer.Option(
+        "--skip-failed",
+        help="Serve the models that load and leave out the others, one line each (default: "
+        "refuse to serve when any model fails).",
+    ),
+]
+
 AdminKey = Annotated[
     str | None,
     typer.Option(

@@ -11,7 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
-from tritongen.cli.serving import show_finding
+from tritongen.cli.options import SkipFailed
+from tritongen.cli.serving import show_finding, show_left_out
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
@@ -39,14 +40,7 @@ def serve_command(
     lint: Annotated[
         bool, typer.Option("--lint/--no-lint", help="Check the configs with `tritongen lint` first.")
     ] = True,
-    skip_failed: Annotated[
-        bool,
-        typer.Option(
-            "--skip-failed",
-            help="Serve the models that load and leave out the others, one line each (default: "
-            "refuse to serve when any model fails).",
-        ),
-    ] = False,
+    skip_failed: SkipFailed = False,
 ) -> None:
     """Serve REPO with the embedded Triton server (CPU) until Ctrl-C.
 
@@ -108,10 +102,7 @@ def _start(server: LocalTritonServer) -> None:
 def _left_out(failures: dict[str, str]) -> None:
     """One line per model ``--skip-failed`` left out: its name and the first line of why."""
     for name, reason in sorted(failures.items()):
-        first = (reason.strip().splitlines() or ["did not load"])[0]
-        err_console.print(
-            f"[yellow]left out {escape(name)}:[/] {escape(first)}", soft_wrap=True, highlight=False
-        )
+        show_left_out(name, (reason.strip().splitlines() or ["did not load"])[0])
 
 
 def _serve_until_stopped(server: LocalTritonServer) -> None:

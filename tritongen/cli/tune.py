@@ -31,7 +31,7 @@ from tritongen.cli.load_options import (
     RunFlags,
     load_spec,
 )
-from tritongen.cli.options import AdminKey, Repo, SloP99, Url, WorkDir
+from tritongen.cli.options import AdminKey, Repo, SkipFailed, SloP99, Url, WorkDir
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
@@ -136,6 +136,15 @@ class ServerFlags:
         bool, typer.Option("--serve", help="Tune on the embedded server started on --repo (the default).")
     ] = False
     admin_key: AdminKey = None
+    skip_failed: Annotated[
+        bool,
+        reworded(
+            SkipFailed,
+            "On the embedded server: serve the whole repository, leaving out (one line each) the "
+            "models that fail to load; the tuned model, the model under load and --background must "
+            "load (default: only those models).",
+        ),
+    ] = False
     background: Annotated[
         str | None,
         typer.Option(
@@ -300,8 +309,18 @@ def _session(repo: Path, server: ServerFlags, applying: ApplyFlags) -> TuneSessi
         raise ConfigError("--diff shows what --apply would write", "add --apply")
     if server.serve and server.url is not None:
         raise ConfigError("--serve and --url exclude each other", "tune the embedded server or a running one")
+    if server.skip_failed and server.url is not None:
+        raise ConfigError(
+            "--skip-failed and --url exclude each other: it chooses what the embedded server loads",
+            "drop one of them",
+        )
     return TuneSession(
-        repo=repo, url=server.url, admin_key=server.admin_key, apply=applying.apply, diff=applying.diff
+        repo=repo,
+        url=server.url,
+        admin_key=server.admin_key,
+        apply=applying.apply,
+        diff=applying.diff,
+        skip_failed=server.skip_failed,
     )
 
 

@@ -45,6 +45,8 @@ class TuneSession:
     """Load the winner on the server and write it into the repository, where it beat the current config."""
     diff: bool = False
     """With ``apply``: only plan the winner's change; nothing is loaded or written."""
+    skip_failed: bool = False
+    """The embedded server serves the whole repository, less the models that fail to load."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,9 @@ def _server(
     # loaded with its caller, as an ensemble's steps are).
     others = [request.model] if request.model != spec.model else []
     others += list(request.background.models if request.background else ())
-    with embedded_server(session.repo, [spec.model, *others], serving) as server:
+    with embedded_server(
+        session.repo, [spec.model, *others], serving, skip_failed=session.skip_failed
+    ) as server:
         target = server.http_url if spec.protocol == "http" else server.grpc_url
         try:
             yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
