@@ -581,10 +581,12 @@ def render_validation(doc: Document) -> list[str]:
                 "yes" if figures.get("all_validated_and_matching") else "no",
             ]
         )
-    header = ["protocol", "plain infer/s", "validated infer/s", "validated / plain", "target met", "all matched"]
+    header = ["protocol", "plain infer/s", "validated infer/s", "validated / plain", "target met"]
+    header.append("all matched")
     lines = [caption, "", *_table(header, rows)]
     if doc.get("status", "ok") != "ok":
-        lines += ["", f"The rounds stopped early ({doc['status']}): {doc.get('reason') or 'no reason given'}."]
+        reason = doc.get("reason") or "no reason given"
+        lines += ["", f"The rounds stopped early ({doc['status']}): {reason}."]
     return lines
 
 
