@@ -110,12 +110,11 @@ class Validator:
         if check is None:
             return None
         raws = response.raw_output_contents
-        if len(raws) == len(response.outputs) and len(check.known) == len(check.expected):
-            known = check.known
-            if all(known.get(t.name) == raw for t, raw in zip(response.outputs, raws, strict=True)):
+        if len(check.known) == len(check.expected) and len(raws) == len(response.outputs):
+            got = {tensor.name: raw for tensor, raw in zip(response.outputs, raws, strict=True)}
+            if all(got.get(name) == raw for name, raw in check.known.items()):
                 return self._matched()
-        error = self._compare(check, grpc_outputs(response))
-        return error
+        return self._compare(check, grpc_outputs(response))
 
     def _matched(self) -> str | None:
         """Count a response whose outputs all matched (no error)."""

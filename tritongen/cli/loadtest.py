@@ -252,12 +252,14 @@ def check_validated(report: LoadTestReport) -> None:
     Raises:
         ValidationError: some response did not match, whatever ``--max-error-rate`` allows.
     """
-    wrong = [r for r in report.runs if r.validation and r.validation["mismatched"]]
+    wrong = [
+        r for r in report.runs if (r.validation or {}).get("mismatched") or r.errors_by_kind.get("validation")
+    ]
     if not wrong:
         return
     run = wrong[0]
-    validation = run.validation or {}
-    lines = validation_lines(validation)
+    validation = run.validation or {"mismatched": run.errors_by_kind["validation"], "validated": run.requests}
+    lines = validation_lines(run.validation)
     raise ValidationError(
         f"{_level(run)}: {validation['mismatched']:,} of {validation['validated']:,} responses did not "
         f"match the expected outputs ({lines[1] if len(lines) > 1 else 'see the JSON'})",

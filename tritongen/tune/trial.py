@@ -20,7 +20,7 @@ from tritongen.client.control import ModelControl
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError, ModelLoadError, SourceError, TritongenError
 from tritongen.io.files import atomic_write_text
-from tritongen.loadtest.result import LoadTestReport
+from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import ProgressCallback, prepare_requests, run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.batching import apply_batching
@@ -76,13 +76,18 @@ def candidate_config(base: ModelConfig, candidate: Candidate | Current, target: 
     return apply_batching(base, candidate.to_options(), target)
 
 
+def _wrong(run: RunResult) -> bool:
+    """Whether some response of ``run`` differed from its expected outputs (warm-up included)."""
+    return bool(run.validation and run.validation["mismatched"])
+
+
 def summarise(report: LoadTestReport, slo_p99_ms: float | None) -> Measurement:
     """One figure per trial: the best throughput among load levels that meet the SLO.
 
     Without a feasible level, the level with the lowest P99 stands for the trial. Memory is
     the peak GPU memory the server reports (none on a CPU-only server).
     """
-    runs = [r for r in report.runs if r.latency_us and r.status == "ok" and r.errors == 0]
+    runs = [r for r in report.runs if r.latency_us and r.status == "ok" and r.errors == 0 and not _wrong(r)]
     if not runs:
         return Measurement(infer_per_s=0.0, p99_us=None, failed=True)
     points = [
@@ -200,6 +205,8 @@ def run_trial(
     reason: str | None = None
     if measurement.failed:
         reason = (report.runs[-1].reason if report.runs else None) or "no load level finished without errors"
+        if any(_wrong(run) for run in report.runs):
+            reason = "responses differed from the expected outputs of --input-data (validation_data)"
     record = TrialRecord(
         key=key,
         candidate=candidate,
