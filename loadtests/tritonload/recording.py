@@ -359,6 +359,34 @@ class Collector:
         workers = ", ".join(f"{worker} {n}" for worker, n in sorted(self.workers.items()))
         return f"tritongen: {counts}; {latency}; per worker: {workers}{self.validation_summary()}"
 
+    def validation(self) -> dict[str, Any] | None:
+        """The run's check of the responses as the package's ``RunResult.validation`` holds it (None: none).
+
+        The master knows no data file: an entry is named by its number (``entry 3``), and only
+        outputs that had a mismatch are listed.
+        """
+        mismatched = self.errors.get(VALIDATION_ERROR, 0)
+        matched = self.counts.get(MATCHED_COUNT, 0)
+        if not matched and not mismatched:
+            return None
+        outputs: dict[str, Any] = {}
+        for name, first in sorted(self.mismatches.items()):
+            outputs[name] = {
+                "mismatched": self.counts.get(MISMATCHED_PREFIX + name, 0),
+                "first": {
+                    "entry": f"entry {first['entry']}",
+                    "element": first["element"],
+                    "expected": first["expected"],
+                    "received": first["received"],
+                },
+            }
+        return {
+            "validated": matched + mismatched,
+            "matched": matched,
+            "mismatched": mismatched,
+            "outputs": outputs,
+        }
+
     def validation_summary(self) -> str:
         """``; validated N responses: all match`` (or how many did not), empty without validation."""
         mismatched = self.errors.get(VALIDATION_ERROR, 0)

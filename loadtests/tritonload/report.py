@@ -196,6 +196,7 @@ def run_result(
         "responses_per_request": None,
         "sequences_per_s": None,
         "requests_per_sequence": None,
+        "validation": collector.validation(),
         "workers": worker_figures(collector),
     }
 

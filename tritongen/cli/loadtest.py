@@ -75,24 +75,15 @@ def loadtest_command(
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
         if run.worker:  # a load worker of a master elsewhere, which sends the load options
-            given = (
-                ("--url", url),
-                ("--serve", serve),
-                ("--skip-failed", skip_failed),
-                ("--slo-p99-ms", slo_p99_ms),
-            )
-            extra = [o for o, v in given if v]
-            extra += ["--max-error-rate"] if max_error_rate != DEFAULT_MAX_ERROR_RATE else []
-            run_worker_mode(model, run, given_options(load, rounds, output) + extra)
+            refused = _not_for_workers(url, serve, skip_failed, slo_p99_ms, max_error_rate)
+            run_worker_mode(model, run, given_options(load, rounds, output) + refused)
             return
         if model is None:
             raise ConfigError("MODEL is missing", "e.g. tritongen loadtest mlp_onnx --concurrency 1,8")
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec.check()
-        _check_master(spec, serve)
-        if skip_failed and serve is None:
-            raise ConfigError("--skip-failed needs --serve REPO", "add --serve, or drop --skip-failed")
+        _check_master(spec, serve, skip_failed)
         mix = Mix.parse(model, run.mix)
         mix.check(spec.mode, spec.levels)
         if spec.rounds > 1:
@@ -109,12 +100,25 @@ def loadtest_command(
         _finish(report, slo_p99_ms, max_error_rate)
 
 
-def _check_master(spec: LoadSpec, serve: Path | None) -> None:
-    """Refuse ``--serve`` with ``--master``; warn when its workers would load their own loopback.
+def _not_for_workers(
+    url: str | None, serve: Path | None, skip_failed: bool, slo_p99_ms: float | None, max_error_rate: float
+) -> list[str]:
+    """The options given that a load worker does not take (its master sends the load options)."""
+    given = [("--url", url), ("--serve", serve), ("--skip-failed", skip_failed), ("--slo-p99-ms", slo_p99_ms)]
+    refused = [option for option, value in given if value]
+    return refused + (["--max-error-rate"] if max_error_rate != DEFAULT_MAX_ERROR_RATE else [])
+
+
+def _check_master(spec: LoadSpec, serve: Path | None, skip_failed: bool = False) -> None:
+    """Refuse ``--serve`` with ``--master``, and ``--skip-failed`` without ``--serve``.
+
+    Warn when ``--master`` workers would load their own loopback.
 
     Raises:
-        ConfigError: ``--master`` with ``--serve``.
+        ConfigError: ``--master`` with ``--serve``, or ``--skip-failed`` without it.
     """
+    if skip_failed and serve is None:
+        raise ConfigError("--skip-failed needs --serve REPO", "add --serve, or drop --skip-failed")
     if spec.distributed is None:
         return
     if serve is not None:

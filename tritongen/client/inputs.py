@@ -71,7 +71,7 @@ def interface_from_metadata(metadata: dict[str, Any], config: dict[str, Any]) ->
     output_specs = tuple(
         InputSpec(
             name=t["name"],
-            datatype=t["datatype"],
+            datatype=str(t.get("datatype", "")),
             dims=tuple(int(d) for d in t.get("shape", []))[1 if max_batch > 0 else 0 :],
         )
         for t in metadata["outputs"]

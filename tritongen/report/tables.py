@@ -154,6 +154,13 @@ def loadtest_rounds_table(document: dict[str, Any]) -> TableData | None:
     )
 
 
+def _run_notes(run: dict[str, Any], level: str) -> list[str]:
+    """A run's notes below the table: its errors by kind, its check of the responses, its warnings."""
+    notes = [f"{level} errors: {run['errors_by_kind']}"] if run.get("errors_by_kind") else []
+    notes += [f"{level} {line}" for line in validation_lines(run.get("validation"))]
+    return notes + [f"{level}: {w}" for w in run.get("warnings", [])]
+
+
 def loadtest_table(document: dict[str, Any]) -> TableData:
     """One row per run of a ``tritongen.loadtest/1`` document (latency in ms)."""
     headers = (
@@ -201,10 +208,7 @@ def loadtest_table(document: dict[str, Any]) -> TableData:
             )
         )
         styles.append("bad" if run.get("errors") or run.get("status", "ok") != "ok" else None)
-        if run.get("errors_by_kind"):
-            notes.append(f"{level} errors: {run['errors_by_kind']}")
-        notes += [f"{level} {line}" for line in validation_lines(run.get("validation"))]
-        notes += [f"{level}: {w}" for w in run.get("warnings", [])]
+        notes += _run_notes(run, level)
     notes += _gpu_figures_note(document.get("runs", []))
     where = f"{document.get('protocol')} ({document.get('url')})"
     return TableData(

@@ -76,6 +76,13 @@ def candidate_config(base: ModelConfig, candidate: Candidate | Current, target: 
     return apply_batching(base, candidate.to_options(), target)
 
 
+def _failure(report: LoadTestReport) -> str:
+    """Why no load level of a trial counts: its responses were wrong, or its runs failed."""
+    if any(_wrong(run) for run in report.runs):
+        return "responses differed from the expected outputs of --input-data (validation_data)"
+    return (report.runs[-1].reason if report.runs else None) or "no load level finished without errors"
+
+
 def _wrong(run: RunResult) -> bool:
     """Whether some response of ``run`` differed from its expected outputs (warm-up included)."""
     return bool(run.validation and run.validation["mismatched"])
@@ -204,9 +211,7 @@ def run_trial(
     measurement = summarise(report, slo_p99_ms)
     reason: str | None = None
     if measurement.failed:
-        reason = (report.runs[-1].reason if report.runs else None) or "no load level finished without errors"
-        if any(_wrong(run) for run in report.runs):
-            reason = "responses differed from the expected outputs of --input-data (validation_data)"
+        reason = _failure(report)
     record = TrialRecord(
         key=key,
         candidate=candidate,
