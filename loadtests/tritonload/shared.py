@@ -224,21 +224,23 @@ def latency_figures(histogram: Histogram) -> dict[str, float]:
     return figures | {"mean": float(histogram.get_mean_value()), "max": float(histogram.get_max_value())}
 
 
-def is_stable_figures(qps: Sequence[float], p99_us: Sequence[float | None]) -> bool:
-    """Whether the last ``STABILITY_WINDOWS`` windows agree within ``STABILITY_TOLERANCE`` on both figures.
+def is_stable_figures(
+    qps: Sequence[float], p99_us: Sequence[float | None], tolerance: float = STABILITY_TOLERANCE
+) -> bool:
+    """Whether the last ``STABILITY_WINDOWS`` windows agree within ``tolerance`` on both figures.
 
-    ``qps`` and ``p99_us`` are the windows' throughput and P99, oldest first; a window
-    without a request or without a P99 is never stable.
+    ``qps`` and ``p99_us`` are the windows' throughput and latency (P99, or the figure a run
+    stabilises on), oldest first; a window without a request or without a latency is never stable.
     """
     rates, p99s = list(qps[-STABILITY_WINDOWS:]), list(p99_us[-STABILITY_WINDOWS:])
     if len(rates) < STABILITY_WINDOWS or min(rates) <= 0 or any(p is None for p in p99s):
         return False
-    return _within(rates) and _within([float(p) for p in p99s if p is not None])
+    return _within(rates, tolerance) and _within([float(p) for p in p99s if p is not None], tolerance)
 
 
-def _within(values: list[float]) -> bool:
+def _within(values: list[float], tolerance: float) -> bool:
     mean = sum(values) / len(values)
-    return all(abs(v - mean) <= STABILITY_TOLERANCE * mean for v in values)
+    return all(abs(v - mean) <= tolerance * mean for v in values)
 
 
 # -- tensors and request data ------------------------------------------------------------------

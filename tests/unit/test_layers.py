@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "deploy": 2,
     "report": 2,
     "examples": 2,
+    "perfanalyzer": 2,
     # 3. services
     "server": 3,
     "client": 3,

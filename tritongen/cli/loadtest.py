@@ -19,7 +19,7 @@ from tritongen.cli.load_worker import given_options, run_worker_mode
 from tritongen.cli.options import Serve, SkipFailed, SloP99, Url
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
-from tritongen.errors import ConfigError, ServerError, ValidationError
+from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
 from tritongen.loadtest.locust_process import WEB_HOST
@@ -27,7 +27,7 @@ from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult, gpu_source_text
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
-from tritongen.loadtest.validation import validation_lines
+from tritongen.loadtest.validation import validation_failure, validation_lines
 from tritongen.server.embedded import embedded_server
 
 DEFAULT_MAX_ERROR_RATE = 0.01
@@ -256,19 +256,9 @@ def check_validated(report: LoadTestReport) -> None:
     Raises:
         ValidationError: some response did not match, whatever ``--max-error-rate`` allows.
     """
-    wrong = [
-        r for r in report.runs if (r.validation or {}).get("mismatched") or r.errors_by_kind.get("validation")
-    ]
-    if not wrong:
-        return
-    run = wrong[0]
-    validation = run.validation or {"mismatched": run.errors_by_kind["validation"], "validated": run.requests}
-    lines = validation_lines(run.validation)
-    raise ValidationError(
-        f"{_level(run)}: {validation['mismatched']:,} of {validation['validated']:,} responses did not "
-        f"match the expected outputs ({lines[1] if len(lines) > 1 else 'see the JSON'})",
-        "results were written; the model answers differently from validation_data (or loosen --atol/--rtol)",
-    )
+    failure = validation_failure(report.runs, _level)
+    if failure is not None:
+        raise failure
 
 
 def _finish(report: LoadTestReport, slo_p99_ms: float | None, max_error_rate: float) -> None:

@@ -15,6 +15,7 @@ from tritongen.cli.infer import infer_command
 from tritongen.cli.kubernetes import kubernetes_command
 from tritongen.cli.lint import lint_command
 from tritongen.cli.loadtest import loadtest_command
+from tritongen.cli.perf_analyzer import CONTEXT, perf_analyzer_command
 from tritongen.cli.render import render_command
 from tritongen.cli.report import report_command
 from tritongen.cli.serve import serve_command
@@ -34,6 +35,8 @@ app.command("kubernetes")(kubernetes_command)
 app.command("serve")(serve_command)
 app.command("infer")(infer_command)
 app.command("loadtest")(loadtest_command)
+app.command("perf-analyzer", context_settings=CONTEXT)(perf_analyzer_command)
+app.command("pa", context_settings=CONTEXT, help="Short for perf-analyzer.")(perf_analyzer_command)
 app.command("example")(example_command)
 app.command("tune")(tune_command)
 app.command("compare")(compare_command)

@@ -182,6 +182,24 @@ class TritonEndpoint:
             entries = entries.get("models", [])
         return sorted({str(e.get("name", "")) for e in entries if e.get("state") == "READY"})
 
+    def ready_versions(self, model: str) -> list[str]:
+        """The versions of ``model`` the server has READY (repository index), as strings.
+
+        Raises:
+            ServerError: the server does not answer or refuses its repository index.
+        """
+        client = self._connect()
+        if self.protocol == "http":
+            entries = self._call("repository index", client.get_model_repository_index)
+        else:
+            entries = self._call("repository index", client.get_model_repository_index, as_json=True)
+            entries = entries.get("models", [])
+        return sorted(
+            str(e.get("version", ""))
+            for e in entries
+            if e.get("name") == model and e.get("state") == "READY" and e.get("version")
+        )
+
     def output_tensors(self, model: str) -> list[dict[str, Any]]:
         """The outputs of ``model``'s metadata: ``name``, ``datatype`` and ``shape`` (-1: a dynamic dim)."""
         client = self._connect()

@@ -89,6 +89,11 @@ class RunResult:
     ``latencies_us``: ``sequence``, from a sequence's first send to its last response)."""
     requests_per_sequence: float | None = None
     """Sequence model: mean requests per finished sequence."""
+    latency_stddev_us: float | None = None
+    """Standard deviation of the requests' latency (µs), None when nothing succeeded."""
+    stability_latency_us: float | None = None
+    """The run's latency on the figure its stability was judged on (P99 by default; the mean or
+    another percentile where the load asked, e.g. ``tritongen perf-analyzer --percentile``)."""
     validation: dict[str, Any] | None = None
     """Responses checked against the data's expected outputs (``validation_data``), over the whole
     run, warm-up included: ``validated``, ``matched``, ``mismatched`` (the ``validation`` errors) and

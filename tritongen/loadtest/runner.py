@@ -18,6 +18,7 @@ from tritongen.client.inputs import ModelInterface
 from tritongen.client.validation_data import ExpectedOutputs, expected_outputs
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
+from tritongen.io.loadgen_shared import is_stable_figures
 from tritongen.loadtest.distributed import add_worker_figures, lost_reason
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -36,10 +37,12 @@ from tritongen.loadtest.validation import check_validation, validation_figures
 from tritongen.loadtest.windows import (
     Window,
     WindowLog,
+    count_windows,
     extra_summaries,
     is_stable,
     latency_summary,
     merge,
+    window_latency,
 )
 from tritongen.metrics.composing import AllStats, ServerModels, all_snapshots, cached_lookup, server_models
 from tritongen.metrics.process_memory import local_server_pid
@@ -168,7 +171,9 @@ def run_load_test(
     endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
     metrics_url = spec.metrics_url or metrics_url_for(spec.url)
-    sampler = MetricsSampler(metrics_url, server_pid=local_server_pid(spec.url))
+    sampler = MetricsSampler(
+        metrics_url, server_pid=local_server_pid(spec.url), interval_s=spec.metrics_interval_s
+    )
     try:
         inputs_path = workdir / "inputs.npz"
         requests = prepare_requests(spec, endpoint, inputs_path)
@@ -356,6 +361,9 @@ class _LevelRun:
             reason = self._exit_reason(locust, watch) or self._health_reason(watch)
             reason = reason or lost_reason(watch.log.lost, self.processes, watch.t0)
             if reason is None and watch.measure_start is None:
+                # The server's counters at each window from the start: a slow report of the first
+                # windows must not leave the measured span without its first snapshot.
+                self._snapshot(int((now - watch.t0) // self.window_s), watch.t0)
                 reason = self._find_start(watch)
             if reason is not None:
                 return "aborted", reason
@@ -411,9 +419,22 @@ class _LevelRun:
         complete_end = self._complete_end(watch.log, start, now, watch.t0)
         watch.measured = watch.log.span(start, complete_end)
         elapsed = len(watch.measured) * self.window_s
-        stable = is_stable(watch.measured, self.window_s)
+        stable, judged = self._stability(watch.measured)
         self._report(watch.measured, elapsed, stable, phase="warm-up" if not watch.measured else "measuring")
+        if spec.count_window_requests:  # count windows: as many as it takes, up to the max trials
+            return stable or judged >= spec.max_count_windows or elapsed >= spec.effective_max_duration_s
         return elapsed >= spec.duration_s and (stable or elapsed >= spec.effective_max_duration_s)
+
+    def _stability(self, measured: list[Window]) -> tuple[bool, int]:
+        """Whether the measured windows are stable by the spec's rule, and how many windows it judged."""
+        spec = self.spec
+        if not spec.count_window_requests:
+            stable = is_stable(measured, self.window_s, spec.stability_tolerance, spec.stability_percentile)
+            return stable, len(measured)
+        groups, lengths = count_windows(measured, spec.count_window_requests, self.window_s)
+        rates = [group.ok / length for group, length in zip(groups, lengths, strict=True)]
+        latencies = [window_latency(group, spec.stability_percentile) for group in groups]
+        return is_stable_figures(rates, latencies, spec.stability_tolerance), len(groups)
 
     def _measured_before(self, watch: _Watch, start: int, stopped_at: float) -> list[Window]:
         """The windows that were over before a stop, not those cut short by it (trailing empty ones)."""
@@ -515,7 +536,9 @@ class _LevelRun:
             server_us=server.server_us() if server else None,
             avg_batch=server.avg_batch if server else None,
             server_models=self._server_models(start_index, end_index) if measured else {},
-            stable=is_stable(measured, self.window_s),
+            stable=self._stability(measured)[0],
+            latency_stddev_us=float(total.histogram.get_stddev()) if total.ok else None,
+            stability_latency_us=window_latency(total, spec.stability_percentile),
             gpu=_as_dict(self.sampler.summary("gpu", window_start, window_end)),
             cpu=_as_dict(self.sampler.summary("cpu", window_start, window_end)),
             status=status,

@@ -13,6 +13,7 @@ from tritongen.client.inputs import DEFAULT_STRING_LENGTH
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
+from tritongen.io.loadgen_shared import STABILITY_TOLERANCE
 from tritongen.loadtest.distributed import Distributed
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
@@ -68,6 +69,8 @@ class LoadSpec:
     processes: int | None = None
     """Locust worker processes; None = enough not to be the bottleneck."""
     metrics_url: str | None = None
+    metrics_interval_s: float = 1.0
+    """How often the server's metrics are sampled."""
     max_inflight: int = 1024
     seed: int = 0
     rounds: int = 1
@@ -88,6 +91,14 @@ class LoadSpec:
     """Workers connect from elsewhere to a Locust master per run (``--master``); None: local processes."""
     web_port: int | None = None
     """Locust's web UI on 127.0.0.1 at this port for each run, started at once (None: headless)."""
+    stability_tolerance: float = STABILITY_TOLERANCE
+    """Stable: the last three windows agree within this fraction on throughput and latency."""
+    stability_percentile: float | None = 99.0
+    """The latency stability is judged on: this percentile of each window, or its mean (None)."""
+    count_window_requests: int = 0
+    """perf_analyzer's count windows: windows merged until each holds this many requests (0: time windows)."""
+    max_count_windows: int = 10
+    """With count windows: an unstable run ends after this many."""
 
     def check(self) -> None:
         """Reject impossible settings.

@@ -9,12 +9,24 @@ warm-up included: an answer that is wrong at any time fails the run.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from tritongen.client.validation_data import ExpectedOutputs
-from tritongen.errors import ConfigError
+from tritongen.errors import ConfigError, ValidationError
 from tritongen.io.loadgen_shared import MATCHED_COUNT, MISMATCHED_PREFIX, VALIDATION_ERROR
 from tritongen.loadtest.windows import Window
+
+
+class Checked(Protocol):
+    """What :func:`validation_failure` reads of a run (``tritongen.loadtest.result.RunResult``)."""
+
+    validation: dict[str, Any] | None
+    errors_by_kind: dict[str, int]
+    requests: int
+
+
+Run = TypeVar("Run", bound=Checked)
 
 
 def check_validation(model: str, shared_memory: str, streaming: bool) -> None:
@@ -92,3 +104,26 @@ def first_mismatch_text(validation: dict[str, Any] | None) -> str:
     """One cell: the first mismatch of the first output that had one (empty when all matched)."""
     lines = validation_lines(validation)
     return lines[1] if len(lines) > 1 else ""
+
+
+def validation_failure(runs: Sequence[Run], level: Callable[[Run], str]) -> ValidationError | None:
+    """The error of the first run some response of which differed from its expected outputs, if any.
+
+    A run without ``validation`` figures (one model of a mix) counts its ``validation`` errors.
+    """
+    wrong = [
+        r for r in runs if (r.validation or {}).get("mismatched") or r.errors_by_kind.get(VALIDATION_ERROR)
+    ]
+    if not wrong:
+        return None
+    run = wrong[0]
+    figures = run.validation or {
+        "mismatched": run.errors_by_kind[VALIDATION_ERROR],
+        "validated": run.requests,
+    }
+    lines = validation_lines(run.validation)
+    return ValidationError(
+        f"{level(run)}: {figures['mismatched']:,} of {figures['validated']:,} responses did not "
+        f"match the expected outputs ({lines[1] if len(lines) > 1 else 'see the JSON'})",
+        "results were written; the model answers differently from validation_data (or loosen --atol/--rtol)",
+    )

@@ -14,6 +14,7 @@ from tritongen.io.loadgen_shared import (
     DIGITS,
     HIGHEST_US,
     LOWEST_US,
+    STABILITY_TOLERANCE,
     SUMMARY_KEY,
     Mismatch,
     WindowLine,
@@ -187,9 +188,47 @@ def merge(windows: list[Window]) -> Window:
     return total
 
 
-def is_stable(windows: list[Window], window_s: float) -> bool:
-    """The last three windows agree within 10% on throughput and on P99 (perf_analyzer's rule)."""
-    return is_stable_figures([w.ok / window_s for w in windows], [w.p99_us() for w in windows])
+def is_stable(
+    windows: list[Window],
+    window_s: float,
+    tolerance: float = STABILITY_TOLERANCE,
+    percentile: float | None = 99.0,
+) -> bool:
+    """The last three windows agree within ``tolerance`` (10%) on throughput and on latency.
+
+    perf_analyzer's rule; the latency is the windows' ``percentile`` (P99 by default), or
+    their mean latency with ``percentile=None``.
+    """
+    latencies = [window_latency(w, percentile) for w in windows]
+    return is_stable_figures([w.ok / window_s for w in windows], latencies, tolerance)
+
+
+def window_latency(window: Window, percentile: float | None = 99.0) -> float | None:
+    """A window's latency at ``percentile`` (its mean with None), None when nothing succeeded."""
+    if not window.ok:
+        return None
+    if percentile is None:
+        return float(window.histogram.get_mean_value())
+    return float(window.histogram.get_value_at_percentile(percentile))
+
+
+def count_windows(windows: list[Window], requests: int, window_s: float) -> tuple[list[Window], list[float]]:
+    """Consecutive windows merged until each holds ``requests`` finished requests, with their lengths in s.
+
+    perf_analyzer's count windows, built from the time windows; a last one short of the count
+    is left out.
+    """
+    grouped: list[Window] = []
+    lengths: list[float] = []
+    pending: list[Window] = []
+    for window in windows:
+        pending.append(window)
+        merged = merge(pending)
+        if merged.ok + merged.error_count >= requests:
+            grouped.append(merged)
+            lengths.append(len(pending) * window_s)
+            pending = []
+    return grouped, lengths
 
 
 def latency_summary(histogram: HdrHistogram) -> dict[str, float]:

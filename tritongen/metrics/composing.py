@@ -189,6 +189,7 @@ def model_figures(before: StatsSnapshot, after: StatsSnapshot) -> dict[str, floa
         "inferences": after.inferences - before.inferences,
         "requests": found.requests,
         "avg_batch": found.avg_batch,
+        "request_us": found.request_us,
     }
 
 

@@ -20,6 +20,8 @@ class StatsSnapshot:
     success: int
     phase_ns: dict[str, int]
     phase_count: dict[str, int]
+    success_ns: int = 0
+    """Cumulative time of the successful requests, from arrival to response (the server's view)."""
 
     @classmethod
     def from_json(cls, stats: dict[str, Any]) -> StatsSnapshot:
@@ -35,6 +37,7 @@ class StatsSnapshot:
             success=field("success", "count"),
             phase_ns={phase: field(phase, "ns") for phase in PHASES},
             phase_count={phase: field(phase, "count") for phase in PHASES},
+            success_ns=field("success", "ns"),
         )
 
 
@@ -48,6 +51,8 @@ class ServerBreakdown:
     compute_output_us: float | None
     avg_batch: float | None
     requests: int
+    request_us: float | None = None
+    """Mean time of a successful request in the server, arrival to response (µs)."""
 
     def server_us(self) -> dict[str, float | None]:
         """The JSON ``server_us`` object."""
@@ -78,4 +83,7 @@ def breakdown(before: StatsSnapshot, after: StatsSnapshot) -> ServerBreakdown:
         # inferences are not counted yet: the ratio may come out a hair under 1.
         avg_batch=max(1.0, inferences / executions) if executions > 0 else None,
         requests=after.success - before.success,
+        request_us=(after.success_ns - before.success_ns) / (after.success - before.success) / 1000
+        if after.success > before.success
+        else None,
     )

@@ -1,0 +1,1 @@
+"""``tritongen perf-analyzer``: perf_analyzer's command line, report and CSV over tritongen's load test."""

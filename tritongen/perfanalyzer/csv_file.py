@@ -1,0 +1,101 @@
+"""perf_analyzer's CSV (``-f``): its header and columns, one row per level, sorted by throughput.
+
+Values are whole microseconds, as perf_analyzer writes them. The load generator times each
+request whole, so ``Client Send`` and ``Client Recv`` are 0 and their time is inside
+``Network+Server Send/Recv`` (the average latency less the server's queue and compute time,
+at least 0) and, with ``--verbose-csv``, inside ``response wait`` (``request/response`` is
+0): the columns still add up to the average latency, as scripts that sum them expect.
+``--collect-metrics`` adds ``Avg GPU Utilization`` (0..1, Triton's metric), ``Max GPU Memory
+Usage`` (bytes), and tritongen's ``Avg CPU Utilization`` and ``Max CPU Memory Usage``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from tritongen.io.files import write_output
+from tritongen.loadtest.result import RunResult
+from tritongen.perfanalyzer.options import PaOptions
+
+BASE = [
+    "Inferences/Second",
+    "Client Send",
+    "Network+Server Send/Recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+    "p50 latency",
+    "p90 latency",
+    "p95 latency",
+    "p99 latency",
+]
+VERBOSE = ["Avg latency", "request/response", "response wait"]
+METRICS = ["Avg GPU Utilization", "Max GPU Memory Usage", "Avg CPU Utilization", "Max CPU Memory Usage"]
+
+
+def csv_header(options: PaOptions) -> list[str]:
+    """The columns, in perf_analyzer's order."""
+    header = ["Concurrency" if options.mode == "concurrency" else "Request Rate", *BASE]
+    if options.percentile is not None and f"p{options.percentile} latency" not in header:
+        header.append(f"p{options.percentile} latency")
+    if options.verbose_csv:
+        header += VERBOSE
+    if options.collect_metrics:
+        header += METRICS
+    return header
+
+
+def csv_row(run: RunResult, options: PaOptions) -> dict[str, Any]:
+    """One level's cells."""
+    latency = run.latency_us or {}
+    server = run.server_models.get(options.model) or {}
+    phases = [
+        server.get(k) for k in ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+    ]
+    mean = latency.get("mean")
+    inside = sum(float(p or 0.0) for p in phases)
+    row: dict[str, Any] = {
+        "Concurrency": run.concurrency,
+        "Request Rate": run.target_rate,
+        "Inferences/Second": round(run.infer_per_s, 3),
+        "Client Send": 0,
+        "Network+Server Send/Recv": _us(max(0.0, float(mean) - inside) if mean is not None else None),
+        "Server Queue": _us(phases[0]),
+        "Server Compute Input": _us(phases[1]),
+        "Server Compute Infer": _us(phases[2]),
+        "Server Compute Output": _us(phases[3]),
+        "Client Recv": 0,
+        **{f"p{p} latency": _us(latency.get(f"p{p}")) for p in (50, 90, 95, 99)},
+        f"p{options.percentile} latency": _us(run.stability_latency_us),
+        "Avg latency": _us(mean),
+        "request/response": 0,
+        "response wait": _us(mean),
+    }
+    gpu, cpu = run.gpu or {}, run.cpu or {}
+    row |= {
+        "Avg GPU Utilization": gpu.get("util_mean"),
+        "Max GPU Memory Usage": gpu.get("mem_max_bytes"),
+        "Avg CPU Utilization": cpu.get("util_mean"),
+        "Max CPU Memory Usage": cpu.get("mem_max_bytes"),
+    }
+    return row
+
+
+def write_pa_csv(path: Path, runs: list[RunResult], options: PaOptions) -> None:
+    """Write the CSV (atomically): a row per level, by increasing Inferences/Second as perf_analyzer sorts."""
+    header = csv_header(options)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for run in sorted(runs, key=lambda r: r.infer_per_s):
+        writer.writerow(csv_row(run, options))
+    write_output(path, buffer.getvalue())
+
+
+def _us(value: Any) -> int | None:
+    return None if value is None else int(float(value))

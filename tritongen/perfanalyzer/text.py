@@ -1,0 +1,157 @@
+"""The console report in perf_analyzer's words: its settings block, a block per level, the closing lines.
+
+Latencies are whole microseconds as perf_analyzer prints them. The load generator times each
+request from its send to its whole response, so the client's send and receive times are not
+split from the wait: the HTTP or gRPC time line says so instead of printing zeros as figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritongen.loadtest.result import RunResult
+from tritongen.loadtest.validation import validation_lines
+from tritongen.perfanalyzer.options import PaOptions
+from tritongen.perfanalyzer.sweep import ModelFacts, Sweep
+
+PERCENTILES = (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99))
+
+
+def settings_lines(options: PaOptions, facts: ModelFacts) -> list[str]:
+    """``*** Measurement Settings ***`` and what the sweep will do."""
+    mode = "count_windows" if options.count_windows else "time_windows"
+    lines = ["*** Measurement Settings ***", f"  Batch size: {options.batch_size}", "  Service Kind: TRITON"]
+    lines.append(f'  Using "{mode}" mode for stabilization')
+    latency = "average latency" if options.percentile is None else f"p{options.percentile} latency"
+    lines.append(f"  Stabilizing using {latency} and throughput (within {options.stability_percentage:g}%)")
+    if options.count_windows:
+        lines.append(f"  Minimum number of samples in each window: {options.request_count}")
+    else:
+        lines.append(f"  Measurement window: {options.measurement_ms} msec")
+    levels = options.levels()
+    if len(levels) > 1:
+        lines.append(f"  Latency limit: {options.latency_threshold_ms:g} msec")
+        limit = "concurrent requests" if options.mode == "concurrency" else "requests per seconds"
+        end = options.request_rate or options.concurrency
+        if end is not None and end.end:
+            what = "Concurrency" if options.mode == "concurrency" else "Request Rate"
+            lines.append(f"  {what} limit: {end.end:g} {limit}")
+    if options.mode == "rate":
+        kind = "poisson" if options.distribution == "poisson" else "uniform"
+        lines.append(f"  Using {kind} distribution on request generation")
+    lines.append(f"  Using {'asynchronous' if options.asynchronous else 'synchronous'} calls for inference")
+    if facts.decoupled:
+        lines.append("  Detected decoupled model, using the final response for measuring latency")
+    if facts.sequence:
+        lines.append("  Detected sequence model: each concurrent request is one sequence in flight")
+    lines.append(
+        f"  Max threads: {options.max_threads} (tritongen sizes its load processes by the load; "
+        "it does not limit them)"
+    )
+    return [*lines, ""]
+
+
+def level_lines(run: RunResult, options: PaOptions) -> list[str]:
+    """One level: its ``Client:`` and ``Server:`` blocks (and each window with ``-v``)."""
+    head = (
+        f"Request concurrency: {run.concurrency}"
+        if run.mode == "concurrency"
+        else f"Request Rate: {run.target_rate:g} inference requests per seconds"
+    )
+    lines = [head]
+    if options.verbose:
+        lines += [
+            f"  Pass [{i + 1}] throughput: {_num(w.get('qps'))} requests/sec. "
+            f"p99 latency: {_us(w.get('p99_us'))} usec"
+            for i, w in enumerate(run.windows)
+        ]
+    lines += _client_lines(run, options)
+    lines += _server_lines(run, options.model)
+    lines += [f"  {line}" for line in validation_lines(run.validation)]
+    if run.status == "ok" and not run.stable:
+        lines.append(unstable_line(run, options))
+    return lines
+
+
+def unstable_line(run: RunResult, options: PaOptions) -> str:
+    """perf_analyzer's warning for a level that did not stabilise."""
+    level = (
+        f"concurrency {run.concurrency}" if run.mode == "concurrency" else f"request rate {run.target_rate:g}"
+    )
+    windows = f"{options.max_trials} measurement windows"
+    return (
+        f"  Failed to obtain stable measurement within {windows} for {level}. "
+        "Please try to increase the --measurement-interval (the figures above cover every window measured)."
+    )
+
+
+def _client_lines(run: RunResult, options: PaOptions) -> list[str]:
+    latency = run.latency_us or {}
+    lines = [
+        "  Client: ",
+        f"    Request count: {run.requests}",
+        f"    Throughput: {_num(run.infer_per_s)} infer/sec",
+        f"    Avg latency: {_us(latency.get('mean'))} usec "
+        f"(standard deviation {_us(run.latency_stddev_us)} usec)",
+    ]
+    lines += [f"    {name} latency: {_us(latency.get(name))} usec" for name, _ in PERCENTILES]
+    if options.percentile is not None and options.percentile not in dict(PERCENTILES).values():
+        lines.append(f"    p{options.percentile} latency: {_us(run.stability_latency_us)} usec")
+    if run.errors:
+        lines.append(f"    Failed requests: {run.errors} {dict(sorted(run.errors_by_kind.items()))}")
+    protocol = "gRPC" if options.protocol == "grpc" else "HTTP"
+    lines.append(
+        f"    Avg {protocol} time: {_us(latency.get('mean'))} usec (send, wait and receive together: "
+        "the load generator times each request whole)"
+    )
+    return lines
+
+
+def _server_lines(run: RunResult, model: str) -> list[str]:
+    figures = run.server_models.get(model)
+    if not figures:
+        return ["  Server: ", "    not available (the statistics API gave no figures for the measured time)"]
+    queue = float(figures.get("queue_us") or 0.0)
+    parts = [
+        float(figures.get(k) or 0.0) for k in ("compute_input_us", "compute_infer_us", "compute_output_us")
+    ]
+    request = figures.get("request_us")
+    overhead = max(0.0, float(request) - queue - sum(parts)) if request is not None else None
+    return [
+        "  Server: ",
+        f"    Inference count: {figures.get('inferences')}",
+        f"    Execution count: {figures.get('executions')}",
+        f"    Successful request count: {figures.get('requests')}",
+        f"    Avg request latency: {_us(request)} usec (overhead {_us(overhead)} usec "
+        f"+ queue {_us(queue)} usec "
+        f"+ compute input {_us(parts[0])} usec + compute infer {_us(parts[1])} usec + compute output "
+        f"{_us(parts[2])} usec)",
+    ]
+
+
+def summary_lines(sweep: Sweep) -> list[str]:
+    """``Inferences/Second vs. Client Average Batch Latency`` and a line per level."""
+    options = sweep.options
+    latency = "Average" if options.percentile is None else f"p{options.percentile}"
+    lines = [f"Inferences/Second vs. Client {latency} Batch Latency"]
+    for run in sweep.report.runs:
+        level = (
+            f"Concurrency: {run.concurrency}"
+            if run.mode == "concurrency"
+            else f"Request Rate: {run.target_rate:g}"
+        )
+        lines.append(
+            f"{level}, throughput: {_num(run.infer_per_s)} infer/sec, "
+            f"latency {_us(run.stability_latency_us)} usec"
+        )
+    if sweep.over_threshold is not None:
+        lines.append(f"Measured latency went over the set limit of {options.latency_threshold_ms:g} msec.")
+    return lines
+
+
+def _us(value: Any) -> str:
+    return "–" if value is None else str(int(float(value)))
+
+
+def _num(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.6g}"
