@@ -486,9 +486,26 @@ class _LevelRun:
             )
         )
 
-    def _server(self, start: int, end: int) -> ServerBreakdown | None:
+    def _edges(
+        self, start: int, end: int
+    ) -> tuple[tuple[float, AllStats] | None, tuple[float, AllStats] | None]:
+        """The server's counters at the measured span's start and end.
+
+        Each window's are taken at its first poll; where a slow poll (a busy machine) missed a
+        window's, the nearest outside the span stands in (the span then reaches a little wider).
+        """
         before = self.snapshots.get(start)
+        if before is None:
+            earlier = [i for i in self.snapshots if i < start]
+            before = self.snapshots[max(earlier)] if earlier else None
         after = self.snapshots.get(end)
+        if after is None:
+            later = [i for i in self.snapshots if i > end]
+            after = self.snapshots[min(later)] if later else None
+        return before, after
+
+    def _server(self, start: int, end: int) -> ServerBreakdown | None:
+        before, after = self._edges(start, end)
         model = self.spec.model
         if before is None or after is None or model not in before[1] or model not in after[1]:
             return None
@@ -496,8 +513,7 @@ class _LevelRun:
 
     def _server_models(self, start: int, end: int) -> ServerModels:
         """Each model the measured span touched, as a tree under the model under load."""
-        before = self.snapshots.get(start)
-        after = self.snapshots.get(end)
+        before, after = self._edges(start, end)
         if before is None or after is None:
             return {}
         return server_models(before[1], after[1], self.spec.model, self.configs)
