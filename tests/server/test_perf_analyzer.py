@@ -20,8 +20,9 @@ from tritongen.server.local import LocalTritonServer
 from support.streaming_model import STREAMING_MODEL
 
 runner = CliRunner()
-QUICK = ["-p", "500", "-r", "4"]
-"""Half-second measurement windows, at most four of them per level."""
+QUICK = ["-p", "500", "-r", "4", "-s", "100"]
+"""Half-second measurement windows, at most four of them per level, stable within 100% (a busy test
+machine is not what these tests judge; ``test_a_level_that_does_not_stabilise_stops_the_sweep`` is)."""
 
 
 def _pa(server: LocalTritonServer, *args: str | Path, protocol: str = "http") -> tuple[int, str, str]:
@@ -168,7 +169,24 @@ def test_latency_threshold_stops_the_sweep(triton_server: LocalTritonServer) -> 
     )
     assert code == 0, stderr + stdout
     assert list(_summary(stdout)) == [1.0]
-    assert "Measured latency went over the set limit of 0.001 msec." in stdout
+    assert "Measured latency went over the set limit of 0.001 msec." in stderr
+
+
+def test_a_level_that_does_not_stabilise_stops_the_sweep(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "unstable.csv"
+    code, stdout, stderr = _pa(
+        triton_server, "-m", "mlp_onnx", "--concurrency-range", "1:2", "-p", "500", "-r", "3", "-s", "0.0001",
+        "-f", out,
+    )  # fmt: skip
+    assert code == 1
+    assert (
+        "Failed to obtain stable measurement within 3 measurement windows for concurrency 1. "
+        "Please try to increase the --measurement-interval." in stderr
+    )
+    assert "error: Failed to obtain stable measurement at concurrency 1" in stderr
+    assert list(_summary(stdout)) == [1.0] and [r["Concurrency"] for r in _rows(out)] == ["1"]
 
 
 def test_count_windows(triton_server: LocalTritonServer) -> None:
@@ -194,3 +212,19 @@ def test_an_unknown_model_is_one_line(triton_server: LocalTritonServer) -> None:
     code, stdout, stderr = _pa(triton_server, "-m", "ghost", *QUICK)
     assert code != 0 and "ghost" in stderr and stdout == ""
     assert len([line for line in stderr.splitlines() if line.strip()]) == 1
+
+
+def test_an_input_directory_and_the_model_version(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    np.arange(16, dtype=np.float32).tofile(
+        folder / "input"
+    )  # one request's raw values, named after the input
+    code, stdout, stderr = _pa(triton_server, "-m", "mlp_onnx", "-x", "1", "--input-data", folder, *QUICK)
+    assert code == 0, stderr + stdout
+    assert 1.0 in _summary(stdout)
+    code, _, stderr = _pa(triton_server, "-m", "mlp_onnx", "-x", "7", *QUICK)
+    assert code != 0 and "-x 7: tritongen sends to the newest version 'mlp_onnx' serves (1)" in stderr
+    (folder / "input").write_bytes(bytes(12))
+    code, _, stderr = _pa(triton_server, "-m", "mlp_onnx", "--input-data", folder, *QUICK)
+    assert code != 0 and "file 'input' holds 3 values, but input 'input' takes 16" in stderr

@@ -12,14 +12,21 @@ from rich.text import Text
 
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.client.endpoint import TritonEndpoint
-from tritongen.errors import ServerError
+from tritongen.errors import ServerError, TritongenError
+from tritongen.io.loadgen_shared import STABILITY_WINDOWS
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.validation import validation_failure
 from tritongen.perfanalyzer.csv_file import write_pa_csv
 from tritongen.perfanalyzer.options import PaOptions, help_text, parse_pa_args
 from tritongen.perfanalyzer.sweep import ModelFacts, Sweep, model_facts, run_sweep
-from tritongen.perfanalyzer.text import level_lines, settings_lines, summary_lines
+from tritongen.perfanalyzer.text import (
+    level_lines,
+    settings_lines,
+    summary_lines,
+    threshold_line,
+    unstable_line,
+)
 
 CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 """perf_analyzer's options reach the command as they are."""
@@ -45,6 +52,10 @@ def perf_analyzer_command(ctx: typer.Context) -> None:
         _finish(sweep)
 
 
+class UnstableError(TritongenError):
+    """A level did not stabilise within ``-r`` windows: the sweep stopped there, as perf_analyzer stops."""
+
+
 def _say(lines: list[str]) -> None:
     for line in lines:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
@@ -59,6 +70,8 @@ def _sweep(options: PaOptions, facts: ModelFacts) -> Sweep:
 
     def level_done(run: RunResult) -> None:
         _say([*level_lines(run, options), ""])
+        if run.status == "ok" and not run.stable:
+            err_console.print(unstable_line(run, options), highlight=False, markup=False, soft_wrap=True)
 
     with stop_on_signals() as stopping, Live(line, console=err_console, refresh_per_second=4, transient=True):
         return run_sweep(options, facts, progress=show, stop=stopping, on_level=level_done)
@@ -80,9 +93,19 @@ def _finish(sweep: Sweep) -> None:
     if report.status == "aborted":
         reason = next((r.reason for r in report.runs if r.reason), "the run stopped early")
         raise ServerError(f"measurement aborted: {reason}", "partial results were written; check the server")
+    over = threshold_line(sweep)
+    if over is not None:
+        err_console.print(over, highlight=False, markup=False, soft_wrap=True)
     failure = validation_failure(report.runs, _level)
     if failure is not None:
         raise failure
+    if sweep.unstable is not None:
+        raise UnstableError(
+            f"Failed to obtain stable measurement at {_level(sweep.unstable)}: its last "
+            f"{STABILITY_WINDOWS} windows differ by more than {sweep.options.stability_percentage:g}% "
+            "(results were written)",
+            "raise -p (the measurement window) or -r (the max trials), or loosen -s",
+        )
 
 
 def _level(run: RunResult) -> str:

@@ -5,7 +5,8 @@ Each level is one load-test run whose windows are perf_analyzer's measurement wi
 requests each): it is measured until the last three agree within ``-s`` percent on
 throughput and on latency (the average, or ``--percentile``), up to ``-r`` windows. There is
 no warm-up beyond the first, partial window, as in perf_analyzer. ``-l`` ends the sweep after
-the first level whose latency is above it.
+the first level whose latency is above it, and a level that does not stabilise ends it too
+(perf_analyzer then exits 1).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class Sweep:
     report: LoadTestReport
     over_threshold: RunResult | None = None
     """The level whose latency went over ``-l`` (the sweep stopped after it)."""
+    unstable: RunResult | None = None
+    """The level that did not stabilise within ``-r`` windows (the sweep stopped after it, as
+    perf_analyzer stops)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -160,6 +164,9 @@ def run_sweep(
             run = result.runs[-1]
             if _over_threshold(options, run):
                 sweep.over_threshold = run
+                break
+            if not run.stable:
+                sweep.unstable = run
                 break
     return sweep
 

@@ -67,21 +67,18 @@ def level_lines(run: RunResult, options: PaOptions) -> list[str]:
         ]
     lines += _client_lines(run, options)
     lines += _server_lines(run, options.model)
-    lines += [f"  {line}" for line in validation_lines(run.validation)]
-    if run.status == "ok" and not run.stable:
-        lines.append(unstable_line(run, options))
-    return lines
+    return lines + [f"  {line}" for line in validation_lines(run.validation)]
 
 
 def unstable_line(run: RunResult, options: PaOptions) -> str:
-    """perf_analyzer's warning for a level that did not stabilise."""
+    """perf_analyzer's line (on stderr) for a level that did not stabilise."""
     level = (
         f"concurrency {run.concurrency}" if run.mode == "concurrency" else f"request rate {run.target_rate:g}"
     )
     windows = f"{options.max_trials} measurement windows"
     return (
-        f"  Failed to obtain stable measurement within {windows} for {level}. "
-        "Please try to increase the --measurement-interval (the figures above cover every window measured)."
+        f"Failed to obtain stable measurement within {windows} for {level}. "
+        "Please try to increase the --measurement-interval."
     )
 
 
@@ -144,9 +141,14 @@ def summary_lines(sweep: Sweep) -> list[str]:
             f"{level}, throughput: {_num(run.infer_per_s)} infer/sec, "
             f"latency {_us(run.stability_latency_us)} usec"
         )
-    if sweep.over_threshold is not None:
-        lines.append(f"Measured latency went over the set limit of {options.latency_threshold_ms:g} msec.")
     return lines
+
+
+def threshold_line(sweep: Sweep) -> str | None:
+    """perf_analyzer's line (on stderr) when a level went over ``-l``."""
+    if sweep.over_threshold is None:
+        return None
+    return f"Measured latency went over the set limit of {sweep.options.latency_threshold_ms:g} msec."
 
 
 def _us(value: Any) -> str:
