@@ -41,6 +41,10 @@ class EngineConnection:
     """The step it sends next."""
     sent: int = 0
     """The step of its request in flight."""
+    written: float = 0.0
+    """When its request in flight was all written (perf_counter)."""
+    first: float = 0.0
+    """When the first bytes of its response arrived (perf_counter)."""
     slot: Any = None
     """What it hands back to the transport when it closes."""
 
@@ -144,6 +148,7 @@ class HttpEngine:
         conn.step = step + 1 if step + 1 < len(conn.requests) else 0
         data = conn.requests[step]
         sent = conn.sock.send(data)
+        conn.written = conn.first = time.perf_counter()
         if sent < len(data):  # a large payload: finish when the socket is writable
             conn.out = data[sent:]
             self.epoll.modify(conn.sock.fileno(), EPOLL_READ_WRITE)
@@ -197,6 +202,7 @@ class HttpEngine:
                 sent = conn.sock.send(conn.out)
                 conn.out = conn.out[sent:]
                 if not conn.out:
+                    conn.written = conn.first = time.perf_counter()
                     self.epoll.modify(fd, EPOLL_READ)
             if mask & EPOLL_READ:
                 self._receive(conn)
@@ -208,11 +214,17 @@ class HttpEngine:
         if not chunk:
             raise ConnectionResetError("the server closed the connection")
         received = conn.received
+        if received.empty:
+            conn.first = time.perf_counter()
         received.add(chunk)
         status = received.next_status()
         while status is not None:
             now = time.perf_counter()
             error = None if status == 200 else f"http_{status}"
+            if error is None:
+                self.recorder.defer_split(
+                    conn.written - conn.start, conn.first - conn.written, now - conn.first
+                )
             if error is None and self.validator is not None:
                 error = self.validator.check_http(conn.sent, received.last)
             self.recorder.record(conn.start, now, error, received.last_size)

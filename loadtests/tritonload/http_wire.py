@@ -7,6 +7,8 @@ and length), never parsed. Received chunks are joined only when a response can b
 
 from __future__ import annotations
 
+import time
+
 RECV_BYTES = 262144
 
 
@@ -96,14 +98,27 @@ class RawHttpConnection:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.received = ResponseBuffer(keep)
+        self.split = (0.0, 0.0, 0.0)
 
     def roundtrip(self, request: bytes) -> int:
-        """Send one request and consume its response; return the HTTP status."""
+        """Send one request and consume its response; return the HTTP status.
+
+        ``split`` holds how long writing the request, waiting for the response's first bytes
+        and reading the rest took (seconds).
+        """
+        clock = time.perf_counter
+        start = clock()
         self.sock.sendall(request)
+        sent = clock()
         status = self.received.next_status()
+        first = sent
         while status is None:
-            self.received.add(self._recv())
+            chunk = self._recv()
+            if self.received.empty:
+                first = clock()
+            self.received.add(chunk)
             status = self.received.next_status()
+        self.split = (sent - start, first - sent, clock() - first)
         return status
 
     def _recv(self) -> bytes:

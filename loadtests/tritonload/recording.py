@@ -24,6 +24,7 @@ from locust.stats import RequestStats
 
 from .locust_stats import StatsFeed
 from .shared import (
+    CLIENT_SPLIT,
     DIGITS,
     HIGHEST_US,
     LOWEST_US,
@@ -153,6 +154,13 @@ class Recorder:
         with self.lock:
             pending = self.deferred.setdefault(id(gevent.getcurrent()), {})
             pending[name] = pending.get(name, 0) + amount
+
+    def defer_split(self, send_s: float, wait_s: float, recv_s: float) -> None:
+        """Add a request's send, wait and receive times (µs) to the counters its ``record`` counts in."""
+        with self.lock:
+            pending = self.deferred.setdefault(id(gevent.getcurrent()), {})
+            for name, seconds in zip(CLIENT_SPLIT, (send_s, wait_s, recv_s), strict=True):
+                pending[name] = pending.get(name, 0) + int(seconds * 1e6)
 
     def count(self, name: str, when: float, amount: int = 1) -> None:
         """Add to a further counter (e.g. responses received) in the window of ``when``."""

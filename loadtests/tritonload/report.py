@@ -196,6 +196,7 @@ def run_result(
         "responses_per_request": None,
         "sequences_per_s": None,
         "requests_per_sequence": None,
+        "client_us": None,
         "latency_stddev_us": float(collector.total.get_stddev()) if ok else None,
         "stability_latency_us": float(collector.total.get_value_at_percentile(99.0)) if ok else None,
         "validation": collector.validation(),

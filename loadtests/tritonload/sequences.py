@@ -135,6 +135,7 @@ class HttpSequenceTransport:
     def __init__(self, host: str, options: TritonOptions, recorder: Recorder | None = None) -> None:
         self.timeout = options.timeout
         self.validator = make_validator(options, recorder)
+        self.recorder = recorder
         self.host, self.port = host_port(host, 8000)
         meta, max_batch = interface_http(self.host, self.port, options.model)
         steps = sequence_steps(meta, max_batch, options)
@@ -182,6 +183,8 @@ class HttpSequenceTransport:
         status = connection.roundtrip(self.request(step, flags))
         if status != 200:
             return f"http_{status}"
+        if self.recorder is not None:
+            self.recorder.defer_split(*connection.split)
         return None if self.validator is None else self.validator.check_http(step, connection.received.last)
 
 

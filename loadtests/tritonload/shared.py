@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "CLIENT_SPLIT",
     "CONFIDENCE",
     "DIGITS",
     "ENTRIES_KEY",
@@ -324,6 +325,9 @@ VALIDATION_ERROR = "validation"
 """The error kind of a response whose outputs differ from the expected ones."""
 MATCHED_COUNT = "validation_matched"
 """The counter of responses whose outputs all matched (validated: these and the ``validation`` errors)."""
+CLIENT_SPLIT = ("client_send_us", "client_wait_us", "client_recv_us")
+"""Counters of a plain HTTP request's parts, summed in µs over the successful requests: writing the
+request, waiting for the response's first bytes, reading the rest."""
 MISMATCHED_PREFIX = "mismatched/"
 """``mismatched/OUTPUT``: the counter of responses whose output OUTPUT differed."""
 STEP_FAILURES: tuple[type[Exception], ...] = (ValueError, KeyError, IndexError)

@@ -65,6 +65,7 @@ class HttpTransport:
     """
 
     validator: Validator | None = None
+    recorder: Recorder | None = None
 
     def __init__(
         self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None = None
@@ -81,6 +82,7 @@ class HttpTransport:
         self.step = starts.first(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
         self.validator = make_validator(options, recorder)
+        self.recorder = recorder
 
     def new_connection(self) -> RawHttpConnection:
         """A fresh keep-alive connection (keeping each response when they are checked)."""
@@ -93,6 +95,8 @@ class HttpTransport:
         status = connection.roundtrip(self.requests[step])
         if status != 200:
             return f"http_{status}"
+        if self.recorder is not None:
+            self.recorder.defer_split(*connection.split)
         return None if self.validator is None else self.validator.check_http(step, connection.received.last)
 
     def checkout(self) -> tuple[list[bytes], Any]:

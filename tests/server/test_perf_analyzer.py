@@ -58,6 +58,7 @@ def test_a_concurrency_range_reports_and_writes_perf_analyzers_csv(
                  "Request concurrency: 3", "  Client: ", "  Server: ", "    Avg request latency: ",
                  "Inferences/Second vs. Client Average Batch Latency"):  # fmt: skip
         assert text in stdout, text
+    assert re.search(r"Avg HTTP time: \d+ usec \(send/recv \d+ usec \+ response wait \d+ usec\)", stdout)
     rows = _rows(out)
     assert list(rows[0]) == ["Concurrency", *BASE]
     assert sorted(int(r["Concurrency"]) for r in rows) == [1, 3]
@@ -156,7 +157,8 @@ def test_collect_metrics_and_verbose_csv(triton_server: LocalTritonServer, tmp_p
     assert code == 0, stderr + stdout
     (row,) = _rows(out)
     assert list(row) == ["Concurrency", *BASE, *VERBOSE, *METRICS]
-    assert int(row["response wait"]) == int(row["Avg latency"]) and int(row["request/response"]) == 0
+    # The client's parts over HTTP: writing and reading, and the wait between, add up to the average.
+    assert abs(int(row["response wait"]) + int(row["request/response"]) - int(row["Avg latency"])) <= 1
     assert 0 < float(row["Avg CPU Utilization"]) <= 1.0 and int(row["Max CPU Memory Usage"]) > 0
     assert re.search(r"^  Pass \[1\] throughput: ", stdout, flags=re.M)  # -v: each window
     (run,) = json.loads(export.read_text())["runs"]  # tritongen's own JSON of the same run
@@ -190,16 +192,8 @@ def test_a_level_that_does_not_stabilise_stops_the_sweep(
 
 
 def test_count_windows(triton_server: LocalTritonServer) -> None:
-    args = [
-        "-m",
-        "mlp_onnx",
-        "--measurement-mode",
-        "count_windows",
-        "--measurement-request-count",
-        "200",
-        "-r",
-        "5",
-    ]
+    args = ["-m", "mlp_onnx", "--measurement-mode", "count_windows", "--measurement-request-count", "200"]
+    args += ["-r", "5", "-s", "100"]  # stable within 100%: the busy test machine is not judged here
     code, stdout, stderr = _pa(triton_server, *args)
     assert code == 0, stderr + stdout
     assert (

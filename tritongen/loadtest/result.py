@@ -89,6 +89,10 @@ class RunResult:
     ``latencies_us``: ``sequence``, from a sequence's first send to its last response)."""
     requests_per_sequence: float | None = None
     """Sequence model: mean requests per finished sequence."""
+    client_us: dict[str, float] | None = None
+    """Plain HTTP: the mean time of a successful request's parts on the client, ``send`` (writing
+    it), ``wait`` (until the response's first bytes) and ``recv`` (reading the rest), in µs;
+    None where the transport does not split them (gRPC, streams, shared memory)."""
     latency_stddev_us: float | None = None
     """Standard deviation of the requests' latency (µs), None when nothing succeeded."""
     stability_latency_us: float | None = None

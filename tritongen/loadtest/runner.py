@@ -18,7 +18,7 @@ from tritongen.client.inputs import ModelInterface
 from tritongen.client.validation_data import ExpectedOutputs, expected_outputs
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
-from tritongen.io.loadgen_shared import is_stable_figures
+from tritongen.io.loadgen_shared import CLIENT_SPLIT, is_stable_figures
 from tritongen.loadtest.distributed import add_worker_figures, lost_reason
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -553,6 +553,7 @@ class _LevelRun:
             avg_batch=server.avg_batch if server else None,
             server_models=self._server_models(start_index, end_index) if measured else {},
             stable=self._stability(measured)[0],
+            client_us=client_split(total),
             latency_stddev_us=float(total.histogram.get_stddev()) if total.ok else None,
             stability_latency_us=window_latency(total, spec.stability_percentile),
             gpu=_as_dict(self.sampler.summary("gpu", window_start, window_end)),
@@ -577,6 +578,16 @@ class _LevelRun:
                 f"after {elapsed:.0f} s (raise --max-duration or reduce noise)"
             )
         return result
+
+
+def client_split(total: Window) -> dict[str, float] | None:
+    """The mean send, wait and receive µs of the successful requests, where the transport timed them."""
+    sums = [total.counts.get(name) for name in CLIENT_SPLIT]
+    if not total.ok or any(value is None for value in sums):
+        return None
+    return {
+        key: float(value or 0) / total.ok for key, value in zip(("send", "wait", "recv"), sums, strict=True)
+    }
 
 
 def _as_dict(summary: Any) -> dict[str, Any] | None:

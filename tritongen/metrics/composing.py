@@ -26,6 +26,7 @@ SERVER_MODEL_KEYS = (
     "inferences",
     "requests",
     "avg_batch",
+    "request_us",
     "parent",
 )
 """The keys of each entry of ``server_models``: figures per request over the span, and the tree."""

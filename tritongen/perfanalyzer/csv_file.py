@@ -1,10 +1,13 @@
 """perf_analyzer's CSV (``-f``): its header and columns, one row per level, sorted by throughput.
 
-Values are whole microseconds, as perf_analyzer writes them. The load generator times each
-request whole, so ``Client Send`` and ``Client Recv`` are 0 and their time is inside
-``Network+Server Send/Recv`` (the average latency less the server's queue and compute time,
-at least 0) and, with ``--verbose-csv``, inside ``response wait`` (``request/response`` is
-0): the columns still add up to the average latency, as scripts that sum them expect.
+Values are whole microseconds, as perf_analyzer writes them. Over plain HTTP the load
+generator times each request's parts: ``Client Send`` (writing it), ``Client Recv`` (reading
+the response after its first bytes) and ``Network+Server Send/Recv`` (the rest of the average
+latency less the server's queue and compute time, at least 0). Where it times requests whole
+(gRPC, streams, shared memory), ``Client Send`` and ``Client Recv`` are 0 and their time is
+inside ``Network+Server Send/Recv``. Either way the columns add up to the average latency, as
+scripts that sum them expect. ``--verbose-csv``'s ``request/response`` is send plus receive,
+``response wait`` the rest.
 ``--collect-metrics`` adds ``Avg GPU Utilization`` (0..1, Triton's metric), ``Max GPU Memory
 Usage`` (bytes), and tritongen's ``Avg CPU Utilization`` and ``Max CPU Memory Usage``.
 """
@@ -59,22 +62,24 @@ def csv_row(run: RunResult, options: PaOptions) -> dict[str, Any]:
     ]
     mean = latency.get("mean")
     inside = sum(float(p or 0.0) for p in phases)
+    split = run.client_us or {"send": 0.0, "recv": 0.0}
+    ends = split["send"] + split["recv"]
     row: dict[str, Any] = {
         "Concurrency": run.concurrency,
         "Request Rate": run.target_rate,
         "Inferences/Second": round(run.infer_per_s, 3),
-        "Client Send": 0,
-        "Network+Server Send/Recv": _us(max(0.0, float(mean) - inside) if mean is not None else None),
+        "Client Send": _us(split["send"]),
+        "Network+Server Send/Recv": _us(max(0.0, float(mean) - ends - inside) if mean is not None else None),
         "Server Queue": _us(phases[0]),
         "Server Compute Input": _us(phases[1]),
         "Server Compute Infer": _us(phases[2]),
         "Server Compute Output": _us(phases[3]),
-        "Client Recv": 0,
+        "Client Recv": _us(split["recv"]),
         **{f"p{p} latency": _us(latency.get(f"p{p}")) for p in (50, 90, 95, 99)},
         f"p{options.percentile} latency": _us(run.stability_latency_us),
         "Avg latency": _us(mean),
-        "request/response": 0,
-        "response wait": _us(mean),
+        "request/response": _us(ends),
+        "response wait": _us(float(mean) - ends if mean is not None else None),
     }
     gpu, cpu = run.gpu or {}, run.cpu or {}
     row |= {

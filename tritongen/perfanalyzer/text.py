@@ -1,8 +1,9 @@
 """The console report in perf_analyzer's words: its settings block, a block per level, the closing lines.
 
-Latencies are whole microseconds as perf_analyzer prints them. The load generator times each
-request from its send to its whole response, so the client's send and receive times are not
-split from the wait: the HTTP or gRPC time line says so instead of printing zeros as figures.
+Latencies are whole microseconds as perf_analyzer prints them. Plain HTTP requests are timed
+in parts (writing the request, waiting for the response, reading it); where the transport times
+a request only whole (gRPC, streams, shared memory), the HTTP or gRPC time line says so instead
+of printing zeros as figures.
 """
 
 from __future__ import annotations
@@ -97,10 +98,18 @@ def _client_lines(run: RunResult, options: PaOptions) -> list[str]:
     if run.errors:
         lines.append(f"    Failed requests: {run.errors} {dict(sorted(run.errors_by_kind.items()))}")
     protocol = "gRPC" if options.protocol == "grpc" else "HTTP"
-    lines.append(
-        f"    Avg {protocol} time: {_us(latency.get('mean'))} usec (send, wait and receive together: "
-        "the load generator times each request whole)"
-    )
+    split = run.client_us
+    if split is None:
+        lines.append(
+            f"    Avg {protocol} time: {_us(latency.get('mean'))} usec (send, wait and receive together: "
+            "the load generator times these requests whole)"
+        )
+    else:
+        ends = split["send"] + split["recv"]
+        lines.append(
+            f"    Avg {protocol} time: {_us(ends + split['wait'])} usec (send/recv {_us(ends)} usec "
+            f"+ response wait {_us(split['wait'])} usec)"
+        )
     return lines
 
 
