@@ -55,6 +55,16 @@ RequestTimeout = Annotated[
     ),
 ]
 
+OtherCpuLimit = Annotated[
+    str,
+    typer.Option(
+        "--other-cpu-limit",
+        help="Flag a run (console, JSON other_cpu, CSV, HTML) when processes other than tritongen, the "
+        "server and the load generator used more than this share of one core, on average or in any "
+        "second, e.g. 25%.",
+    ),
+]
+
 Confidence = Annotated[
     float,
     typer.Option("--confidence", help="Confidence level of the intervals, between 0 and 1."),
@@ -234,6 +244,7 @@ class RunFlags:
     max_duration: MaxDuration = None
     window: MeasurementWindow = None
     request_timeout: RequestTimeout = "60s"
+    other_cpu_limit: OtherCpuLimit = "25%"
     processes: Annotated[
         str,
         typer.Option(
@@ -398,6 +409,7 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         processes=None if run.processes == "auto" else int(run.processes),
         metrics_url=run.metrics_url,
         request_timeout_s=parse_duration(run.request_timeout, "--request-timeout"),
+        other_cpu_limit=parse_other_cpu_limit(run.other_cpu_limit),
         seed=load.seed,
         rounds=rounds,
         shared_memory=load.shared_memory.value,
@@ -408,6 +420,24 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         distributed=run.distributed(),
         web_port=run.web_ui_port(),
     )
+
+
+def parse_other_cpu_limit(text: str) -> float:
+    """``--other-cpu-limit 25%`` (or ``25``): a share of one core, as cores (0.25).
+
+    Raises:
+        ConfigError: not a percentage above 0 and below 100.
+    """
+    try:
+        percent = float(text.strip().removesuffix("%"))
+    except ValueError:
+        percent = float("nan")
+    if not 0 < percent < 100:
+        raise ConfigError(
+            f"--other-cpu-limit {text!r} is not a share of one core above 0% and below 100%",
+            "e.g. --other-cpu-limit 25%",
+        )
+    return percent / 100
 
 
 def sequence_levels(sequences: str, concurrency: str | None, rate: str | None) -> tuple[float, ...]:

@@ -26,6 +26,7 @@ from tritongen.cli.load_options import (
     LoadFlags,
     MaxDuration,
     MeasurementWindow,
+    OtherCpuLimit,
     RequestTimeout,
     RoundsFlags,
     RunFlags,
@@ -216,6 +217,7 @@ class TrialFlags:
         ),
     ] = DEFAULT_FINALISTS
     request_timeout: RequestTimeout = "60s"
+    other_cpu_limit: OtherCpuLimit = "25%"
     max_duration: Annotated[
         str | None,
         reworded(MaxDuration, "Cap of each run while it waits for stability (default 3 × duration)."),
@@ -227,7 +229,10 @@ class TrialFlags:
     def run_flags(self) -> RunFlags:
         """How each run of a trial is judged: its request timeout, window and stability cap."""
         return RunFlags(
-            request_timeout=self.request_timeout, max_duration=self.max_duration, window=self.window
+            request_timeout=self.request_timeout,
+            max_duration=self.max_duration,
+            window=self.window,
+            other_cpu_limit=self.other_cpu_limit,
         )
 
 

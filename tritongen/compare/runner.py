@@ -3,7 +3,7 @@
 Each engine is first loaded on its own, every other compared model unloaded, so its cold
 start is a real one and its memory its own; a concurrency ramp picks its throughput
 level. Then every engine is loaded and the deciding figures are measured in interleaved
-rounds (A B C, A B C, …), so the machine's drift hits all alike and ratios are paired
+rounds (A B C, B C A, C A B, …), so the machine's drift hits all alike and ratios are paired
 per round. A running deployment (``url``) is left as it was found: the models it had
 loaded are loaded again at the end.
 """
@@ -333,7 +333,7 @@ def _measure_rounds(
     engines: Ramped,
     listeners: _Listeners,
 ) -> None:
-    """The deciding figures, every engine loaded, measured round-robin (A B C, A B C, …).
+    """The deciding figures, every engine loaded, measured in rounds, the order rotating (A B C, B C A, …).
 
     Each round measures the P99 of single requests of every engine, then the throughput of
     every engine at the concurrency its ramp chose, so drift of the machine falls on all

@@ -89,6 +89,13 @@ class RunResult:
     ``latencies_us``: ``sequence``, from a sequence's first send to its last response)."""
     requests_per_sequence: float | None = None
     """Sequence model: mean requests per finished sequence."""
+    other_cpu: float | None = None
+    """Cores other processes on this machine used during the measured time, on average (outside the
+    trees of tritongen, the server and the load generator); None where it was not sampled."""
+    other_cpu_max: float | None = None
+    """The most cores other processes used in any one second of the measured time."""
+    busy: bool = False
+    """Other processes used more than the limit (``--other-cpu-limit``), on average or in a second."""
     client_us: dict[str, float] | None = None
     """Plain HTTP: the mean time of a successful request's parts on the client, ``send`` (writing
     it), ``wait`` (until the response's first bytes) and ``recv`` (reading the rest), in µs;
@@ -274,7 +281,7 @@ CSV_COLUMNS = [
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch", "stable",
     "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "gpu_source", "cpu_util_mean", "cpu_util_max",
     "cpu_mem_max_bytes", "held_back_sends", "status", *STREAMING_COLUMNS, *SEQUENCE_COLUMNS,
-    "validated", "mismatched", "first_mismatch",
+    "validated", "mismatched", "first_mismatch", "other_cpu", "other_cpu_max", "busy",
 ]  # fmt: skip
 """The CSV's columns: the load test's (or one model's, in a mix) figures of one run."""
 
@@ -308,6 +315,7 @@ def csv_cells(run: RunResult) -> dict[str, Any]:
         **streaming_cells(run),
         **(sequence_figures(run.latencies_us, run.counts, run.duration_s) or {}),
         **validation_cells(run.validation),
+        "other_cpu": run.other_cpu, "other_cpu_max": run.other_cpu_max, "busy": run.busy,
     }  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""Contenders measured in interleaved rounds: A B C, A B C, … on one server.
+"""Contenders measured in interleaved rounds on one server, the order rotating: A B C, B C A, C A B, …
 
 Every figure that decides something is a sample of rounds, and contenders that are
 compared are measured round-robin, so slow drift of the machine (another process, heat,
@@ -45,6 +45,14 @@ class Rounds:
         return [figure(run) if run.status == "ok" else None for run in self.runs.get(name, [])]
 
 
+def rotated(contenders: Sequence[Contender], shift: int) -> list[Contender]:
+    """``contenders`` in the order of round ``shift + 1``: started ``shift`` places further on."""
+    if not contenders:
+        return []
+    start = shift % len(contenders)
+    return [*contenders[start:], *contenders[:start]]
+
+
 RoundStarted = Callable[[int, int, str], None]
 """Called with (round number from 1, rounds, contender name) before each measurement."""
 
@@ -57,19 +65,19 @@ def measure_rounds(
     on_start: RoundStarted | None = None,
     on_round: Callable[[Rounds], None] | None = None,
 ) -> Rounds:
-    """Measure every contender once per round, round-robin, ``rounds`` times.
+    """Measure every contender once per round, ``rounds`` times, the order rotating (ABC, BCA, CAB …).
 
-    The order within a round is the same each time (A B C, A B C): what one contender
-    leaves behind (a warm cache, a busy core) then falls on the next one alike in every
-    round. A stop, or a server that goes away (during a run or between two), ends the
-    rounds with what was measured.
+    Each contender takes each place in turn, so an effect of the place in a round (the first
+    run of a round finding a cooler machine, what one contender leaves behind for the next)
+    falls on every contender alike and cancels out of the paired ratios. A stop, or a server
+    that goes away (during a run or between two), ends the rounds with what was measured.
 
     Raises:
         TritongenError: a contender's model or settings are unusable.
     """
     result = Rounds(runs={c.name: [] for c in contenders})
     for number in range(1, rounds + 1):
-        for contender in contenders:
+        for contender in rotated(contenders, number - 1):
             if stop is not None and stop.is_set():
                 result.status, result.reason = "interrupted", "interrupted by the user"
                 return result

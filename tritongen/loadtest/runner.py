@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import threading
@@ -45,7 +46,8 @@ from tritongen.loadtest.windows import (
     window_latency,
 )
 from tritongen.metrics.composing import AllStats, ServerModels, all_snapshots, cached_lookup, server_models
-from tritongen.metrics.process_memory import local_server_pid
+from tritongen.metrics.other_cpu import OtherCpu, OtherCpuSampler
+from tritongen.metrics.process_memory import is_loopback_url, local_server_pid
 from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import ServerBreakdown, breakdown
 
@@ -171,9 +173,8 @@ def run_load_test(
     endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
     metrics_url = spec.metrics_url or metrics_url_for(spec.url)
-    sampler = MetricsSampler(
-        metrics_url, server_pid=local_server_pid(spec.url), interval_s=spec.metrics_interval_s
-    )
+    server_pid = local_server_pid(spec.url)
+    sampler = MetricsSampler(metrics_url, server_pid=server_pid, interval_s=spec.metrics_interval_s)
     try:
         inputs_path = workdir / "inputs.npz"
         requests = prepare_requests(spec, endpoint, inputs_path)
@@ -196,6 +197,7 @@ def run_load_test(
             shm_prefix=shm,
             sequence_length=requests.sequence_length,
             expected=requests.expected,
+            server_pid=server_pid,
         )
         measure_levels(spec, report, lambda level, number: _LevelRun(test, level, number).execute())
     finally:
@@ -225,6 +227,8 @@ class _LoadTest:
     """Requests per sequence of a ``--sequences`` load, resolved from the data (0 for other loads)."""
     expected: ExpectedOutputs | None = None
     """The data's expected outputs (None: responses are not checked)."""
+    server_pid: int | None = None
+    """The server's process when it runs on this machine (its tree's CPU is the run's own)."""
 
 
 @dataclass
@@ -276,6 +280,8 @@ class _LevelRun:
         self.streaming = test.streaming
         self.sequence_length = test.sequence_length
         self.expected = test.expected
+        self.server_pid = test.server_pid
+        self.other_cpu: OtherCpuSampler | None = None
         self.health = TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
         self.snapshots: dict[int, tuple[float, AllStats]] = {}
         """Every model's counters at the first poll of each window (one statistics call)."""
@@ -285,6 +291,7 @@ class _LevelRun:
         """Run Locust until the measurement is done, the run fails or the user stops it."""
         t0 = time.time()
         locust = LocustProcess(self._locust_args(t0), self.log_path)
+        self.other_cpu = self._other_cpu_sampler(locust)
         log = WindowLog(self.results, keep_reports=self.distributed is not None)
         watch = _Watch(log=log, t0=t0, started=time.monotonic())
         watch.next_health = watch.started + 1.0
@@ -297,6 +304,8 @@ class _LevelRun:
             stopped_at = time.time()
             # A finished measurement has all it needs: no point waiting for Locust's own shutdown
             # (but a master must tell its remote workers to quit, so they can join the next run).
+            if self.other_cpu is not None:
+                self.other_cpu.stop()
             locust.stop(timeout_s=10.0 if status != "ok" or self.distributed else 0.0)
             if self.shm_prefix:  # what Locust, killed, could not unregister and remove itself
                 release_regions(self.endpoint, self.shm_prefix)
@@ -309,6 +318,19 @@ class _LevelRun:
         if self.distributed is not None:
             add_worker_figures(result, watch.measured, watch.log, self._locust_users(), t0)
         return result
+
+    def _other_cpu_sampler(self, locust: LocustProcess) -> OtherCpuSampler | None:
+        """Other processes' CPU, sampled while the run goes on.
+
+        None where the server's tree is unknown: a server on this machine whose process cannot
+        be found would count as another process.
+        """
+        if self.server_pid is None and is_loopback_url(self.spec.url):
+            return None
+        roots = [os.getpid(), locust.process.pid, *([self.server_pid] if self.server_pid else [])]
+        sampler = OtherCpuSampler(lambda: roots)
+        sampler.start()
+        return sampler
 
     def _locust_args(self, t0: float) -> LocustArgs:
         """The Locust run of this level, long enough for warm-up, the longest measurement and slack."""
@@ -569,6 +591,8 @@ class _LevelRun:
         )
         if spec.mode == "rate":
             _add_schedule_figures(result, total, self.level)
+        if self.other_cpu is not None:
+            _add_other_cpu(result, self.other_cpu.summary(window_start, window_end), spec.other_cpu_limit)
         add_sequence_figures(result, spec.sequences)
         if self.streaming:
             add_streaming_figures(result)
@@ -592,6 +616,19 @@ def client_split(total: Window) -> dict[str, float] | None:
 
 def _as_dict(summary: Any) -> dict[str, Any] | None:
     return summary.as_dict() if summary is not None else None
+
+
+def _add_other_cpu(result: RunResult, other: OtherCpu | None, limit: float) -> None:
+    """Other processes' CPU during the measured time, and the flag and warning when it was above ``limit``."""
+    if other is None:
+        return
+    result.other_cpu, result.other_cpu_max = round(other.mean, 3), round(other.max, 3)
+    result.busy = other.mean > limit or other.max > limit
+    if result.busy:
+        result.warnings.append(
+            f"other processes used {other.mean:.2f} cores on average (up to {other.max:.2f} in one second) "
+            f"during this run, above {limit:g}: the machine was busy and the figures may be disturbed"
+        )
 
 
 def _add_schedule_figures(result: RunResult, total: Window, target: float) -> None:

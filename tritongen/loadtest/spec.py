@@ -17,6 +17,7 @@ from tritongen.io.loadgen_shared import STABILITY_TOLERANCE
 from tritongen.loadtest.distributed import Distributed
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
+from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
 
 Mode = Literal["concurrency", "rate"]
 Arrival = Literal["constant", "poisson"]
@@ -99,6 +100,8 @@ class LoadSpec:
     """perf_analyzer's count windows: windows merged until each holds this many requests (0: time windows)."""
     max_count_windows: int = 10
     """With count windows: an unstable run ends after this many."""
+    other_cpu_limit: float = DEFAULT_LIMIT_CORES
+    """A run is flagged busy when other processes used more cores than this (on average or in a second)."""
 
     def check(self) -> None:
         """Reject impossible settings.

@@ -102,6 +102,11 @@ class ProcessMemorySampler:
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
+def is_loopback_url(url: str) -> bool:
+    """Whether ``host:port`` names this machine's loopback."""
+    return url.rpartition(":")[0].strip("[]") in LOOPBACK
+
+
 def local_server_pid(url: str) -> int | None:
     """The process listening on ``host:port`` when the host is this machine; ``None`` otherwise."""
     host, _, port = url.rpartition(":")

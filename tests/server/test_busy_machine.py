@@ -1,0 +1,71 @@
+"""A busy machine is noticed: a CPU burner beside a load test flags the run; a quiet run is not flagged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.server.local import LocalTritonServer
+
+from support.cli_output import error_line
+from support.machine import ATTEMPTS, cpu_use
+
+runner = CliRunner()
+QUICK = ["--duration", "2s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "2s"]
+BURNER = "while True:\n    pass\n"
+
+
+def _run(server: LocalTritonServer, tmp_path: Path, *args: str) -> tuple[dict[str, Any], str, str]:
+    out = tmp_path / "run.json"
+    result = runner.invoke(
+        app,
+        ["loadtest", "mlp_onnx", "--url", server.http_url, "--metrics-url", server.metrics_url,
+         "--concurrency", "1", *QUICK, "--json", str(out), *args],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr + result.stdout
+    (run,) = json.loads(out.read_text())["runs"]
+    return run, result.stdout, result.stderr
+
+
+def test_a_cpu_burner_beside_the_run_is_flagged(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    burner = subprocess.Popen([sys.executable, "-c", BURNER])
+    try:
+        run, _, stderr = _run(triton_server, tmp_path)
+    finally:
+        burner.kill()
+        burner.wait()
+    # One process spinning on a core the server and the load generator also want gets a good
+    # part of one: well above a quarter of it, on average.
+    assert run["other_cpu"] is not None and run["other_cpu"] > 0.25 and run["busy"] is True
+    assert "other processes used" in stderr and "the machine was busy" in stderr
+
+
+def test_a_quiet_run_is_not_flagged(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    seen = []
+    for _ in range(ATTEMPTS):
+        with cpu_use() as use:
+            run, _, stderr = _run(triton_server, tmp_path)
+        if not run["busy"]:
+            assert run["other_cpu"] is not None and run["other_cpu"] <= 0.25
+            assert "other processes used" not in stderr
+            return
+        seen.append(f"{run['other_cpu']:.2f} cores (machine {use.busy:.0%} busy)")
+    pytest.skip(
+        f"other processes were busy in every attempt ({', '.join(seen)}): other tests run beside this one"
+    )
+
+
+def test_the_limit_must_be_a_share_of_one_core(triton_server: LocalTritonServer) -> None:
+    result = runner.invoke(
+        app, ["loadtest", "mlp_onnx", "--url", triton_server.http_url, "--other-cpu-limit", "150%"]
+    )
+    assert result.exit_code != 0 and "--other-cpu-limit '150%' is not a share of one core" in error_line(
+        result.stderr
+    )
