@@ -1,4 +1,4 @@
-"""Contenders measured in interleaved rounds on one server, the order rotating: A B C, B C A, C A B, …
+"""Contenders measured in interleaved rounds on one server, each round starting one contender on.
 
 Every figure that decides something is a sample of rounds, and contenders that are
 compared are measured round-robin, so slow drift of the machine (another process, heat,
@@ -65,7 +65,7 @@ def measure_rounds(
     on_start: RoundStarted | None = None,
     on_round: Callable[[Rounds], None] | None = None,
 ) -> Rounds:
-    """Measure every contender once per round, ``rounds`` times, the order rotating (ABC, BCA, CAB …).
+    """Measure every contender once per round, ``rounds`` times, the order rotating (A B C, B C A, …).
 
     Each contender takes each place in turn, so an effect of the place in a round (the first
     run of a round finding a cooler machine, what one contender leaves behind for the next)
