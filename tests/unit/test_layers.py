@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     # 5. basics
     "errors": 5,
     "intervals": 5,
+    "stopping": 5,
     "io": 5,
     "": 5,  # tritongen/__init__.py: the version
     # The load generator's shared definitions (loadtests/tritonload/shared.py, shipped as

@@ -1,0 +1,95 @@
+"""Rounds that stop when the answer is known keep their error rate: a simulation with the measured noise.
+
+The noise model is this machine's quiet-machine floor (``bench/results/noise.json``): throughput
+varies by 4.8% (CV) from round to round, on each contender apart, and every round also shifts
+both contenders alike (drift, which the paired ratio cancels). Seeded: the same draws on every
+machine and run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tritongen.errors import ConfigError
+from tritongen.stopping import (
+    DEFAULT_MAX_ROUNDS,
+    MIN_ROUNDS,
+    Verdict,
+    check_stopping,
+    judge,
+    spent_confidence,
+)
+
+CV = 0.048
+"""Throughput's coefficient of variation per round on a quiet machine (measured, bench/results/noise.json)."""
+SIMULATIONS = 400
+
+
+def _sequential(rng: np.random.Generator, truth: float, max_rounds: int = DEFAULT_MAX_ROUNDS) -> Verdict:
+    """One contender pair measured round by round until the verdict is in, or the cap."""
+    a: list[float | None] = []
+    b: list[float | None] = []
+    verdict = judge(a, b)
+    for number in range(1, max_rounds + 1):
+        drift = rng.normal(0.0, 0.05)  # both alike: cancels in the ratio
+        b.append(1000.0 * np.exp(drift + rng.normal(0.0, CV)))
+        a.append(1000.0 * truth * np.exp(drift + rng.normal(0.0, CV)))
+        verdict = judge(a, b, final=number == max_rounds)
+        if verdict.decision is not None:
+            return verdict
+    return verdict
+
+
+def test_the_spent_levels_add_up_to_the_error_rate() -> None:
+    alphas = [1.0 - spent_confidence(n, 0.95) for n in range(MIN_ROUNDS, 100_000)]
+    assert sum(alphas) == pytest.approx(0.05, rel=1e-4) and sum(alphas) < 0.05
+
+
+def test_a_tie_is_called_different_in_at_most_five_percent_of_runs() -> None:
+    rng = np.random.default_rng(20261201)
+    verdicts = [_sequential(rng, 1.0) for _ in range(SIMULATIONS)]
+    different = sum(v.decision == "different" for v in verdicts) / SIMULATIONS
+    assert different <= 0.05
+    # The others are ties or undecided: each with an interval that holds 1 (the truth).
+    rest = [v for v in verdicts if v.decision != "different"]
+    assert all(v.ratio is not None and v.ratio.low is not None and v.ratio.low <= 1.0 <= (v.ratio.high or 0)
+               for v in rest)  # fmt: skip
+
+
+def test_a_ten_percent_difference_is_found_in_at_least_ninety_percent() -> None:
+    rng = np.random.default_rng(7)
+    for truth in (1.10, 1 / 1.10):
+        verdicts = [_sequential(rng, truth) for _ in range(SIMULATIONS)]
+        found = [v for v in verdicts if v.decision == "different"]
+        assert len(found) / SIMULATIONS >= 0.90
+        assert all((v.ratio is not None and (v.ratio.estimate > 1) == (truth > 1)) for v in found)
+
+
+def test_a_naive_recheck_would_not_keep_the_rate() -> None:
+    """Why the levels are spent: a 95% interval rechecked after every round calls many more ties."""
+    from tritongen.intervals import paired_ratio
+
+    rng = np.random.default_rng(3)
+    naive = 0
+    for _ in range(SIMULATIONS):
+        a: list[float | None] = []
+        b: list[float | None] = []
+        for _round in range(DEFAULT_MAX_ROUNDS):
+            b.append(1000.0 * np.exp(rng.normal(0.0, CV)))
+            a.append(1000.0 * np.exp(rng.normal(0.0, CV)))
+            ratio = paired_ratio(a, b) if len(a) >= MIN_ROUNDS else None
+            if ratio is not None and ratio.significant:
+                naive += 1
+                break
+    assert naive / SIMULATIONS > 0.10
+
+
+def test_verdict_texts_and_refusals() -> None:
+    verdict = judge([100.0, 101.0, 99.0, 100.5], [100.0, 100.5, 99.5, 100.0])
+    assert verdict.decision == "equivalent" and verdict.text().startswith("equivalent within 5%: 1.00×")
+    assert judge([1.0], [1.0]).decision is None and judge([1.0], [1.0], final=True).decision == "undecided"
+    with pytest.raises(ConfigError, match="--max-rounds 1"):
+        check_stopping(1, 0.05)
+    with pytest.raises(ConfigError, match="--equivalence 60% is outside"):
+        check_stopping(10, 0.6)

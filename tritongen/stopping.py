@@ -1,0 +1,97 @@
+"""Rounds that stop when the answer is known: paired ratios judged so that stopping early keeps its error.
+
+A t interval rechecked after every round and stopped at the first that excludes 1 calls far
+more than 5% of true ties different: each look is another chance. Here the look after round
+n uses the interval at a *spent* level: of the error rate alpha, the look after round n
+gets ``alpha * n0 / (n * (n + 1))`` for n >= n0 (``MIN_ROUNDS``, the first round with an
+interval worth the name). These add up to alpha over every look, however many there are
+(``sum n0 / (n (n + 1)) = 1`` from n0 on), so by the union bound the chance that any look
+calls a true tie different is at most alpha.
+
+A pair (a contender against its reference) is decided at the first look whose spent
+interval of the ratio either excludes 1 (``different``) or lies inside the equivalence margin
+``[1 / (1 + m), 1 + m]`` (``equivalent``: "equivalent within 5%"); at the cap it is
+``undecided``, with the interval it reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tritongen.errors import ConfigError
+from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, paired_ratio
+
+MIN_ROUNDS = 3
+"""The first look: a t interval of fewer rounds is too wide to decide anything."""
+DEFAULT_EQUIVALENCE = 0.05
+"""Two contenders whose ratio is known to lie within 5% of 1 are called equivalent."""
+DEFAULT_MAX_ROUNDS = 20
+
+Decision = Literal["different", "equivalent", "undecided"]
+
+
+def spent_confidence(rounds: int, confidence: float = DEFAULT_CONFIDENCE, first: int = MIN_ROUNDS) -> float:
+    """The confidence of the look after ``rounds`` rounds, so that all looks together keep ``confidence``."""
+    alpha = 1.0 - confidence
+    return 1.0 - alpha * first / (rounds * (rounds + 1))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rounds so far say of one pair: a decision and the interval it rests on."""
+
+    decision: Decision | None
+    """None: not decided yet (more rounds are wanted)."""
+    ratio: Ratio | None
+    """The pair's ratio with its interval at the spent level of this look."""
+    margin: float
+
+    def text(self) -> str:
+        """``different: 1.12× [1.05, 1.19]``, ``equivalent within 5%: …``, ``undecided …``."""
+        interval = self.ratio.text() if self.ratio is not None else "no interval yet"
+        if self.decision == "equivalent":
+            return f"equivalent within {self.margin:.0%}: {interval}"
+        if self.decision is None:
+            return f"deciding: {interval} (stops once it excludes 1 or lies within ±{self.margin:.0%})"
+        return f"{self.decision}: {interval}"
+
+
+def judge(
+    a: Sequence[float | None],
+    b: Sequence[float | None],
+    confidence: float = DEFAULT_CONFIDENCE,
+    margin: float = DEFAULT_EQUIVALENCE,
+    final: bool = False,
+) -> Verdict:
+    """The verdict on A/B after the rounds so far (``a[i]``, ``b[i]`` measured in round i).
+
+    ``final``: the cap is reached, so a pair not decided is ``undecided``.
+    """
+    usable = sum(1 for x, y in zip(a, b, strict=False) if x and y and x > 0 and y > 0)
+    if usable < MIN_ROUNDS:
+        return Verdict("undecided" if final else None, paired_ratio(a, b, confidence), margin)
+    ratio = paired_ratio(a, b, spent_confidence(usable, confidence))
+    if ratio is None or ratio.low is None or ratio.high is None:
+        return Verdict("undecided" if final else None, ratio, margin)
+    if ratio.low > 1.0 or ratio.high < 1.0:
+        return Verdict("different", ratio, margin)
+    if 1.0 / (1.0 + margin) <= ratio.low and ratio.high <= 1.0 + margin:
+        return Verdict("equivalent", ratio, margin)
+    return Verdict("undecided" if final else None, ratio, margin)
+
+
+def check_stopping(max_rounds: int, margin: float) -> None:
+    """Refuse a cap that leaves no room to decide, or a margin outside (0, 50%).
+
+    Raises:
+        ConfigError: ``--max-rounds`` below ``MIN_ROUNDS``, or ``--equivalence`` outside (0, 0.5).
+    """
+    if max_rounds < MIN_ROUNDS:
+        raise ConfigError(
+            f"--rounds auto with --max-rounds {max_rounds}: it decides from {MIN_ROUNDS} rounds on",
+            f"give --max-rounds {MIN_ROUNDS} or more, or a number of rounds",
+        )
+    if not 0.0 < margin < 0.5:
+        raise ConfigError(f"--equivalence {margin:.0%} is outside (0, 50%)", "e.g. --equivalence 5%")
