@@ -114,6 +114,8 @@ def test_grpc_async_and_a_streaming_model(triton_server: LocalTritonServer, tmp_
     assert "Detected decoupled model" in stdout and 1.0 in _summary(stdout)
     code, _, stderr = _pa(triton_server, "-m", "mlp_onnx", "--streaming", *QUICK, protocol="grpc")
     assert code != 0 and "'mlp_onnx' is not decoupled" in stderr
+    code, _, stderr = _pa(triton_server, "-m", "mlp_onnx", "--sequence-length", "4", *QUICK)
+    assert code != 0 and "'mlp_onnx' is not a sequence model" in stderr
 
 
 @pytest.fixture(scope="module")

@@ -80,6 +80,11 @@ def model_facts(options: PaOptions, endpoint: TritonEndpoint) -> ModelFacts:
             f"--streaming: '{options.model}' is not decoupled, and tritongen streams only decoupled models",
             "drop --streaming (its requests go as plain calls)",
         )
+    if not facts.sequence and (options.sequence_length is not None or options.sequence_id_range is not None):
+        raise ConfigError(
+            f"--sequence-length and --sequence-id-range: '{options.model}' is not a sequence model",
+            "drop them (they apply to models with sequence_batching)",
+        )
     if facts.sequence and options.request_rate is not None:
         raise ConfigError(
             f"--request-rate-range with the sequence model '{options.model}': tritongen drives sequences "
