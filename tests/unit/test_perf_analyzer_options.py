@@ -105,4 +105,3 @@ def test_csv_header_is_perf_analyzers() -> None:
     ]
     metrics = csv_header(parse_pa_args(["-m", "m", "--collect-metrics", "--percentile", "97"]))
     assert "p97 latency" in metrics and metrics[-4:][0] == "Avg GPU Utilization"
-
