@@ -16,6 +16,7 @@ from tritongen.loadtest.sequences import (
 )
 from tritongen.server.local import LocalTritonServer
 
+from support.machine import cpu_use
 from support.sequence_model import RECORD_FILE, SEQUENCE_MODEL, read_records
 
 runner = CliRunner()
@@ -74,7 +75,8 @@ def test_every_sequence_gets_its_own_steps_in_order(
     out = tmp_path / "run.json"
     args = ["--sequences", str(SEQUENCES), "--input-data", str(steps_file), *SHORT, "--json", str(out)]
     args += ["--sequence-length", str(length)] if length else []
-    code, stdout, stderr = _loadtest(triton_server, protocol, SEQUENCE_MODEL, *args, *extra)
+    with cpu_use() as use:
+        code, stdout, stderr = _loadtest(triton_server, protocol, SEQUENCE_MODEL, *args, *extra)
     assert code == 0, stderr + stdout
     run = json.loads(out.read_text())["runs"][0]
     steps = length or len(STEPS)
@@ -87,12 +89,13 @@ def test_every_sequence_gets_its_own_steps_in_order(
     # sequences cut by either edge of the span: at most SEQUENCES unfinished at each edge.
     assert abs(run["requests"] - finished * steps) <= 2 * SEQUENCES * (steps - 1)
     sequence_us, request_us = run["latencies_us"]["sequence"], run["latency_us"]
-    # A sequence is its requests one after the other: its mean time is `steps` request times,
-    # plus the generator's own time between them (margin: -10% for edge effects, +50%).
-    assert 0.9 * steps * request_us["mean"] <= sequence_us["mean"] <= 1.5 * steps * request_us["mean"]
-    # Little's law: SEQUENCES in flight all the time (gaps between sequences take microseconds).
-    in_flight = run["sequences_per_s"] * sequence_us["mean"] / 1e6
-    assert 0.8 * SEQUENCES <= in_flight <= 1.05 * SEQUENCES
+    if use.spare:  # timings are compared where the machine had CPU to spare (support/machine.py)
+        # A sequence is its requests one after the other: its mean time is `steps` request times,
+        # plus the generator's own time between them (margin: -10% for edge effects, +50%).
+        assert 0.9 * steps * request_us["mean"] <= sequence_us["mean"] <= 1.5 * steps * request_us["mean"]
+        # Little's law: SEQUENCES in flight all the time (gaps between sequences take microseconds).
+        in_flight = run["sequences_per_s"] * sequence_us["mean"] / 1e6
+        assert 0.8 * SEQUENCES <= in_flight <= 1.05 * SEQUENCES
 
     time.sleep(0.5)  # the model writes its record as it answers the last request of a sequence
     records = read_records(model_dir)
