@@ -589,19 +589,24 @@ class _LevelRun:
                 for w in measured
             ],
         )
+        self._add_figures(result, total, (window_start, window_end))
+        return result
+
+    def _add_figures(self, result: RunResult, total: Window, span: tuple[float, float]) -> None:
+        """What a run's kind adds to its result (schedule, sequences, streams), the busy flag, stability."""
+        spec = self.spec
         if spec.mode == "rate":
             _add_schedule_figures(result, total, self.level)
         if self.other_cpu is not None:
-            _add_other_cpu(result, self.other_cpu.summary(window_start, window_end), spec.other_cpu_limit)
+            _add_other_cpu(result, self.other_cpu.summary(*span), spec.other_cpu_limit)
         add_sequence_figures(result, spec.sequences)
         if self.streaming:
             add_streaming_figures(result)
-        if status == "ok" and not result.stable:
+        if result.status == "ok" and not result.stable:
             result.warnings.append(
                 f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "
-                f"after {elapsed:.0f} s (raise --max-duration or reduce noise)"
+                f"after {result.duration_s:.0f} s (raise --max-duration or reduce noise)"
             )
-        return result
 
 
 def client_split(total: Window) -> dict[str, float] | None:
