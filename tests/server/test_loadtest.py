@@ -138,7 +138,9 @@ def test_open_loop_http_counts_a_server_pause_from_the_schedule(
         f"(longest {run['max_hold_us'] / 1000:.0f} ms), late {run['late_sends']}; latency µs: "
         + ", ".join(f"{k} {lat[k]:.0f}" for k in ("p50", "p90", "p99", "p999", "max"))
         + "; per window (req/s, P99 µs): "
-        + ", ".join(f"{w['qps']:.0f} {w['p99_us']:.0f}" for w in run["windows"])
+        + ", ".join(
+            f"{w['qps']:.0f} {w['p99_us'] or 0:.0f}" for w in run["windows"]
+        )  # none: nothing finished
     )
     stalls = [us for us in np.loadtxt(record, ndmin=1) if us >= PAUSE_S * 1e6]
     assert len(stalls) == 1, "the model stalls exactly once"
