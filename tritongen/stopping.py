@@ -28,6 +28,8 @@ MIN_ROUNDS = 3
 DEFAULT_EQUIVALENCE = 0.05
 """Two contenders whose ratio is known to lie within 5% of 1 are called equivalent."""
 DEFAULT_MAX_ROUNDS = 20
+DEFAULT_MAX_MINUTES = 10.0
+"""No round of ``--rounds auto`` starts after this many minutes of rounds (decisions in minutes)."""
 
 Decision = Literal["different", "equivalent", "undecided"]
 
@@ -95,3 +97,77 @@ def check_stopping(max_rounds: int, margin: float) -> None:
         )
     if not 0.0 < margin < 0.5:
         raise ConfigError(f"--equivalence {margin:.0%} is outside (0, 50%)", "e.g. --equivalence 5%")
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """``--rounds auto``: rounds are added until every pair is decided or a cap is reached."""
+
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    max_minutes: float | None = None
+    """Wall-clock cap of the rounds (``None``: only ``max_rounds``)."""
+    margin: float = DEFAULT_EQUIVALENCE
+
+    def check(self) -> None:
+        """Refuse caps that leave no room to decide, and a margin outside (0, 50%).
+
+        Raises:
+            ConfigError: as :func:`check_stopping`, or a non-positive ``--max-minutes``.
+        """
+        check_stopping(self.max_rounds, self.margin)
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ConfigError(f"--max-minutes {self.max_minutes:g} must be positive", "e.g. --max-minutes 10")
+
+    def text(self) -> str:
+        """How the rounds stop, for the progress line and the report."""
+        cap = f"{self.max_rounds} rounds" + (f" or {self.max_minutes:g} min" if self.max_minutes else "")
+        return f"until each pair differs or is equivalent within {self.margin:.0%} (cap {cap})"
+
+
+def parse_rounds(text: str | None) -> int | Literal["auto"] | None:
+    """``--rounds``: a count, ``auto``, or ``None`` when not given.
+
+    Raises:
+        ConfigError: neither a whole number nor ``auto``.
+    """
+    if text is None:
+        return None
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(
+            f"--rounds {text!r} is neither a number nor auto", "e.g. --rounds 5 or --rounds auto"
+        ) from None
+
+
+def parse_margin(text: str) -> float:
+    """``--equivalence``: ``5%`` or ``0.05``.
+
+    Raises:
+        ConfigError: not a number, or outside (0, 50%).
+    """
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ConfigError(f"--equivalence {text!r} is not a share", "e.g. --equivalence 5%") from None
+    if not 0.0 < value < 0.5:
+        raise ConfigError(f"--equivalence {text} is outside (0, 50%)", "e.g. --equivalence 5%")
+    return value
+
+
+def first_open(verdicts: Sequence[tuple[str, Verdict]]) -> tuple[str, Verdict] | None:
+    """The pair still being decided whose interval is furthest from a decision, or ``None``."""
+    open_ = [(name, v) for name, v in verdicts if v.decision is None]
+    if not open_:
+        return None
+
+    def width(item: tuple[str, Verdict]) -> float:
+        ratio = item[1].ratio
+        if ratio is None or ratio.low is None or ratio.high is None:
+            return float("inf")
+        return ratio.high / ratio.low
+
+    return max(open_, key=width)

@@ -46,7 +46,7 @@ def _servers_under(path: Path) -> list[psutil.Process]:
     return found
 
 
-def _check_measured(engine: dict[str, Any]) -> None:
+def _check_measured(engine: dict[str, Any], rounds: int = 2) -> None:
     assert engine["status"] == "ok" and engine["reason"] is None, engine["reason"]
     assert 0 < engine["p50_ms_b1"] <= engine["p99_ms_b1"]
     assert engine["batch_size_throughput"] == 32 and engine["concurrency_b32"] in (1, 2)
@@ -63,11 +63,11 @@ def _check_measured(engine: dict[str, Any]) -> None:
     figures = {r["figure"] for r in engine["latency_runs"]}
     assert figures == {"ramp", "p99_ms_b1", "infer_per_s_b32"}
     b1 = [r for r in engine["latency_runs"] if r["figure"] == "p99_ms_b1"]
-    assert [r["round"] for r in b1] == [1, 2] and all(r["batch_size"] == 1 for r in b1)
-    assert engine["rounds"] == 2 and len(engine["round_figures"]["p99_ms_b1"]) == 2
+    assert [r["round"] for r in b1] == list(range(1, rounds + 1)) and all(r["batch_size"] == 1 for r in b1)
+    assert engine["rounds"] == rounds and len(engine["round_figures"]["p99_ms_b1"]) == rounds
     for metric in ("p99_ms_b1", "infer_per_s_b32"):
         summary = engine["summaries"][metric]
-        assert summary["median"] == engine[metric] and summary["rounds"] == 2
+        assert summary["median"] == engine[metric] and summary["rounds"] == rounds
         assert summary["ci_low"] <= summary["median"] <= summary["ci_high"]
 
 
@@ -75,8 +75,10 @@ def test_compare_converts_serves_and_measures_every_engine(
     example_models: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "work"
+    # --rounds auto from its first look (3 rounds) capped there: exactly 3 rounds, decided or not.
     code, stdout, stderr = _run(
-        "compare", example_models["mlp"], *FAST, "--out", out, "--json", tmp_path / "c.json",
+        "compare", example_models["mlp"], *FAST[:-2], "--rounds", "auto", "--max-rounds", "3",
+        "--out", out, "--json", tmp_path / "c.json",
         "--markdown", tmp_path / "c.md", "--html", tmp_path / "c.html",
     )  # fmt: skip
     assert code == 0, stderr
@@ -87,7 +89,7 @@ def test_compare_converts_serves_and_measures_every_engine(
     engines = {e["format"]: e for e in doc["engines"]}
     assert set(engines) == {"onnx", "tvm", "torchscript", "tensorrt"}
     for fmt in ("onnx", "tvm"):
-        _check_measured(engines[fmt])
+        _check_measured(engines[fmt], rounds=3)
         assert engines[fmt]["max_abs_err"] <= 1e-4 and engines[fmt]["tolerance"] == {
             "atol": 1e-4,
             "rtol": 1e-3,
@@ -117,6 +119,13 @@ def test_compare_converts_serves_and_measures_every_engine(
         if not rec["significant"]:
             assert "no engine is measurably better" in rec["reason"]
     assert doc["hardware"]["host"]["cpus"] >= 1 and doc["hardware"]["server"]["triton_version"]
+    # Each pair of engines judged on P99 and throughput, at the level the stopping rule spent.
+    stopping = doc["settings"]["stopping"]
+    assert stopping["max_rounds"] == 3 and stopping["rounds"] == 3 and stopping["margin"] == 0.05
+    assert stopping["stopped"] in ("every pair decided", "--max-rounds 3 reached")
+    assert [p["pair"].split(":")[0] for p in stopping["pairs"]] == ["P99 at batch 1", "throughput"]
+    assert all(p["decision"] in ("different", "equivalent", "undecided") for p in stopping["pairs"])
+    assert 0.95 < stopping["confidence"] < 1 and "--rounds auto: 3 round(s)" in stdout
     # The models were written into the working repository, verified.
     assert (out / "model_repository" / "mlp_onnx" / "config.pbtxt").is_file()
     assert "ONNX Runtime" in stdout and "recommendations" in stdout and "latency-bound" in stdout

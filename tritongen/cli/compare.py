@@ -35,7 +35,6 @@ from tritongen.compare.result import CompareReport
 from tritongen.compare.runner import CompareRequest, cost_text, measure_compare, prepare_compare
 from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
 from tritongen.errors import ConfigError, ServerError
-from tritongen.intervals import DEFAULT_ROUNDS
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
 from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
@@ -238,6 +237,7 @@ def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> N
 
 def _settings(compare: CompareFlags, load: LoadFlags, rounds: RoundsFlags) -> MeasureSettings:
     """How every engine is measured (checked)."""
+    count, stopping = rounds.rule(default_auto=True)
     settings = MeasureSettings(
         batch_size_throughput=compare.batch_size_throughput,
         shapes=parse_shape_overrides(load.shapes or []),
@@ -247,8 +247,9 @@ def _settings(compare: CompareFlags, load: LoadFlags, rounds: RoundsFlags) -> Me
         concurrency_levels=load.concurrency_levels(),
         protocol=load.protocol.value,
         seed=load.seed,
-        rounds=rounds.count(default=DEFAULT_ROUNDS),
+        rounds=count,
         confidence=rounds.confidence,
+        stopping=stopping,
         window_s=_seconds_or_none(compare.window, "--window"),
         max_duration_s=_seconds_or_none(compare.max_duration, "--max-duration"),
     )

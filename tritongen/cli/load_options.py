@@ -17,20 +17,47 @@ from tritongen.client.input_data import InputPlan, parse_input_data, parse_input
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
-from tritongen.intervals import DEFAULT_CONFIDENCE
+from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.server.ports import check_port_free, pick_free_ports
+from tritongen.stopping import (
+    DEFAULT_EQUIVALENCE,
+    DEFAULT_MAX_MINUTES,
+    DEFAULT_MAX_ROUNDS,
+    StopRule,
+    parse_margin,
+    parse_rounds,
+)
 
 Rounds = Annotated[
-    int | None,
+    str | None,
     typer.Option(
         "--rounds",
         help="Repeat each measurement this many times, contenders interleaved; figures get a median, "
-        "an interval and a CV (1 = one quick look, no interval).",
+        "an interval and a CV (1 = one quick look, no interval). compare: auto (its default) adds "
+        "rounds until every pair of engines differs or is equivalent within --equivalence.",
         show_default=False,
+    ),
+]
+MaxRounds = Annotated[
+    int,
+    typer.Option("--max-rounds", help="--rounds auto: the most rounds before a pair is called undecided."),
+]
+MaxMinutes = Annotated[
+    float | None,
+    typer.Option(
+        "--max-minutes",
+        help="--rounds auto: start no round after this many minutes of rounds.",
+    ),
+]
+Equivalence = Annotated[
+    str,
+    typer.Option(
+        "--equivalence",
+        help="--rounds auto: a pair whose interval lies within this of 1 is called equivalent, e.g. 5%.",
     ),
 ]
 
@@ -369,10 +396,35 @@ class RoundsFlags:
 
     rounds: Rounds = None
     confidence: Confidence = DEFAULT_CONFIDENCE
+    max_rounds: MaxRounds = DEFAULT_MAX_ROUNDS
+    max_minutes: MaxMinutes = DEFAULT_MAX_MINUTES
+    equivalence: Equivalence = f"{DEFAULT_EQUIVALENCE:.0%}"
 
     def count(self, default: int) -> int:
-        """``--rounds``, or ``default`` when not given (checked where the rounds are used)."""
-        return default if self.rounds is None else self.rounds
+        """``--rounds``, or ``default`` when not given (checked where the rounds are used).
+
+        Raises:
+            ConfigError: ``--rounds auto`` where a number is wanted, or neither.
+        """
+        given = parse_rounds(self.rounds)
+        if given == "auto":
+            raise ConfigError(
+                "--rounds auto is compare's; this command takes a number of rounds", "e.g. --rounds 3"
+            )
+        return default if given is None else given
+
+    def rule(self, default_auto: bool) -> tuple[int, StopRule | None]:
+        """Rounds to run at most, and the stopping rule when they are ``auto`` (checked).
+
+        Raises:
+            ConfigError: a cap or margin that leaves nothing to decide.
+        """
+        given = parse_rounds(self.rounds)
+        if given == "auto" or (given is None and default_auto):
+            rule = StopRule(self.max_rounds, self.max_minutes, parse_margin(self.equivalence))
+            rule.check()
+            return rule.max_rounds, rule
+        return (DEFAULT_ROUNDS if given is None else given), None
 
 
 def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, rounds: int = 1) -> LoadSpec:

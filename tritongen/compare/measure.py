@@ -27,6 +27,7 @@ from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.metrics.process_memory import ProcessMemorySampler
 from tritongen.metrics.prometheus import MetricsSampler
+from tritongen.stopping import StopRule
 
 FIRST_RESPONSE_TIMEOUT_S = 300.0
 RAMP_GAIN = 1.05
@@ -52,6 +53,8 @@ class MeasureSettings:
     rounds: int = DEFAULT_ROUNDS
     """Interleaved rounds of the deciding figures (every engine once per round)."""
     confidence: float = DEFAULT_CONFIDENCE
+    stopping: StopRule | None = None
+    """``--rounds auto``: rounds stop once every pair is decided (``rounds`` is then the cap)."""
     window_s: float | None = None
     """Measurement window of each run (``None``: the load test's default for the duration)."""
     max_duration_s: float | None = None
@@ -75,13 +78,15 @@ class MeasureSettings:
             raise ConfigError("--window must be positive", "e.g. --window 2s")
         check_rounds(self.rounds)
         check_confidence(self.confidence)
+        if self.stopping is not None:
+            self.stopping.check()
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (recorded in the report)."""
         data = asdict(self)
         data["shapes"] = {k: list(v) for k, v in self.shapes.items()}
         data["concurrency_levels"] = list(self.concurrency_levels)
-        for default_rule in ("window_s", "max_duration_s"):  # recorded only when given
+        for default_rule in ("window_s", "max_duration_s", "stopping"):  # recorded only when given
             if data[default_rule] is None:
                 del data[default_rule]
         return data

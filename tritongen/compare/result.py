@@ -10,7 +10,7 @@ from typing import Any, Literal
 from tritongen import __version__
 from tritongen.convert.accuracy import task_figure
 from tritongen.errors import ConfigError
-from tritongen.intervals import Summary, summarise
+from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.io.files import write_output
 from tritongen.loadtest.result import known_fields
 
@@ -204,6 +204,14 @@ class CompareReport:
     recommendations: list[Recommendation] = field(default_factory=list)
     status: str = "ok"
     """``ok``, ``interrupted`` (Ctrl-C) or ``aborted`` (the server went away)."""
+
+    def verdict_confidence(self) -> float:
+        """The level verdicts use: ``--confidence``, or with ``--rounds auto`` the stopping rule's."""
+        stopping = self.settings.get("stopping")
+        confidence = self.settings.get("confidence", DEFAULT_CONFIDENCE)
+        if isinstance(stopping, dict) and stopping.get("confidence") is not None:
+            confidence = stopping["confidence"]
+        return float(confidence)
 
     def engine(self, model: str) -> EngineResult:
         """The entry of the model ``model`` (e.g. ``bert_onnx_int8``)."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from tritongen.client.endpoint import normalise_url
 from tritongen.client.repository import RepositoryControl
+from tritongen.compare import decisions
 from tritongen.compare.measure import (
     EngineMeasurement,
     Interrupted,
@@ -35,7 +36,6 @@ from tritongen.compare.recommend import RANK_KEYS, rank, recommend
 from tritongen.compare.result import CompareReport, EngineResult, build_note
 from tritongen.convert.precision import FP32, Variant
 from tritongen.errors import ConfigError, TritongenError, first_line
-from tritongen.intervals import DEFAULT_CONFIDENCE
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.runner import Progress, metrics_url_for
@@ -178,9 +178,7 @@ def finish(report: CompareReport, rank_by: str) -> None:
     report.engines = rank(report.engines, rank_by)
     max_drift = report.settings.get("max_drift")
     report.recommendations = recommend(
-        report.engines,
-        float(max_drift) if max_drift is not None else None,
-        float(report.settings.get("confidence", DEFAULT_CONFIDENCE)),
+        report.engines, float(max_drift) if max_drift is not None else None, report.verdict_confidence()
     )
 
 
@@ -302,9 +300,15 @@ def cost_text(settings: MeasureSettings, engines: int) -> str:
     """What the measurement will cost, said before it starts (e.g. ``about 4 min: …``)."""
     return (
         f"about {seconds_text(estimate_seconds(settings, engines))} (a concurrency ramp each, then "
-        f"{settings.rounds} interleaved round(s) of P99 at batch 1 and throughput, "
+        f"{_rounds_text(settings)} of P99 at batch 1 and throughput, "
         f"{settings.duration_s:g} s each)"
     )
+
+
+def _rounds_text(settings: MeasureSettings) -> str:
+    if settings.stopping is None:
+        return f"{settings.rounds} interleaved round(s)"
+    return f"interleaved rounds {settings.stopping.text()}"
 
 
 FIGURES_B1 = {"p99_ms_b1": "p99", "p50_ms_b1": "p50"}
@@ -339,16 +343,24 @@ def _measure_rounds(
     every engine at the concurrency its ramp chose, so drift of the machine falls on all
     engines alike and their ratios can be taken per round.
     """
-    settings = request.settings
+    settings, rule = request.settings, request.settings.stopping
     engines = _load_all(control, engines)
     labels = _round_labels(engines)
+    state = {"deciding": ""}
 
     def started(number: int, total: int, name: str) -> None:
-        listeners.say(f"round {number}/{total}: {labels[name]}")
+        of = f"{number} (at most {total})" if rule is not None else f"{number}/{total}"
+        listeners.say(f"round {of}: {labels[name]}{state['deciding']}")
 
     def done(rounds: Rounds) -> None:
         _apply_rounds(engines, rounds, settings.confidence)
         listeners.update(report)
+
+    def decided(rounds: Rounds) -> bool:
+        assert rule is not None
+        verdicts = decisions.pair_verdicts([e for e, _ in engines], rounds, rule, settings.confidence)
+        state["deciding"] = f"; {decisions.progress_text(verdicts)}"
+        return all(v.decision is not None for _, v in verdicts)
 
     rounds = measure_rounds(
         _round_contenders(server, settings, engines),
@@ -357,7 +369,13 @@ def _measure_rounds(
         listeners.stop,
         on_start=started,
         on_round=done,
+        until=decided if rule is not None else None,
+        max_s=rule.max_minutes * 60 if rule is not None and rule.max_minutes else None,
     )
+    if rule is not None:
+        given = report.settings.get("stopping") or {}
+        found = decisions.record([e for e, _ in engines], rounds, rule, settings.confidence)
+        report.settings["stopping"] = {**given, **found}
     _apply_rounds(engines, rounds, settings.confidence)
     if rounds.status == "interrupted":
         report.status = "interrupted"

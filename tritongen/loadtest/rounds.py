@@ -11,6 +11,7 @@ there).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -39,6 +40,8 @@ class Rounds:
     reason: str | None = None
     completed: int = 0
     """Rounds in which every contender was measured."""
+    stopped_by: str | None = None
+    """Why the rounds ended before the count asked for: ``decided`` or ``max-minutes``."""
 
     def figures(self, name: str, figure: Callable[[RunResult], float | None]) -> list[float | None]:
         """One figure of ``name``'s runs, round by round (``None`` where a run has none)."""
@@ -64,6 +67,8 @@ def measure_rounds(
     stop: threading.Event | None = None,
     on_start: RoundStarted | None = None,
     on_round: Callable[[Rounds], None] | None = None,
+    until: Callable[[Rounds], bool] | None = None,
+    max_s: float | None = None,
 ) -> Rounds:
     """Measure every contender once per round, ``rounds`` times, the order rotating (A B C, B C A, …).
 
@@ -71,12 +76,18 @@ def measure_rounds(
     run of a round finding a cooler machine, what one contender leaves behind for the next)
     falls on every contender alike and cancels out of the paired ratios. A stop, or a server
     that goes away (during a run or between two), ends the rounds with what was measured.
+    ``until`` is asked after each whole round whether the answer is known (``--rounds auto``),
+    and no round starts once ``max_s`` seconds have passed.
 
     Raises:
         TritongenError: a contender's model or settings are unusable.
     """
     result = Rounds(runs={c.name: [] for c in contenders})
+    started = time.monotonic()
     for number in range(1, rounds + 1):
+        if number > 1 and max_s is not None and time.monotonic() - started >= max_s:
+            result.stopped_by = "max-minutes"
+            return result
         for contender in rotated(contenders, number - 1):
             if stop is not None and stop.is_set():
                 result.status, result.reason = "interrupted", "interrupted by the user"
@@ -100,4 +111,7 @@ def measure_rounds(
         result.completed = number
         if on_round is not None:
             on_round(result)
+        if until is not None and number < rounds and until(result):
+            result.stopped_by = "decided"
+            return result
     return result

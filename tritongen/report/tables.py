@@ -62,7 +62,7 @@ def compare_table(report: CompareReport) -> TableData:
     notes = []
     ranked_by = report.settings.get("rank_by", "throughput")
     confidence = float(report.settings.get("confidence", DEFAULT_CONFIDENCE))
-    ranks = rank_labels(report.engines, ranked_by, confidence)
+    ranks = rank_labels(report.engines, ranked_by, report.verdict_confidence())
     for engine, rank in zip(report.engines, ranks, strict=True):
         rows.append(
             (
@@ -85,13 +85,7 @@ def compare_table(report: CompareReport) -> TableData:
             notes.append(
                 f"{engine.label}: throughput at batch {engine.batch_size_throughput} (its max batch)"
             )
-    notes += _gpu_memory_note(report.engines)
-    rounds = max((e.rounds for e in report.engines), default=0)
-    if rounds:
-        notes.append(
-            f"P99 and throughput: median ± half the {confidence:.0%} interval over {rounds} interleaved "
-            f"round(s); '=' ranks an engine level with the one above (their paired ratio's interval holds 1)"
-        )
+    notes += _gpu_memory_note(report.engines) + _rounds_notes(report, confidence)
     return TableData(
         title=f"{report.name}: engines ranked by {ranked_by}",
         headers=headers,
@@ -100,6 +94,31 @@ def compare_table(report: CompareReport) -> TableData:
         notes=notes,
         styles=styles,
     )
+
+
+def _rounds_notes(report: CompareReport, confidence: float) -> list[str]:
+    """What the figures are over, and with ``--rounds auto`` why the rounds stopped."""
+    rounds = max((e.rounds for e in report.engines), default=0)
+    if not rounds:
+        return []
+    notes = [
+        f"P99 and throughput: median ± half the {confidence:.0%} interval over {rounds} interleaved "
+        f"round(s); '=' ranks an engine level with the one above (their paired ratio's interval holds 1)"
+    ]
+    return notes + _stopping_notes(report.settings.get("stopping"), confidence)
+
+
+def _stopping_notes(stopping: Any, confidence: float) -> list[str]:
+    """``--rounds auto``: why the rounds stopped, and each pair's verdict at the rule's level."""
+    if not isinstance(stopping, dict) or "pairs" not in stopping:
+        return []
+    level = float(stopping.get("confidence") or DEFAULT_CONFIDENCE)
+    notes = [
+        f"--rounds auto: {stopping.get('rounds')} round(s), {stopping.get('stopped')}; "
+        f"pairs judged at {level:.2%} (spent at that look: stopping early keeps {confidence:.0%})"
+    ]
+    notes += [f"{pair['pair']}: {pair['text']}" for pair in stopping["pairs"]]
+    return notes
 
 
 def _over_rounds(engine: CompareEngine, metric: str) -> str:

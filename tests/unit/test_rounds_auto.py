@@ -1,0 +1,109 @@
+"""``--rounds auto``: the options refused in one line, and the verdicts that stop compare's rounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.compare import decisions
+from tritongen.compare.result import CompareReport, EngineResult
+from tritongen.loadtest.result import RunResult
+from tritongen.loadtest.rounds import Rounds
+from tritongen.stopping import MIN_ROUNDS, StopRule, parse_margin, parse_rounds
+
+from support.cli_output import error_line
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--rounds", "auto", "--max-rounds", "1"), "--rounds auto with --max-rounds 1: it decides from 3"),
+        (("--equivalence", "60%"), "--equivalence 60% is outside (0, 50%)"),
+        (("--equivalence", "0"), "--equivalence 0 is outside (0, 50%)"),
+        (("--equivalence", "lots"), "--equivalence 'lots' is not a share"),
+        (("--rounds", "many"), "--rounds 'many' is neither a number nor auto"),
+        (("--rounds", "auto", "--max-minutes", "0"), "--max-minutes 0 must be positive"),
+    ],
+)
+def test_compare_refuses_a_rule_that_cannot_decide(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    source = tmp_path / "m.onnx"
+    source.write_bytes(b"not read: the options are checked first")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compare", str(source), *args, "--out", str(out)])
+    assert result.exit_code == 1
+    assert message in error_line(result.stderr)
+    assert not out.exists()  # nothing built, nothing measured
+
+
+def test_loadtest_takes_a_number_of_rounds(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["loadtest", "m", "--rounds", "auto", "--json", str(tmp_path / "x.json")])
+    assert result.exit_code == 1
+    assert "--rounds auto is compare's" in error_line(result.stderr)
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_the_options_read_as_written() -> None:
+    assert parse_rounds("auto") == "auto" and parse_rounds("AUTO ") == "auto" and parse_rounds("4") == 4
+    assert parse_rounds(None) is None
+    assert parse_margin("5%") == pytest.approx(0.05) and parse_margin("0.1") == pytest.approx(0.1)
+    assert "cap 20 rounds or 10 min" in StopRule(20, 10.0, 0.05).text()
+
+
+def _run(infer_per_s: float, p99_ms: float) -> RunResult:
+    return RunResult(
+        mode="concurrency", concurrency=1, target_rate=None, batch_size=1, duration_s=1.0, requests=100,
+        errors=0, errors_by_kind={}, qps=infer_per_s, infer_per_s=infer_per_s,
+        latency_us={"p99": p99_ms * 1000}, server_us=None, avg_batch=None, stable=True, gpu=None, cpu=None,
+    )  # fmt: skip
+
+
+def _rounds(truth: dict[str, float], n: int, cv: float, seed: int = 0) -> Rounds:
+    """``n`` rounds of engines whose true throughput is ``truth[model]``, with noise ``cv`` (seeded)."""
+    rng = np.random.default_rng(seed)
+    rounds = Rounds(runs={f"{m}|{k}": [] for m in truth for k in ("b1", "b32")}, completed=n)
+    for _ in range(n):
+        for model, speed in truth.items():
+            rounds.runs[f"{model}|b1"].append(_run(1000.0, 1.0 * float(np.exp(rng.normal(0, cv)))))
+            rounds.runs[f"{model}|b32"].append(_run(speed * float(np.exp(rng.normal(0, cv))), 5.0))
+    return rounds
+
+
+ENGINES = [EngineResult(format="onnx", model="m_onnx"), EngineResult(format="tvm", model="m_tvm")]
+
+
+def test_pairs_are_open_until_the_first_look_then_decided() -> None:
+    rule = StopRule(max_rounds=20, margin=0.05)
+    early = decisions.pair_verdicts(
+        ENGINES, _rounds({"m_onnx": 2000, "m_tvm": 1000}, MIN_ROUNDS - 1, 0.02), rule, 0.95
+    )
+    assert len(early) == 2 and all(v.decision is None for _, v in early)
+    assert "pair(s) open" in decisions.progress_text(early)
+    later = decisions.pair_verdicts(ENGINES, _rounds({"m_onnx": 2000, "m_tvm": 1000}, 6, 0.02), rule, 0.95)
+    verdicts = {name.split(":")[0]: v for name, v in later}
+    # Twice the throughput is a difference; the same P99 (2% noise) is equivalent within 5%.
+    assert verdicts["throughput"].decision == "different" and verdicts["throughput"].ratio is not None
+    assert verdicts["throughput"].ratio.low is not None and verdicts["throughput"].ratio.low > 1.5
+    assert verdicts["P99 at batch 1"].decision == "equivalent"
+    assert decisions.progress_text(later) == "every pair decided"
+
+
+def test_the_record_says_why_the_rounds_stopped_and_judges_at_the_spent_level() -> None:
+    rule = StopRule(max_rounds=4, margin=0.05)
+    rounds = _rounds({"m_onnx": 1000, "m_tvm": 1000}, 4, 0.3)  # noisy: nothing decided in 4
+    found = decisions.record(ENGINES, rounds, rule, 0.95)
+    assert found["stopped"] == "--max-rounds 4 reached" and found["rounds"] == 4
+    assert found["confidence"] == pytest.approx(1 - 0.05 * 3 / 20)
+    assert {p["decision"] for p in found["pairs"]} <= {"undecided", "different", "equivalent"}
+    report = CompareReport(source="m", name="m", hardware={}, settings={"stopping": found}, engines=ENGINES)
+    assert report.verdict_confidence() == pytest.approx(found["confidence"])
+    rounds.stopped_by = "decided"
+    assert decisions.record(ENGINES, rounds, rule, 0.95)["stopped"] == "every pair decided"
+    assert decisions.record(ENGINES[:1], rounds, rule, 0.95)["stopped"] == "one engine: no pair to decide"
