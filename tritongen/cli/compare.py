@@ -14,7 +14,7 @@ from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import LoadFlags, MaxDuration, MeasurementWindow, RoundsFlags
+from tritongen.cli.load_options import AutoRoundsFlags, LoadFlags, MaxDuration, MeasurementWindow
 from tritongen.cli.options import (
     AdminKey,
     Formats,
@@ -151,7 +151,7 @@ def compare_command(
     compare: CompareFlags,
     deployment: DeploymentFlags,
     load: LoadFlags,
-    rounds: RoundsFlags,
+    rounds: AutoRoundsFlags,
     batching: BatchingFlags,
     engines: EngineFlags,
     verify: VerifyFlags,
@@ -235,7 +235,7 @@ def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> N
     _finish(report)
 
 
-def _settings(compare: CompareFlags, load: LoadFlags, rounds: RoundsFlags) -> MeasureSettings:
+def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -> MeasureSettings:
     """How every engine is measured (checked)."""
     count, stopping = rounds.rule(default_auto=True)
     settings = MeasureSettings(

@@ -396,9 +396,6 @@ class RoundsFlags:
 
     rounds: Rounds = None
     confidence: Confidence = DEFAULT_CONFIDENCE
-    max_rounds: MaxRounds = DEFAULT_MAX_ROUNDS
-    max_minutes: MaxMinutes = DEFAULT_MAX_MINUTES
-    equivalence: Equivalence = f"{DEFAULT_EQUIVALENCE:.0%}"
 
     def count(self, default: int) -> int:
         """``--rounds``, or ``default`` when not given (checked where the rounds are used).
@@ -412,6 +409,15 @@ class RoundsFlags:
                 "--rounds auto is compare's; this command takes a number of rounds", "e.g. --rounds 3"
             )
         return default if given is None else given
+
+
+@dataclass(frozen=True)
+class AutoRoundsFlags(RoundsFlags):
+    """compare's rounds: a number, or ``auto`` with its caps and equivalence margin."""
+
+    max_rounds: MaxRounds = DEFAULT_MAX_ROUNDS
+    max_minutes: MaxMinutes = DEFAULT_MAX_MINUTES
+    equivalence: Equivalence = f"{DEFAULT_EQUIVALENCE:.0%}"
 
     def rule(self, default_auto: bool) -> tuple[int, StopRule | None]:
         """Rounds to run at most, and the stopping rule when they are ``auto`` (checked).
