@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.compare import decisions
 from tritongen.compare.result import CompareReport, EngineResult
-from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
 from tritongen.stopping import MIN_ROUNDS, StopRule, parse_margin, parse_rounds
 
@@ -57,36 +56,29 @@ def test_the_options_read_as_written() -> None:
     assert "cap 20 rounds or 10 min" in StopRule(20, 10.0, 0.05).text()
 
 
-def _run(infer_per_s: float, p99_ms: float) -> RunResult:
-    return RunResult(
-        mode="concurrency", concurrency=1, target_rate=None, batch_size=1, duration_s=1.0, requests=100,
-        errors=0, errors_by_kind={}, qps=infer_per_s, infer_per_s=infer_per_s,
-        latency_us={"p99": p99_ms * 1000}, server_us=None, avg_batch=None, stable=True, gpu=None, cpu=None,
-    )  # fmt: skip
-
-
-def _rounds(truth: dict[str, float], n: int, cv: float, seed: int = 0) -> Rounds:
-    """``n`` rounds of engines whose true throughput is ``truth[model]``, with noise ``cv`` (seeded)."""
+def _engines(truth: dict[str, float], n: int, cv: float, seed: int = 0) -> tuple[list[EngineResult], Rounds]:
+    """Engines whose true throughput is ``truth[model]`` after ``n`` rounds with noise ``cv`` (seeded)."""
     rng = np.random.default_rng(seed)
-    rounds = Rounds(runs={f"{m}|{k}": [] for m in truth for k in ("b1", "b32")}, completed=n)
+    engines = [EngineResult(format=model.split("_")[-1], model=model) for model in truth]
+    for engine in engines:
+        engine.round_figures = {"p99_ms_b1": [], "infer_per_s_b32": []}
     for _ in range(n):
-        for model, speed in truth.items():
-            rounds.runs[f"{model}|b1"].append(_run(1000.0, 1.0 * float(np.exp(rng.normal(0, cv)))))
-            rounds.runs[f"{model}|b32"].append(_run(speed * float(np.exp(rng.normal(0, cv))), 5.0))
-    return rounds
-
-
-ENGINES = [EngineResult(format="onnx", model="m_onnx"), EngineResult(format="tvm", model="m_tvm")]
+        for engine in engines:
+            engine.round_figures["p99_ms_b1"].append(1.0 * float(np.exp(rng.normal(0, cv))))
+            engine.round_figures["infer_per_s_b32"].append(
+                truth[engine.model] * float(np.exp(rng.normal(0, cv)))
+            )
+    return engines, Rounds(runs={}, completed=n)
 
 
 def test_pairs_are_open_until_the_first_look_then_decided() -> None:
     rule = StopRule(max_rounds=20, margin=0.05)
-    early = decisions.pair_verdicts(
-        ENGINES, _rounds({"m_onnx": 2000, "m_tvm": 1000}, MIN_ROUNDS - 1, 0.02), rule, 0.95
-    )
+    engines, _ = _engines({"m_onnx": 2000, "m_tvm": 1000}, MIN_ROUNDS - 1, 0.02)
+    early = decisions.pair_verdicts(engines, rule, 0.95)
     assert len(early) == 2 and all(v.decision is None for _, v in early)
     assert "pair(s) open" in decisions.progress_text(early)
-    later = decisions.pair_verdicts(ENGINES, _rounds({"m_onnx": 2000, "m_tvm": 1000}, 6, 0.02), rule, 0.95)
+    engines, _ = _engines({"m_onnx": 2000, "m_tvm": 1000}, 6, 0.02)
+    later = decisions.pair_verdicts(engines, rule, 0.95)
     verdicts = {name.split(":")[0]: v for name, v in later}
     # Twice the throughput is a difference; the same P99 (2% noise) is equivalent within 5%.
     assert verdicts["throughput"].decision == "different" and verdicts["throughput"].ratio is not None
@@ -97,13 +89,13 @@ def test_pairs_are_open_until_the_first_look_then_decided() -> None:
 
 def test_the_record_says_why_the_rounds_stopped_and_judges_at_the_spent_level() -> None:
     rule = StopRule(max_rounds=4, margin=0.05)
-    rounds = _rounds({"m_onnx": 1000, "m_tvm": 1000}, 4, 0.3)  # noisy: nothing decided in 4
-    found = decisions.record(ENGINES, rounds, rule, 0.95)
+    engines, rounds = _engines({"m_onnx": 1000, "m_tvm": 1000}, 4, 0.3)  # noisy: nothing decided in 4
+    found = decisions.record(engines, rounds, rule, 0.95)
     assert found["stopped"] == "--max-rounds 4 reached" and found["rounds"] == 4
     assert found["confidence"] == pytest.approx(1 - 0.05 * 3 / 20)
     assert {p["decision"] for p in found["pairs"]} <= {"undecided", "different", "equivalent"}
-    report = CompareReport(source="m", name="m", hardware={}, settings={"stopping": found}, engines=ENGINES)
+    report = CompareReport(source="m", name="m", hardware={}, settings={"stopping": found}, engines=engines)
     assert report.verdict_confidence() == pytest.approx(found["confidence"])
     rounds.stopped_by = "decided"
-    assert decisions.record(ENGINES, rounds, rule, 0.95)["stopped"] == "every pair decided"
-    assert decisions.record(ENGINES[:1], rounds, rule, 0.95)["stopped"] == "one engine: no pair to decide"
+    assert decisions.record(engines, rounds, rule, 0.95)["stopped"] == "every pair decided"
+    assert decisions.record(engines[:1], rounds, rule, 0.95)["stopped"] == "one engine: no pair to decide"

@@ -8,36 +8,27 @@ different, or equivalent within the margin.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any
 
 from tritongen.compare.result import EngineResult
-from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
 from tritongen.stopping import MIN_ROUNDS, StopRule, Verdict, first_open, judge, spent_confidence
 
-CRITERIA = {"p99_ms_b1": ("b1", "P99 at batch 1"), "infer_per_s_b32": ("b32", "throughput")}
-"""The deciding figures: the runs they come from and how the messages name them."""
-
-
-def _figure(name: str, run: RunResult) -> float | None:
-    if name == "infer_per_s_b32":
-        return run.infer_per_s
-    return run.latency_us["p99"] / 1000 if run.latency_us else None
+CRITERIA = {"p99_ms_b1": "P99 at batch 1", "infer_per_s_b32": "throughput"}
+"""The deciding figures (keys of each engine's ``round_figures``) and how the messages name them."""
 
 
 def pair_verdicts(
-    engines: Sequence[EngineResult], rounds: Rounds, rule: StopRule, confidence: float, final: bool = False
+    engines: Sequence[EngineResult], rule: StopRule, confidence: float, final: bool = False
 ) -> list[tuple[str, Verdict]]:
     """Each pair's verdict on each deciding figure, named ``P99 at batch 1: A vs B``."""
     verdicts = []
-    for name, (kind, label) in CRITERIA.items():
-        figure = functools.partial(_figure, name)
+    for name, label in CRITERIA.items():
         for first, second in itertools.combinations(engines, 2):
-            a = rounds.figures(f"{first.model}|{kind}", figure)
-            b = rounds.figures(f"{second.model}|{kind}", figure)
+            a = first.round_figures.get(name, [])
+            b = second.round_figures.get(name, [])
             verdict = judge(a, b, confidence, rule.margin, final=final)
             verdicts.append((f"{label}: {first.label} vs {second.label}", verdict))
     return verdicts
@@ -55,8 +46,11 @@ def progress_text(verdicts: Sequence[tuple[str, Verdict]]) -> str:
 def record(
     engines: Sequence[EngineResult], rounds: Rounds, rule: StopRule, confidence: float
 ) -> dict[str, Any]:
-    """What the rounds decided, for the report: the rule, why they stopped and every pair's verdict."""
-    verdicts = pair_verdicts(engines, rounds, rule, confidence, final=True)
+    """What the rounds decided, for the report: the rule, why they stopped and every pair's verdict.
+
+    The engines' ``round_figures`` are those of ``rounds``.
+    """
+    verdicts = pair_verdicts(engines, rule, confidence, final=True)
     if not verdicts:
         why = "one engine: no pair to decide"
     elif rounds.stopped_by == "decided":

@@ -356,9 +356,9 @@ def _measure_rounds(
         _apply_rounds(engines, rounds, settings.confidence)
         listeners.update(report)
 
-    def decided(rounds: Rounds) -> bool:
+    def decided(_: Rounds) -> bool:  # after done(): the engines' round figures are this round's
         assert rule is not None
-        verdicts = decisions.pair_verdicts([e for e, _ in engines], rounds, rule, settings.confidence)
+        verdicts = decisions.pair_verdicts([e for e, _ in engines], rule, settings.confidence)
         state["deciding"] = f"; {decisions.progress_text(verdicts)}"
         return all(v.decision is not None for _, v in verdicts)
 
@@ -372,11 +372,11 @@ def _measure_rounds(
         until=decided if rule is not None else None,
         max_s=rule.max_minutes * 60 if rule is not None and rule.max_minutes else None,
     )
+    _apply_rounds(engines, rounds, settings.confidence)
     if rule is not None:
         given = report.settings.get("stopping") or {}
         found = decisions.record([e for e, _ in engines], rounds, rule, settings.confidence)
         report.settings["stopping"] = {**given, **found}
-    _apply_rounds(engines, rounds, settings.confidence)
     if rounds.status == "interrupted":
         report.status = "interrupted"
     elif rounds.status == "aborted":
