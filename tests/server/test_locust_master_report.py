@@ -191,7 +191,7 @@ def test_an_unwritable_json_path_is_one_line_and_the_run_goes_on(
     log = tmp_path / "locust.log"
     target = tmp_path / "missing" / "run.json"
     args = _load_options(
-        triton_server.http_url, "--headless", "-u", "1", "-r", "1", "--run-time", "1s",
+        triton_server.http_url, "--headless", "-u", "1", "-r", "1", "--run-time", "3s",
         "--triton-json", str(target), "--triton-metrics-url", "none",
     )  # fmt: skip
     locust = _locust(args, log)
