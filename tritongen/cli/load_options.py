@@ -279,6 +279,14 @@ class RunFlags:
         ),
     ] = "auto"
     metrics_url: MetricsUrl = None
+    stop_at_saturation: Annotated[
+        bool,
+        typer.Option(
+            "--stop-at-saturation",
+            help="End a sweep at the first level whose P99 misses --slo-p99-ms, or whose throughput "
+            "no longer rises beyond the noise while its P99 rises; the higher levels are not measured.",
+        ),
+    ] = False
     mix: Annotated[
         str | None,
         typer.Option(

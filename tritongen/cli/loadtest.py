@@ -26,6 +26,7 @@ from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult, gpu_source_text
 from tritongen.loadtest.runner import Progress, run_load_test
+from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.spec import LoadSpec, seconds_text
 from tritongen.loadtest.validation import validation_failure, validation_lines
 from tritongen.server.embedded import embedded_server
@@ -82,6 +83,8 @@ def loadtest_command(
             raise ConfigError("MODEL is missing", "e.g. tritongen loadtest mlp_onnx --concurrency 1,8")
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
+        if run.stop_at_saturation:
+            spec = replace(spec, stop_at=SaturationRule(slo_p99_ms, rounds.confidence))
         spec.check()
         _check_master(spec, serve, skip_failed)
         mix = Mix.parse(model, run.mix)
@@ -231,6 +234,8 @@ def _print_report(report: LoadTestReport) -> None:
             )
         if run.gpu:
             console.print(_gpu_line(run, run.gpu), highlight=False, markup=False)
+    if report.sweep_stop is not None:
+        console.print(report.sweep_stop.summary(), highlight=False, markup=False, soft_wrap=True)
 
 
 def _gpu_line(run: RunResult, gpu: dict[str, Any]) -> str:

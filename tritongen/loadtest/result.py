@@ -209,6 +209,36 @@ def level_summaries(runs: list[RunResult], confidence: float = DEFAULT_CONFIDENC
     return summaries
 
 
+@dataclass(frozen=True)
+class SweepStop:
+    """Why and where a sweep stopped, and which levels it left out."""
+
+    rule: str
+    """``slo`` (a level missed ``--slo-p99-ms``) or ``saturation``."""
+    level: float
+    text: str
+    skipped: tuple[float, ...] = ()
+
+    def summary(self) -> str:
+        """The line the console and reports show."""
+        left = f"; not measured: {', '.join(f'{level:g}' for level in self.skipped)}" if self.skipped else ""
+        return f"Sweep stopped ({'P99 limit' if self.rule == 'slo' else 'saturation'}): {self.text}{left}"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"rule", "level", "text", "skipped"}``."""
+        return {"rule": self.rule, "level": self.level, "text": self.text, "skipped": list(self.skipped)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SweepStop:
+        """Read what :meth:`to_json` wrote."""
+        return cls(
+            rule=data["rule"],
+            level=float(data["level"]),
+            text=str(data.get("text", "")),
+            skipped=tuple(float(x) for x in data.get("skipped") or ()),
+        )
+
+
 @dataclass
 class LoadTestReport:
     """All runs of one ``tritongen loadtest`` call."""
@@ -222,6 +252,8 @@ class LoadTestReport:
     confidence: float = DEFAULT_CONFIDENCE
     shared_memory: str = "none"
     """How tensors passed: ``none`` (in the requests) or ``system`` (system shared memory)."""
+    sweep_stop: SweepStop | None = None
+    """``--stop-at-saturation``: the level the sweep stopped at, the rule, and the levels left out."""
 
     def levels(self) -> list[LevelSummary]:
         """One summary per load level over its rounds, in the order the levels were asked."""
@@ -239,6 +271,7 @@ class LoadTestReport:
             "rounds": self.rounds,
             "confidence": self.confidence,
             "shared_memory": self.shared_memory,
+            "sweep_stop": None if self.sweep_stop is None else self.sweep_stop.to_json(),
             "host": {"machine": platform.machine(), "python": platform.python_version()},
             "runs": [asdict(run) for run in self.runs],
             "levels": [level.to_json() for level in self.levels()],
@@ -256,6 +289,7 @@ class LoadTestReport:
             rounds=int(document.get("rounds", 1)),
             confidence=float(document.get("confidence", DEFAULT_CONFIDENCE)),
             shared_memory=str(document.get("shared_memory", "none")),
+            sweep_stop=SweepStop.from_json(document["sweep_stop"]) if document.get("sweep_stop") else None,
         )
 
     def write_json(self, path: Path) -> None:

@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,15 +98,26 @@ def prepare_steps(spec: LoadSpec, interface: ModelInterface) -> list[Step]:
 def measure_levels(spec: LoadSpec, report: LoadTestReport, run: Callable[[float, int], RunResult]) -> None:
     """Run every level in every round (levels interleaved: 1 2 3, 1 2 3, …) into ``report``.
 
-    The first run that does not end ``ok`` ends the test with its status.
+    The first run that does not end ``ok`` ends the test with its status. With
+    ``spec.stop_at``, the first round stops at the first level that misses the P99 limit or
+    saturates (``report.sweep_stop`` says which rule), and later rounds measure the levels up
+    to that one.
     """
+    levels = list(spec.levels)
     for number in range(1, spec.rounds + 1):
-        for level in spec.levels:
+        previous: RunResult | None = None
+        for index, level in enumerate(levels):
             result = run(level, number)
             report.runs.append(result)
             if result.status != "ok":
                 report.status = result.status
                 return
+            stop = spec.stop_at.check(previous, result, spec.level_text(level)) if spec.stop_at else None
+            if number == 1 and stop is not None:
+                report.sweep_stop = replace(stop, skipped=tuple(levels[index + 1 :]))
+                levels = levels[: index + 1]
+                break
+            previous = result
 
 
 @dataclass(frozen=True)
@@ -265,9 +276,7 @@ class _LevelRun:
         self.distributed = spec.distributed
         if self.distributed is not None:  # workers elsewhere, each with its share of the users
             self.processes = self.distributed.workers
-        self.label = f"concurrency {int(level)}" if spec.mode == "concurrency" else f"rate {level:g}/s"
-        if spec.sequences:
-            self.label = f"sequences {int(level)}"
+        self.label = spec.level_text(level)
         self.round = round_number
         if spec.rounds > 1:
             self.label += f" (round {round_number}/{spec.rounds})"

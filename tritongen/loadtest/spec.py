@@ -15,6 +15,7 @@ from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
 from tritongen.io.loadgen_shared import STABILITY_TOLERANCE
 from tritongen.loadtest.distributed import Distributed
+from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
@@ -102,6 +103,9 @@ class LoadSpec:
     """With count windows: an unstable run ends after this many."""
     other_cpu_limit: float = DEFAULT_LIMIT_CORES
     """A run is flagged busy when other processes used more cores than this (on average or in a second)."""
+    stop_at: SaturationRule | None = None
+    """``--stop-at-saturation``: the sweep stops at the first level that misses the P99 limit or
+    saturates (None: every level is measured)."""
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -133,6 +137,12 @@ class LoadSpec:
         check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
         if self.distributed is not None:
             self.distributed.check(self.mode, self.levels, self.sequences, self.shared_memory)
+
+    def level_text(self, level: float) -> str:
+        """``concurrency 8``, ``rate 500/s`` or ``sequences 4``."""
+        if self.sequences:
+            return f"sequences {int(level)}"
+        return f"concurrency {int(level)}" if self.mode == "concurrency" else f"rate {level:g}/s"
 
     @property
     def effective_window_s(self) -> float:

@@ -10,7 +10,7 @@ from tritongen.compare.result import CompareReport
 from tritongen.compare.result import EngineResult as CompareEngine
 from tritongen.convert.accuracy import task_figure
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary
-from tritongen.loadtest.result import gpu_source_text
+from tritongen.loadtest.result import SweepStop, gpu_source_text
 from tritongen.loadtest.validation import validation_lines
 
 
@@ -229,6 +229,8 @@ def loadtest_table(document: dict[str, Any]) -> TableData:
         styles.append("bad" if run.get("errors") or run.get("status", "ok") != "ok" else None)
         notes += _run_notes(run, level)
     notes += _gpu_figures_note(document.get("runs", []))
+    if document.get("sweep_stop"):
+        notes.append(SweepStop.from_json(document["sweep_stop"]).summary())
     where = f"{document.get('protocol')} ({document.get('url')})"
     return TableData(
         title=f"{document.get('model')} over {where}, latency in ms",
