@@ -22,6 +22,7 @@ from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.spec import LoadSpec, parse_duration
+from tritongen.server.affinity import parse_cpus
 from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.stopping import (
     DEFAULT_EQUIVALENCE,
@@ -279,6 +280,15 @@ class RunFlags:
         ),
     ] = "auto"
     metrics_url: MetricsUrl = None
+    cpus: Annotated[
+        str | None,
+        typer.Option(
+            "--cpus",
+            help="server=LIST,load=LIST: the server's processes and the load generator's on cores of "
+            "their own, e.g. server=0-5,load=6-7 (a server on this machine; default: not pinned).",
+            show_default=False,
+        ),
+    ] = None
     stop_at_saturation: Annotated[
         bool,
         typer.Option(
@@ -485,6 +495,7 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         sequence_id_range=parse_id_range(load.sequence_id_range) if load.sequence_id_range else None,
         distributed=run.distributed(),
         web_port=run.web_ui_port(),
+        cpus=parse_cpus(run.cpus) if run.cpus else None,
     )
 
 

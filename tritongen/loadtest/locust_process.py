@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tritongen.errors import MissingDependencyError, ServerError
+from tritongen.server.affinity import pinned_start
 from tritongen.server.process import die_with_parent, tail_lines
 
 WEB_HOST = "127.0.0.1"
@@ -93,6 +94,8 @@ class LocustArgs:
     of ``processes`` forked here."""
     web_port: int | None = None
     """Locust's web UI on ``WEB_HOST`` at this port, the test started at once (None: headless)."""
+    cpus: frozenset[int] | None = None
+    """The cores Locust and its forked workers run on (``--cpus load=…``; None: any)."""
 
     def argv(self) -> list[str]:
         """The command line."""
@@ -172,7 +175,7 @@ class LocustProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=die_with_parent,
+                preexec_fn=pinned_start(getattr(args, "cpus", None), die_with_parent),
                 env=env,
             )
         except OSError as e:

@@ -38,6 +38,7 @@ from tritongen.metrics.composing import ServerModels, ensemble_tree, server_mode
 from tritongen.metrics.process_memory import local_server_pid
 from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import PHASES
+from tritongen.server.affinity import pinned_server
 
 MODEL_SEPARATOR = ","
 SHARE_SEPARATOR = ":"
@@ -194,14 +195,17 @@ def run_mix_test(
     )
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-mix-"))
     metrics_url = spec.metrics_url or metrics_url_for(spec.url)
-    sampler = MetricsSampler(metrics_url, server_pid=local_server_pid(spec.url))
+    server_pid = local_server_pid(spec.url)
+    sampler = MetricsSampler(metrics_url, server_pid=server_pid)
+    report.cpus = spec.cpus.to_json() if spec.cpus else None
     try:
         check_served(endpoint, mix.models)
         specs = _model_specs(spec, mix, endpoint)
         tests = [prepare_model(s, endpoint, sampler, workdir / f"m{i}") for i, s in enumerate(specs)]
         sampler.start()
         told = (progress, stop)
-        measure_levels(spec, report, lambda level, n: _MixLevel(mix, tests, level, n, told).execute())
+        with pinned_server(server_pid, spec.cpus):
+            measure_levels(spec, report, lambda level, n: _MixLevel(mix, tests, level, n, told).execute())
     finally:
         sampler.stop()
         endpoint.close()

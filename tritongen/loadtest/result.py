@@ -252,6 +252,8 @@ class LoadTestReport:
     confidence: float = DEFAULT_CONFIDENCE
     shared_memory: str = "none"
     """How tensors passed: ``none`` (in the requests) or ``system`` (system shared memory)."""
+    cpus: dict[str, list[int]] | None = None
+    """``--cpus``: the cores of the server's tree and of the load processes (None: not pinned)."""
     sweep_stop: SweepStop | None = None
     """``--stop-at-saturation``: the level the sweep stopped at, the rule, and the levels left out."""
 
@@ -271,6 +273,7 @@ class LoadTestReport:
             "rounds": self.rounds,
             "confidence": self.confidence,
             "shared_memory": self.shared_memory,
+            "cpus": self.cpus,
             "sweep_stop": None if self.sweep_stop is None else self.sweep_stop.to_json(),
             "host": {"machine": platform.machine(), "python": platform.python_version()},
             "runs": [asdict(run) for run in self.runs],
@@ -289,6 +292,7 @@ class LoadTestReport:
             rounds=int(document.get("rounds", 1)),
             confidence=float(document.get("confidence", DEFAULT_CONFIDENCE)),
             shared_memory=str(document.get("shared_memory", "none")),
+            cpus=document.get("cpus"),
             sweep_stop=SweepStop.from_json(document["sweep_stop"]) if document.get("sweep_stop") else None,
         )
 

@@ -50,6 +50,7 @@ from tritongen.metrics.other_cpu import OtherCpu, OtherCpuSampler
 from tritongen.metrics.process_memory import is_loopback_url, local_server_pid
 from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import ServerBreakdown, breakdown
+from tritongen.server.affinity import pinned_server
 
 POLL_S = 0.1
 REPORT_GRACE_S = 0.3
@@ -194,6 +195,7 @@ def run_load_test(
         )
         report = LoadTestReport(model=spec.model, protocol=spec.protocol, url=spec.url, rounds=spec.rounds)
         report.shared_memory = spec.shared_memory
+        report.cpus = spec.cpus.to_json() if spec.cpus else None
         sampler.start()
         test = _LoadTest(
             spec,
@@ -210,7 +212,8 @@ def run_load_test(
             expected=requests.expected,
             server_pid=server_pid,
         )
-        measure_levels(spec, report, lambda level, number: _LevelRun(test, level, number).execute())
+        with pinned_server(server_pid, spec.cpus):
+            measure_levels(spec, report, lambda level, number: _LevelRun(test, level, number).execute())
     finally:
         sampler.stop()
         endpoint.close()
@@ -371,6 +374,7 @@ class _LevelRun:
             sequence_ids=id_range_text(spec.sequence_id_range),
             master_args=tuple(self.distributed.master_args()) if self.distributed else (),
             web_port=spec.web_port,
+            cpus=spec.cpus.load if spec.cpus else None,
         )
 
     def _locust_users(self) -> int:

@@ -19,6 +19,7 @@ from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
+from tritongen.server.affinity import CpuPlan
 
 Mode = Literal["concurrency", "rate"]
 Arrival = Literal["constant", "poisson"]
@@ -103,6 +104,8 @@ class LoadSpec:
     """With count windows: an unstable run ends after this many."""
     other_cpu_limit: float = DEFAULT_LIMIT_CORES
     """A run is flagged busy when other processes used more cores than this (on average or in a second)."""
+    cpus: CpuPlan | None = None
+    """``--cpus``: the server's tree and the load processes on cores of their own (None: not pinned)."""
     stop_at: SaturationRule | None = None
     """``--stop-at-saturation``: the sweep stops at the first level that misses the P99 limit or
     saturates (None: every level is measured)."""
