@@ -17,8 +17,8 @@ interval of the ratio either excludes 1 (``different``) or lies inside the equiv
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, paired_ratio
@@ -171,3 +171,72 @@ def first_open(verdicts: Sequence[tuple[str, Verdict]]) -> tuple[str, Verdict] |
         return ratio.high / ratio.low
 
     return max(open_, key=width)
+
+
+def progress_text(verdicts: Sequence[tuple[str, Verdict]]) -> str:
+    """The pair furthest from a decision and its interval, e.g. ``throughput: A vs B deciding: …``."""
+    found = first_open(verdicts)
+    if found is None:
+        return "every pair decided"
+    open_count = sum(v.decision is None for _, v in verdicts)
+    return f"{open_count} pair(s) open; {found[0]} {found[1].text()}"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a run of ``--rounds auto`` rounds ended (what :func:`record` says of it)."""
+
+    completed: int
+    """Rounds in which every contender was measured."""
+    stopped_by: str | None = None
+    """``decided``, ``max-minutes`` or ``None`` (the count ran out, or the rounds failed)."""
+    status: str = "ok"
+    """``ok``, ``interrupted`` or ``aborted``."""
+
+
+def stopped_text(
+    rule: StopRule, verdicts: Sequence[tuple[str, Verdict]], ending: Ending, nothing: str
+) -> str:
+    """Why the rounds stopped: every pair decided, a cap reached, or the rounds ended otherwise."""
+    if not verdicts:
+        return nothing
+    if ending.stopped_by == "decided":
+        return "every pair decided"
+    if ending.stopped_by == "max-minutes":
+        return f"--max-minutes {rule.max_minutes:g} reached"
+    if ending.status != "ok":
+        return f"rounds {ending.status}"
+    if all(v.decision in ("different", "equivalent") for _, v in verdicts):
+        return "every pair decided"  # by the last round the cap allowed
+    return f"--max-rounds {rule.max_rounds} reached"
+
+
+def record(
+    rule: StopRule,
+    verdicts: Sequence[tuple[str, Verdict]],
+    ending: Ending,
+    confidence: float,
+    nothing: str = "no pair to decide",
+) -> dict[str, Any]:
+    """The JSON of what the rounds decided: the rule, why they stopped, the level and every pair's verdict.
+
+    ``verdicts`` are final (taken with ``final=True``); ``nothing`` says why there was no pair.
+    """
+    return {
+        **asdict(rule),
+        "rule": rule.text(),
+        "stopped": stopped_text(rule, verdicts, ending, nothing),
+        "rounds": ending.completed,
+        "confidence": spent_confidence(max(ending.completed, MIN_ROUNDS), confidence),
+        "pairs": [
+            {
+                "pair": name,
+                "decision": v.decision,
+                "text": v.text(),
+                "ratio": v.ratio.estimate if v.ratio else None,
+                "low": v.ratio.low if v.ratio else None,
+                "high": v.ratio.high if v.ratio else None,
+            }
+            for name, v in verdicts
+        ],
+    }

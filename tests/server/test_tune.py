@@ -55,12 +55,12 @@ def test_grid_tune_measures_every_legal_config_and_restores_the_model(
         triton_server, served_repository, "--slo-p99-ms", "500", "--max-batch-size", "8,32",
         "--preferred-batch-sizes", "4,8;16", "--max-queue-delay-us", "200", "--instances", "1",
         "--strategy", "grid", "--out", out, "--json", tmp_path / "t.json", "--plot", tmp_path / "t.png",
-        "--rounds", "2", "--finalists", "1",
+        "--rounds", "auto", "--max-rounds", "3", "--finalists", "1",
     )  # fmt: skip
     assert code == 0, stderr
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["schema"] == "tritongen.tune/2" and data["model"] == MODEL and data["strategy"] == "grid"
-    assert data["rounds"] == 2 and data["confidence"] == 0.95
+    assert data["rounds"] == "auto" and data["confidence"] == 0.95
     keys = [t["key"] for t in data["trials"]]
     assert keys == ["mb8-pb4.8-qd200-i1", "mb32-pb4.8-qd200-i1", "mb32-pb16-qd200-i1"]
     assert [s["reason"] for s in data["skipped"]] == ["preferred batch sizes 16 exceed max_batch_size 8"]
@@ -74,23 +74,42 @@ def test_grid_tune_measures_every_legal_config_and_restores_the_model(
     for key in keys:
         assert "preferred_batch_size" in (out / "trials" / key / "config.pbtxt").read_text()
         assert (out / "trials" / key / "result.json").is_file()
-    # The confirmation: the search's best and the current config, two interleaved rounds each.
+    # The confirmation: the search's best and the current config in interleaved rounds until the
+    # finalist is decided; --rounds auto looks first after round 3, the cap here, so 3 rounds each.
     (finalist,) = data["finalists"]
     assert finalist == max(data["trials"], key=lambda t: t["infer_per_s"])["key"]
-    contenders = data["confirmation"]["contenders"]
-    assert list(contenders) == [current, finalist] and data["confirmation"]["completed_rounds"] == 2
+    confirmation = data["confirmation"]
+    contenders = confirmation["contenders"]
+    assert list(contenders) == [current, finalist] and confirmation["completed_rounds"] == 3
+    assert confirmation["rounds"] == 3
     for entry in contenders.values():
-        assert [r["round"] for r in entry["runs"]] == [1, 2]
-        assert entry["infer_per_s"]["rounds"] == 2 and entry["infer_per_s"]["ci_low"] is not None
+        assert [r["round"] for r in entry["runs"]] == [1, 2, 3]
+        assert entry["infer_per_s"]["rounds"] == 3 and entry["infer_per_s"]["ci_low"] is not None
         assert entry["p99_us"]["median"] > 0 and entry["feasible"]
+    # The record of the stopping: why the rounds stopped, at which spent level, the verdict.
+    stopping = confirmation["stopping"]
+    spent = 1 - 0.05 * 3 / (3 * 4)
+    assert stopping["rounds"] == 3 and stopping["max_rounds"] == 3 and stopping["margin"] == 0.05
+    assert stopping["stopped"] in ("every pair decided", "--max-rounds 3 reached")
+    assert stopping["confidence"] == pytest.approx(spent)
+    (pair,) = stopping["pairs"]
+    assert pair["pair"] == f"throughput: {finalist} vs current"
+    assert pair["decision"] in ("different", "equivalent", "undecided")
+    assert (pair["decision"] == "undecided") is (stopping["stopped"] == "--max-rounds 3 reached")
+    assert contenders[finalist]["decision"] == pair["decision"]
     ratio = contenders[finalist]["ratio"]
-    assert ratio["rounds"] == 2 and ratio["ci_low"] <= ratio["estimate"] <= ratio["ci_high"]
-    applies = ratio["significant"] and ratio["estimate"] > 1.0
+    assert ratio["rounds"] == 3 and ratio["ci_low"] <= ratio["estimate"] <= ratio["ci_high"]
+    assert ratio["confidence"] == pytest.approx(spent)  # the interval of the look that decides
+    applies = pair["decision"] == "different" and ratio["estimate"] > 1.0
     assert data["decision"] == ("apply" if applies else "keep")
     assert data["best"]["key"] == (finalist if applies else current)
     assert data["best"]["significant"] is applies
     assert data["verdict"] in stdout
-    assert f"round 2/2: {finalist}" in stderr  # progress of the confirmation
+    assert f"--rounds auto: 3 round(s), {stopping['stopped']}; pairs judged at 98.75%" in stdout
+    assert f"{pair['pair']}: {pair['text']}" in stdout
+    assert "interleaved rounds until each pair differs or is equivalent within 5% (cap 3 rounds" in stderr
+    assert f"round 3 (at most 3): {finalist}" in stderr  # progress of the confirmation
+    assert "pair(s) open; throughput: " in stderr or "every pair decided" in stderr
     assert (tmp_path / "t.png").stat().st_size > 0
     assert _served_batching(triton_server) == before  # back on its config.pbtxt
 

@@ -38,8 +38,9 @@ Rounds = Annotated[
     typer.Option(
         "--rounds",
         help="Repeat each measurement this many times, contenders interleaved; figures get a median, "
-        "an interval and a CV (1 = one quick look, no interval). compare: auto (its default) adds "
-        "rounds until every pair of engines differs or is equivalent within --equivalence.",
+        "an interval and a CV (1 = one quick look, no interval). compare and tune's confirmation: "
+        "auto (their default) adds rounds until every pair (engines; each finalist and the current "
+        "config) differs or is equivalent within --equivalence.",
         show_default=False,
     ),
 ]
@@ -424,14 +425,15 @@ class RoundsFlags:
         given = parse_rounds(self.rounds)
         if given == "auto":
             raise ConfigError(
-                "--rounds auto is compare's; this command takes a number of rounds", "e.g. --rounds 3"
+                "--rounds auto is compare's and tune's; this command takes a number of rounds",
+                "e.g. --rounds 3",
             )
         return default if given is None else given
 
 
 @dataclass(frozen=True)
 class AutoRoundsFlags(RoundsFlags):
-    """compare's rounds: a number, or ``auto`` with its caps and equivalence margin."""
+    """The rounds of compare and of tune's confirmation: a number, or ``auto`` with its caps and margin."""
 
     max_rounds: MaxRounds = DEFAULT_MAX_ROUNDS
     max_minutes: MaxMinutes = DEFAULT_MAX_MINUTES

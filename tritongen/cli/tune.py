@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,12 +24,12 @@ from tritongen.cli.common import (
 from tritongen.cli.config_change import ShowDiff, show_diff
 from tritongen.cli.groups import Pick, option_groups, reworded
 from tritongen.cli.load_options import (
+    AutoRoundsFlags,
     LoadFlags,
     MaxDuration,
     MeasurementWindow,
     OtherCpuLimit,
     RequestTimeout,
-    RoundsFlags,
     RunFlags,
     load_spec,
 )
@@ -36,10 +37,11 @@ from tritongen.cli.options import AdminKey, Repo, SkipFailed, SloP99, Url, WorkD
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
-from tritongen.intervals import DEFAULT_ROUNDS, format_summary
+from tritongen.intervals import format_summary
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
 from tritongen.server.completed import base_config
+from tritongen.stopping import StopRule, progress_text
 from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
 from tritongen.tune.composing import tuned_model
@@ -275,7 +277,7 @@ def tune_command(
     model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
     search: SearchFlags,
     load: LoadFlags,
-    rounds: RoundsFlags,
+    rounds: AutoRoundsFlags,
     server: ServerFlags,
     trials: TrialFlags,
     output: OutputFlags,
@@ -286,9 +288,11 @@ def tune_command(
     """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO.
 
     The current config is the baseline; the best search configs are confirmed against it in
-    interleaved rounds, and one replaces it only when it is faster beyond the noise.
+    interleaved rounds (by default until each one is decided), and one replaces it only when
+    it is faster beyond the noise.
     """
     with user_errors():
+        rounds.rule(default_auto=True)  # a rule that cannot decide: refused before anything is read
         session = _session(repo, server, applying)
         tuned = tuned_model(repo, model, search.composing)
         base = _base_config(repo, tuned, server)
@@ -296,7 +300,8 @@ def tune_command(
         check_claim(request)
         _announce(request)
         try:
-            hooks = SessionHooks(serving=serving_hooks(), trials=_trial_lines)
+            trial_lines = functools.partial(_trial_lines, request.stopping)
+            hooks = SessionHooks(serving=serving_hooks(), trials=trial_lines)
             outcome = run_session(request, session, base, hooks)
         except TuneInterrupted as e:
             err_console.print(
@@ -354,12 +359,13 @@ def _request(
     base: ModelConfig,
     search: SearchFlags,
     load: LoadFlags,
-    rounds: RoundsFlags,
+    rounds: AutoRoundsFlags,
     trials: TrialFlags,
     slo_p99_ms: float | None,
     server: ServerFlags,
 ) -> TuneRequest:
     """What to tune and how, from the command's option groups and the model's config (checked)."""
+    count, stopping = rounds.rule(default_auto=True)
     space = search.space(base)
     if base.max_batch_size == 0:
         raise ConfigError(
@@ -380,10 +386,11 @@ def _request(
         max_memory_mb=search.max_memory_mb,
         out_dir=trials.resume or trials.out or default_out,
         seed=load.seed,
-        rounds=rounds.count(default=DEFAULT_ROUNDS),
+        rounds=count,
         finalists=trials.finalists,
         confidence=rounds.confidence,
         background=server.background_spec(),
+        stopping=stopping,
     )
     request.check()
     if trials.resume is not None and not trials.resume.is_dir():
@@ -422,11 +429,14 @@ def _finish(outcome: TuneOutcome, session: TuneSession, model_dir: Path) -> None
 
 
 @contextlib.contextmanager
-def _trial_lines() -> Iterator[TuneHooks]:
-    """A progress bar and a line per trial and round on stderr; SIGINT and SIGTERM stop the tune in order."""
+def _trial_lines(rule: StopRule | None = None) -> Iterator[TuneHooks]:
+    """A progress bar and a line per trial and round on stderr; SIGINT and SIGTERM stop the tune in order.
+
+    ``rule``: the confirmation's rounds stop by it (``--rounds auto``), so the lines say so.
+    """
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with stop_on_signals() as stopping, Progress(*columns, console=err_console, transient=True) as bar:
-        lines = _TrialLines(bar)
+        lines = _TrialLines(bar, rule)
         yield TuneHooks(
             on_start=lines.started,
             on_done=lines.done,
@@ -439,8 +449,9 @@ def _trial_lines() -> Iterator[TuneHooks]:
 class _TrialLines:
     """The progress bar of the search and of the confirmation, and the line each trial and round ends with."""
 
-    def __init__(self, bar: Progress) -> None:
+    def __init__(self, bar: Progress, rule: StopRule | None = None) -> None:
         self.bar = bar
+        self.rule = rule
         self.search = bar.add_task("trials", total=None)
         self.confirming = bar.add_task("confirmation", total=None, visible=False)
 
@@ -459,16 +470,19 @@ class _TrialLines:
 
     def round_started(self, number: int, rounds: int, key: str) -> None:
         if not self.bar.tasks[self.confirming].visible:
+            how = f"{rounds} round(s), interleaved"
+            if self.rule is not None:
+                how = f"interleaved rounds {self.rule.text()}"
             err_console.print(
-                f"confirming the best search configs against the current config: {rounds} "
-                "round(s), interleaved",
+                f"confirming the best search configs against the current config: {how}",
                 highlight=False,
                 markup=False,
             )
             self.bar.update(self.search, visible=False)
             self.bar.update(self.confirming, visible=True)
-        self.bar.update(self.confirming, description=f"round {number}/{rounds}: {key}")
-        err_console.print(f"  round {number}/{rounds}: {key}", highlight=False, markup=False)
+        of = f"{number} (at most {rounds})" if self.rule is not None else f"{number}/{rounds}"
+        self.bar.update(self.confirming, description=f"round {of}: {key}")
+        err_console.print(f"  round {of}: {key}", highlight=False, markup=False)
 
     def round_done(self, confirmation: Confirmation) -> None:
         figures = ", ".join(
@@ -476,8 +490,12 @@ class _TrialLines:
             + (f" ({c.ratio.text()})" if c.ratio is not None else "")
             for c in confirmation.contenders
         )
+        of, deciding = f"{confirmation.completed}/{confirmation.rounds}", ""
+        if confirmation.rule is not None:
+            of = f"{confirmation.completed} (at most {confirmation.rounds})"
+            deciding = f"; {progress_text(confirmation.verdicts)}"
         err_console.print(
-            f"  round {confirmation.completed}/{confirmation.rounds} done: {figures}",
+            f"  round {of} done: {figures}{deciding}",
             highlight=False,
             markup=False,
         )
@@ -514,6 +532,7 @@ def _print(report: TuneReport) -> None:
         console.print(background_text(report.background), highlight=False, markup=False, soft_wrap=True)
     for warning in report.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    _print_stopping(report)
     confirmation = report.confirmation
     if confirmation is not None and not confirmation.current.feasible:
         p99 = confirmation.current.p99_us
@@ -524,3 +543,14 @@ def _print(report: TuneReport) -> None:
             markup=False,
             soft_wrap=True,
         )
+
+
+def _print_stopping(report: TuneReport) -> None:
+    """``--rounds auto``: why the confirmation's rounds stopped, and each finalist's verdict."""
+    from tritongen.report.tables import stopping_notes
+
+    confirmation = report.confirmation
+    if confirmation is None or confirmation.rule is None:
+        return
+    for line in stopping_notes(confirmation.stopping_record(), report.request.confidence):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -12,9 +12,12 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from tritongen import stopping
 from tritongen.compare.result import EngineResult
 from tritongen.loadtest.rounds import Rounds
-from tritongen.stopping import MIN_ROUNDS, StopRule, Verdict, first_open, judge, spent_confidence
+from tritongen.stopping import Ending, StopRule, Verdict, judge, progress_text
+
+__all__ = ["CRITERIA", "pair_verdicts", "progress_text", "record"]
 
 CRITERIA = {"p99_ms_b1": "P99 at batch 1", "infer_per_s_b32": "throughput"}
 """The deciding figures (keys of each engine's ``round_figures``) and how the messages name them."""
@@ -34,15 +37,6 @@ def pair_verdicts(
     return verdicts
 
 
-def progress_text(verdicts: Sequence[tuple[str, Verdict]]) -> str:
-    """The pair furthest from a decision and its interval, e.g. ``throughput: A vs B deciding: …``."""
-    found = first_open(verdicts)
-    if found is None:
-        return "every pair decided"
-    open_count = sum(v.decision is None for _, v in verdicts)
-    return f"{open_count} pair(s) open; {found[0]} {found[1].text()}"
-
-
 def record(
     engines: Sequence[EngineResult], rounds: Rounds, rule: StopRule, confidence: float
 ) -> dict[str, Any]:
@@ -51,30 +45,5 @@ def record(
     The engines' ``round_figures`` are those of ``rounds``.
     """
     verdicts = pair_verdicts(engines, rule, confidence, final=True)
-    if not verdicts:
-        why = "one engine: no pair to decide"
-    elif rounds.stopped_by == "decided":
-        why = "every pair decided"
-    elif rounds.stopped_by == "max-minutes":
-        why = f"--max-minutes {rule.max_minutes:g} reached"
-    elif rounds.status != "ok":
-        why = f"rounds {rounds.status}"
-    else:
-        why = f"--max-rounds {rule.max_rounds} reached"
-    return {
-        "rule": rule.text(),
-        "stopped": why,
-        "rounds": rounds.completed,
-        "confidence": spent_confidence(max(rounds.completed, MIN_ROUNDS), confidence),
-        "pairs": [
-            {
-                "pair": name,
-                "decision": v.decision,
-                "text": v.text(),
-                "ratio": v.ratio.estimate if v.ratio else None,
-                "low": v.ratio.low if v.ratio else None,
-                "high": v.ratio.high if v.ratio else None,
-            }
-            for name, v in verdicts
-        ],
-    }
+    ending = Ending(rounds.completed, rounds.stopped_by, rounds.status)
+    return stopping.record(rule, verdicts, ending, confidence, nothing="one engine: no pair to decide")

@@ -134,6 +134,19 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
     return section
 
 
+def _confirmation_text(confirmation: dict[str, Any]) -> str:
+    """``2 finalist(s) and the current config, 4 of 5 interleaved rounds, 95% intervals``."""
+    finalists = len(confirmation.get("contenders") or {}) - 1
+    stopping = confirmation.get("stopping")
+    most = "at most " if isinstance(stopping, dict) else ""
+    stopped = f" (--rounds auto: {stopping.get('stopped')})" if isinstance(stopping, dict) else ""
+    return (
+        f"{finalists} finalist(s) and the current config, {confirmation.get('completed_rounds')} of "
+        f"{most}{confirmation.get('rounds')} interleaved rounds{stopped}, "
+        f"{float(confirmation['confidence']):.0%} intervals"
+    )
+
+
 def tune_section(document: dict[str, Any], source: str) -> Section:
     """Trials table, verdict and throughput/P99 plot of a tune (confirmed configs with their intervals)."""
     from tritongen.report.plots import confirmed_points, tune_figure, tune_points
@@ -154,15 +167,7 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
     if document.get("load_model") not in (None, document.get("model")):
         facts.insert(1, ("load on", f"{document['load_model']} (the model tuned is one it calls)"))
     if confirmation:
-        finalists = len(confirmation.get("contenders") or {}) - 1
-        facts.append(
-            (
-                "confirmation",
-                f"{finalists} finalist(s) and the current config, {confirmation.get('completed_rounds')} of "
-                f"{confirmation.get('rounds')} interleaved rounds, {float(confirmation['confidence']):.0%} "
-                "intervals",
-            )
-        )
+        facts.append(("confirmation", _confirmation_text(confirmation)))
     if document.get("verdict"):
         facts.append(("verdict", str(document["verdict"])))
     elif isinstance(best, dict):  # tritongen.tune/1: one measurement per config

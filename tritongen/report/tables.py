@@ -105,10 +105,10 @@ def _rounds_notes(report: CompareReport, confidence: float) -> list[str]:
         f"P99 and throughput: median ± half the {confidence:.0%} interval over {rounds} interleaved "
         f"round(s); '=' ranks an engine level with the one above (their paired ratio's interval holds 1)"
     ]
-    return notes + _stopping_notes(report.settings.get("stopping"), confidence)
+    return notes + stopping_notes(report.settings.get("stopping"), confidence)
 
 
-def _stopping_notes(stopping: Any, confidence: float) -> list[str]:
+def stopping_notes(stopping: Any, confidence: float) -> list[str]:
     """``--rounds auto``: why the rounds stopped, and each pair's verdict at the rule's level."""
     if not isinstance(stopping, dict) or "pairs" not in stopping:
         return []
@@ -450,6 +450,7 @@ def tune_table(document: dict[str, Any]) -> TableData:
             f"rounds: median ± half the {level:.0%} interval over interleaved rounds; vs current: throughput "
             "over the current config's, paired by round, with its interval"
         )
+        notes += stopping_notes(confirmation.get("stopping"), level)
     return TableData(
         title=title,
         headers=headers,

@@ -8,6 +8,12 @@ replaces the current config only when its throughput over the current config's, 
 round by round (paired), has a confidence interval that lies above 1, and when its median
 P99 over the rounds meets the SLO. Among such finalists the highest median throughput
 wins; otherwise the current config stays.
+
+With ``--rounds auto`` (a :class:`~tritongen.stopping.StopRule`) the decisions are those ratios,
+one per finalist: each is judged by :func:`tritongen.stopping.judge` at the level spent at
+that look, and the rounds stop once every finalist still in the running differs from the
+current config or is equivalent to it within the margin. The choice among finalists that
+beat the current config is by median throughput, not a paired decision, so it waits for none.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tritongen import stopping
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, paired_ratio, summarise
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
+from tritongen.stopping import Ending, StopRule, Verdict
 from tritongen.tune.objective import Measurement, feasible
 from tritongen.tune.space import Candidate, Current
 
@@ -56,6 +64,8 @@ class Confirmed:
     """Median P99 over the rounds within the SLO (and memory within the cap)."""
     eligible: bool
     """May be chosen: the current config always; a finalist when feasible and measured in every round."""
+    verdict: Verdict | None = None
+    """``--rounds auto``: the decision on ``ratio`` (then at the level spent at this look)."""
 
     @property
     def is_current(self) -> bool:
@@ -63,15 +73,27 @@ class Confirmed:
         return isinstance(self.candidate, Current)
 
     @property
+    def missed_a_round(self) -> bool:
+        """A round did not measure it cleanly: a finalist that can no longer be chosen."""
+        return any(run_infer_per_s(run) is None for run in self.runs)
+
+    @property
     def beats_current(self) -> bool:
-        """An eligible finalist whose ratio interval lies above 1."""
+        """An eligible finalist whose ratio interval lies above 1 (with a rule: decided ``different``)."""
         return (
             not self.is_current
             and self.eligible
             and self.ratio is not None
             and self.ratio.significant
             and self.ratio.estimate > 1.0
+            and (self.verdict is None or self.verdict.decision == "different")
         )
+
+    def _decision_json(self) -> dict[str, Any]:
+        """``--rounds auto``: the finalist's ``decision`` and ``verdict`` text (nothing without a rule)."""
+        if self.verdict is None:
+            return {}
+        return {"decision": self.verdict.decision, "verdict": self.verdict.text()}
 
     def to_json(self) -> dict[str, Any]:
         """One entry of ``confirmation.contenders``: runs round by round, summaries, ratio, verdicts."""
@@ -85,6 +107,7 @@ class Confirmed:
             "ratio": None if self.ratio is None else self.ratio.to_json(),
             "feasible": self.feasible,
             "eligible": self.eligible,
+            **self._decision_json(),
             "runs": [asdict(run) for run in self.runs],
         }
 
@@ -102,6 +125,10 @@ class Confirmation:
     """``ok``, ``interrupted`` (Ctrl-C) or ``aborted`` (the server went away)."""
     reason: str | None = None
     confidence: float = DEFAULT_CONFIDENCE
+    rule: StopRule | None = None
+    """``--rounds auto``: the rule that stops the rounds (``rounds`` is then its cap)."""
+    stopped_by: str | None = None
+    """Why the rounds ended before ``rounds``: ``decided`` or ``max-minutes``."""
 
     @property
     def current(self) -> Confirmed:
@@ -115,8 +142,32 @@ class Confirmation:
 
     @property
     def finished(self) -> bool:
-        """Whether every round was measured."""
-        return self.status == "ok" and self.completed >= self.rounds
+        """Whether every round was measured (with a rule: every one it wanted)."""
+        return self.status == "ok" and (self.completed >= self.rounds or self.stopped_by is not None)
+
+    @property
+    def verdicts(self) -> list[tuple[str, Verdict]]:
+        """``--rounds auto``: each finalist's decision against the current config (none without a rule)."""
+        found = []
+        for c in self.finalists:
+            if c.verdict is not None:
+                out = " (out: a round failed)" if c.missed_a_round else ""
+                found.append((f"throughput: {c.key} vs current{out}", c.verdict))
+        return found
+
+    @property
+    def decided(self) -> bool:
+        """``--rounds auto``: no finalist still in the running is waiting for a decision."""
+        return self.rule is not None and all(
+            c.verdict is None or c.verdict.decision is not None or c.missed_a_round for c in self.finalists
+        )
+
+    def stopping_record(self) -> dict[str, Any] | None:
+        """``--rounds auto``: the rule, why the rounds stopped, the spent level, each finalist's verdict."""
+        if self.rule is None:
+            return None
+        ending = Ending(self.completed, self.stopped_by, self.status)
+        return stopping.record(self.rule, self.verdicts, ending, self.confidence)
 
     @property
     def winner(self) -> Confirmed | None:
@@ -157,6 +208,7 @@ class Confirmation:
             "rounds": self.rounds,
             "completed_rounds": self.completed,
             "confidence": self.confidence,
+            **({} if self.rule is None else {"stopping": self.stopping_record()}),
             "contenders": {c.key: c.to_json() for c in self.contenders},
         }
 
@@ -170,6 +222,18 @@ class Entry:
     level: float
 
 
+@dataclass(frozen=True)
+class Judging:
+    """How the rounds are judged: the SLO and memory cap, the level, and the rule of ``--rounds auto``."""
+
+    slo_p99_ms: float | None
+    max_memory_mb: float | None = None
+    confidence: float = DEFAULT_CONFIDENCE
+    rule: StopRule | None = None
+    final: bool = True
+    """The rounds are over: with a rule, a finalist not decided is ``undecided``."""
+
+
 def judge(
     rounds: Rounds,
     entries: Sequence[Entry],
@@ -177,53 +241,64 @@ def judge(
     slo_p99_ms: float | None,
     max_memory_mb: float | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
+    rule: StopRule | None = None,
+    final: bool = True,
 ) -> Confirmation:
     """Summarise each contender's rounds and compare each finalist with the current config, round by round.
 
     ``entries`` must hold exactly one :class:`Current`; ``rounds`` may be partial
-    (interrupted): the figures are then those of the rounds measured.
+    (interrupted): the figures are then those of the rounds measured. With ``rule``
+    (``--rounds auto``) each finalist's ratio is judged at the level spent at this look;
+    ``final`` says the rounds are over.
     """
+    how = Judging(slo_p99_ms, max_memory_mb, confidence, rule, final)
     current = next(e for e in entries if isinstance(e.candidate, Current))
     base_figures = rounds.figures(current.key, run_infer_per_s)
-    judged: list[Confirmed] = []
-    for entry in sorted(entries, key=lambda e: not isinstance(e.candidate, Current)):
-        runs = tuple(rounds.runs.get(entry.key, []))
-        throughput = rounds.figures(entry.key, run_infer_per_s)
-        infer = summarise([v for v in throughput if v is not None], confidence)
-        p99 = summarise([v for v in rounds.figures(entry.key, run_p99_us) if v is not None], confidence)
-        memory = [int(m) for m in ((r.gpu or {}).get("mem_max_bytes") for r in runs) if m is not None]
-        measured = Measurement(
-            infer_per_s=infer.median if infer else 0.0,
-            p99_us=p99.median if p99 else None,
-            memory_bytes=max(memory) if memory else None,
-            failed=infer is None,
-        )
-        ok = feasible(measured, slo_p99_ms, max_memory_mb)
-        is_current = entry is current
-        ratio = None
-        if not is_current:
-            ratio = paired_ratio(_present(throughput), _present(base_figures), confidence)
-        complete = bool(runs) and all(v is not None for v in throughput)
-        judged.append(
-            Confirmed(
-                key=entry.key,
-                candidate=entry.candidate,
-                level=entry.level,
-                runs=runs,
-                infer_per_s=infer,
-                p99_us=p99,
-                ratio=ratio,
-                feasible=ok,
-                eligible=is_current or (ok and complete),
-            )
-        )
+    ordered = sorted(entries, key=lambda e: not isinstance(e.candidate, Current))
     return Confirmation(
-        contenders=tuple(judged),
+        contenders=tuple(_judged(rounds, e, None if e is current else base_figures, how) for e in ordered),
         rounds=rounds_asked,
         completed=rounds.completed,
         status=rounds.status,
         reason=rounds.reason,
         confidence=confidence,
+        rule=rule,
+        stopped_by=rounds.stopped_by,
+    )
+
+
+def _judged(rounds: Rounds, entry: Entry, base_figures: list[float | None] | None, how: Judging) -> Confirmed:
+    """One contender's summaries and feasibility; a finalist's ratio to the current config's figures."""
+    runs = tuple(rounds.runs.get(entry.key, []))
+    throughput = rounds.figures(entry.key, run_infer_per_s)
+    infer = summarise([v for v in throughput if v is not None], how.confidence)
+    p99 = summarise([v for v in rounds.figures(entry.key, run_p99_us) if v is not None], how.confidence)
+    memory = [int(m) for m in ((r.gpu or {}).get("mem_max_bytes") for r in runs) if m is not None]
+    measured = Measurement(
+        infer_per_s=infer.median if infer else 0.0,
+        p99_us=p99.median if p99 else None,
+        memory_bytes=max(memory) if memory else None,
+        failed=infer is None,
+    )
+    ok = feasible(measured, how.slo_p99_ms, how.max_memory_mb)
+    ratio, verdict = None, None
+    if base_figures is not None and how.rule is not None:
+        verdict = stopping.judge(throughput, base_figures, how.confidence, how.rule.margin, final=how.final)
+        ratio = verdict.ratio
+    elif base_figures is not None:
+        ratio = paired_ratio(_present(throughput), _present(base_figures), how.confidence)
+    complete = bool(runs) and all(v is not None for v in throughput)
+    return Confirmed(
+        key=entry.key,
+        candidate=entry.candidate,
+        level=entry.level,
+        runs=runs,
+        infer_per_s=infer,
+        p99_us=p99,
+        ratio=ratio,
+        feasible=ok,
+        eligible=base_figures is None or (ok and complete),
+        verdict=verdict,
     )
 
 

@@ -2,8 +2,9 @@
 
 The search measures the current config (the baseline) and each candidate once, as
 live-reload trials. The confirmation then measures the best finalists and the current
-config again, interleaved, in ``rounds`` rounds, and keeps the current config unless a
-finalist beats it significantly (:mod:`tritongen.tune.confirm`).
+config again, interleaved, in ``rounds`` rounds (with ``--rounds auto``, until each finalist
+is decided against the current config), and keeps the current config unless a finalist
+beats it significantly (:mod:`tritongen.tune.confirm`).
 
 Resumable and safe: every search trial is saved in its own directory as soon as it ends,
 a resumed run skips finished trials (the confirmation is measured again: its rounds must
@@ -36,6 +37,7 @@ from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
 from tritongen.loadtest.rounds import Contender, Rounds, RoundStarted, measure_rounds
 from tritongen.loadtest.runner import ProgressCallback
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec, seconds_text
+from tritongen.stopping import MIN_ROUNDS, StopRule
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
 from tritongen.tune.composing import untouched_warning
@@ -82,21 +84,26 @@ class TuneRequest:
     out_dir: Path = Path("tune")
     seed: int = 0
     rounds: int = DEFAULT_ROUNDS
-    """Confirmation rounds (1: a quick look, nothing is significant)."""
+    """Confirmation rounds (1: a quick look, nothing is significant); with ``stopping``, at most."""
     finalists: int = DEFAULT_FINALISTS
     confidence: float = DEFAULT_CONFIDENCE
     background: BackgroundSpec | None = None
     """Other models' traffic kept running for the whole tune (trials and rounds), if any."""
+    stopping: StopRule | None = None
+    """``--rounds auto``: the confirmation's rounds stop once each finalist is decided (or at a cap)."""
 
     def check(self) -> None:
         """Reject settings that cannot work, before anything is measured or written.
 
         Raises:
             ConfigError: an illegal space, rounds below 1, finalists below 1, a
-                confidence level outside (0, 1) or a background load that cannot run.
+                confidence level outside (0, 1), a stopping rule that cannot decide or a
+                background load that cannot run.
         """
         self.space.check()
         check_rounds(self.rounds)
+        if self.stopping is not None:
+            self.stopping.check()
         check_confidence(self.confidence)
         if not isinstance(self.finalists, int) or self.finalists < 1:
             raise ConfigError(f"--finalists {self.finalists} must be at least 1", "e.g. --finalists 3")
@@ -129,10 +136,15 @@ class TuneRequest:
             "batch_size": self.load.batch_size,
             "levels": list(self.load.levels),
             "mode": self.load.mode,
-            "rounds": self.rounds,
+            "rounds": self.rounds_text,
             "finalists": self.finalists,
             "confidence": self.confidence,
         }
+
+    @property
+    def rounds_text(self) -> int | str:
+        """``--rounds`` as given: the number, or ``auto``."""
+        return "auto" if self.stopping is not None else self.rounds
 
 
 @dataclass(frozen=True)
@@ -144,17 +156,23 @@ class TunePlan:
     contenders: int
     """Configs in the confirmation: the finalists (at most) and the current config."""
     rounds: int
+    """Confirmation rounds; with ``auto``, at most."""
     seconds: float
-    """With every run measured for ``--duration``."""
+    """With every run measured for ``--duration`` (``auto``: decided in the fewest rounds)."""
     max_seconds: float
-    """With every run waiting the longest for stable figures (``--max-duration``, 3 × duration)."""
+    """With every run waiting the longest for stable figures (``--max-duration``, 3 × duration);
+    ``auto``: in every round up to its caps."""
+    auto: bool = False
 
     def text(self) -> str:
         """``about 6 min (up to 14 min …): 24 trials, then 4 configs × 5 rounds``."""
         rounds = f"{self.rounds} round" + ("s" if self.rounds != 1 else "")
+        if self.auto:
+            rounds = f"{MIN_ROUNDS} to {self.rounds} rounds, until each finalist is decided"
         when = f"about {seconds_text(self.seconds)}"
         if seconds_text(self.max_seconds) != seconds_text(self.seconds):
-            when += f" (up to {seconds_text(self.max_seconds)} while runs wait to be stable)"
+            why = "at the caps" if self.auto else "while runs wait to be stable"
+            when += f" (up to {seconds_text(self.max_seconds)} {why})"
         return f"{when}: {self.trials} trials, then {self.contenders} configs × {rounds}"
 
 
@@ -168,17 +186,22 @@ def plan(request: TuneRequest) -> TunePlan:
     trials = strategy.max_trials + 1
     contenders = min(request.finalists, strategy.max_trials) + 1
     levels = len(request.load.levels)
+    rule = request.stopping
 
-    def total(measured_s: float) -> float:
+    def total(measured_s: float, rounds: int, cap_s: float | None = None) -> float:
         level_s = request.load.warmup_s + measured_s + RUN_OVERHEAD_S
-        return (trials * (levels * level_s + RELOAD_S)) + request.rounds * contenders * (level_s + RELOAD_S)
+        round_s = contenders * (level_s + RELOAD_S)
+        confirming = rounds * round_s if cap_s is None else min(rounds * round_s, cap_s + round_s)
+        return trials * (levels * level_s + RELOAD_S) + confirming
 
+    cap_s = rule.max_minutes * 60 if rule is not None and rule.max_minutes else None
     return TunePlan(
         trials=trials,
         contenders=contenders,
         rounds=request.rounds,
-        seconds=total(request.load.duration_s),
-        max_seconds=total(request.load.effective_max_duration_s),
+        seconds=total(request.load.duration_s, MIN_ROUNDS if rule is not None else request.rounds),
+        max_seconds=total(request.load.effective_max_duration_s, request.rounds, cap_s),
+        auto=rule is not None,
     )
 
 
@@ -243,6 +266,11 @@ class TuneReport:
             line = f"best: {winner.key} {format_summary(winner.infer_per_s)} infer/s"
             if winner.ratio is not None:
                 line += f", {winner.ratio.text()} the baseline (current config)"
+            if winner.verdict is not None and winner.ratio is not None:
+                line += (
+                    f" at {winner.ratio.confidence:.2%} (the level spent at round {winner.ratio.rounds}: "
+                    f"--rounds auto keeps {self.request.confidence:.0%})"
+                )
             if not self.current_feasible:
                 line += "; the current config misses the SLO over the rounds"
             return line
@@ -257,14 +285,10 @@ class TuneReport:
                 )
                 return f"{keep}: {why}"
             return f"{keep}: the confirmation did not run"
-        named = confirmation.best_finalist
-        finalist = ""
-        if named is not None and named.ratio is not None:
-            finalist = f" (best finalist {named.key}: {named.ratio.text()})"
-        elif named is not None:
-            finalist = f" (best finalist {named.key}: no round of both to compare)"
+        finalist = _finalist_text(confirmation.best_finalist)
         if not confirmation.finished:
-            done = f"{confirmation.completed} of {confirmation.rounds}"
+            most = "at most " if confirmation.rule is not None else ""
+            done = f"{confirmation.completed} of {most}{confirmation.rounds}"
             return f"{keep}: the confirmation stopped after {done} rounds"
         if confirmation.rounds == 1:
             return (
@@ -285,7 +309,7 @@ class TuneReport:
             "slo_p99_ms": self.request.slo_p99_ms,
             "max_memory_mb": self.request.max_memory_mb,
             "strategy": self.request.strategy,
-            "rounds": self.request.rounds,
+            "rounds": self.request.rounds_text,
             "finalists_asked": self.request.finalists,
             "confidence": self.request.confidence,
             "status": self.status,
@@ -335,6 +359,17 @@ class TuneReport:
     def write_json(self, path: Path) -> None:
         """Write the document atomically."""
         write_output(path, json.dumps(self.to_json(), indent=2) + "\n")
+
+
+def _finalist_text(named: Confirmed | None) -> str:
+    """`` (best finalist KEY: 1.03× [0.97, 1.09])`` for the keep verdict; with a rule, its decision."""
+    if named is None:
+        return ""
+    if named.verdict is not None and named.ratio is not None:
+        return f" (best finalist {named.key}: {named.verdict.text()})"
+    if named.ratio is not None:
+        return f" (best finalist {named.key}: {named.ratio.text()})"
+    return f" (best finalist {named.key}: no round of both to compare)"
 
 
 @dataclass(frozen=True)
@@ -562,24 +597,30 @@ def _confirm(tuning: _Tuning, report: TuneReport, baseline: TrialRecord) -> None
         KeyboardInterrupt: Ctrl-C (the rounds so far are in the report).
         ServerError: the server went away during a round.
     """
-    request, hooks = report.request, tuning.hooks
+    request, hooks, rule = report.request, tuning.hooks, report.request.stopping
     entries, contenders = _contenders(tuning, [baseline, *report.finalists])
 
-    def verdict(rounds: Rounds) -> Confirmation:
+    def verdict(rounds: Rounds, final: bool) -> Confirmation:
         return judge(
-            rounds, entries, request.rounds, request.slo_p99_ms, request.max_memory_mb, request.confidence
-        )
+            rounds, entries, request.rounds, request.slo_p99_ms, request.max_memory_mb, request.confidence,
+            rule=rule, final=final,
+        )  # fmt: skip
 
     def round_done(rounds: Rounds) -> None:
-        report.confirmation = verdict(rounds)
+        report.confirmation = verdict(rounds, final=False)
         tuning.save(report)
         if hooks.on_round is not None:
             hooks.on_round(report.confirmation)
 
+    def decided(_: Rounds) -> bool:  # after round_done: the confirmation is this round's
+        return report.confirmation is not None and report.confirmation.decided
+
     rounds = measure_rounds(
-        contenders, request.rounds, hooks.progress, hooks.stop, hooks.on_round_start, round_done
-    )
-    report.confirmation = verdict(rounds)
+        contenders, request.rounds, hooks.progress, hooks.stop, hooks.on_round_start, round_done,
+        until=decided if rule is not None else None,
+        max_s=rule.max_minutes * 60 if rule is not None and rule.max_minutes else None,
+    )  # fmt: skip
+    report.confirmation = verdict(rounds, final=True)
     if rounds.status == "interrupted":
         raise KeyboardInterrupt
     if rounds.status != "ok":
