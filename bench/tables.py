@@ -135,6 +135,46 @@ def render_noise(doc: Document) -> list[str]:
     return [caption, "", *_table(header, rows), "", ratio_line]
 
 
+def render_pinning(doc: Document) -> list[str]:
+    """``--cpus`` against not pinned: each setting's A/A noise, and pinned over not pinned."""
+    settings = doc.get("settings") or {}
+    other = doc.get("other_cpu_mean")
+    caption = (
+        f"`--cpus {settings.get('cpus')}` against not pinned on {settings.get('machine_cores')} cores: "
+        f"`{doc['model']}` and an identical copy, each pinned and not, {doc.get('rounds_completed')} "
+        f"interleaved rounds of {settings.get('duration_s', 0):g} s at concurrency "
+        f"{settings.get('concurrency')}; other processes used {_num(other, 2) if other is not None else '–'} "
+        "cores on average meanwhile."
+    )
+    rows = []
+    for label, data in (doc.get("settings_measured") or {}).items():
+        noise = data.get("noise") or {}
+        called = [k for k, v in (data.get("aa_significant") or {}).items() if v]
+        rows.append(
+            [
+                label,
+                _pct(noise.get("infer_per_s_cv")),
+                _pct(noise.get("p99_us_cv")),
+                _pct(noise.get("infer_per_s_ratio_log_sd")),
+                _pct(noise.get("p99_us_ratio_log_sd")),
+                ", ".join(called) or "tie",
+            ]
+        )
+    header = ["setting", "infer/s CV", "P99 CV", "A/A' infer/s spread", "A/A' P99 spread", "A/A' verdict"]
+    between = doc.get("pinned_over_unpinned") or {}
+    parts = [
+        f"{label} {_paired(between.get(key))}"
+        for key, label in (("infer_per_s", "throughput"), ("p99_us", "P99"))
+    ]
+    return [
+        caption,
+        "",
+        *_table(header, rows),
+        "",
+        "Pinned over not pinned, per round: " + "; ".join(parts) + ".",
+    ]
+
+
 def render_loadgen(doc: Document) -> list[str]:
     """Requests/s and CPU cost of each load generator against the same identity model."""
     generators: dict[str, Any] = doc["generators"]
@@ -614,6 +654,7 @@ BLOCKS = (
     Block("precision", "bench/precision.py", render_precision),
     Block("shared_memory", "bench/shared_memory.py", render_shared_memory),
     Block("validation", "bench/validation.py", render_validation),
+    Block("pinning", "bench/pinning.py", render_pinning),
 )
 
 

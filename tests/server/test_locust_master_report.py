@@ -141,7 +141,7 @@ def test_a_lone_locust_over_grpc_reports_the_run(triton_server: LocalTritonServe
     results, document, log = tmp_path / "windows.jsonl", tmp_path / "run.json", tmp_path / "locust.log"
     args = _load_options(
         triton_server.grpc_url, "--triton-protocol", "grpc", "--headless", "-u", "2", "-r", "2",
-        "--run-time", "2s", "--triton-results", str(results), "--triton-json", str(document),
+        "--run-time", "4s", "--triton-results", str(results), "--triton-json", str(document),
         "--triton-metrics-url", triton_server.metrics_url,
     )  # fmt: skip
     locust = _locust(args, log)
@@ -166,7 +166,7 @@ def test_an_unreachable_metrics_endpoint_leaves_its_figures_null_in_one_line(
     document, log = tmp_path / "run.json", tmp_path / "locust.log"
     closed = f"http://127.0.0.1:{free_port()}/metrics"
     args = _load_options(
-        triton_server.http_url, "--headless", "-u", "2", "-r", "2", "--run-time", "2s",
+        triton_server.http_url, "--headless", "-u", "2", "-r", "2", "--run-time", "4s",
         "--triton-json", str(document), "--triton-metrics-url", closed,
     )  # fmt: skip
     locust = _locust(args, log)
