@@ -28,6 +28,8 @@ MIN_ROUNDS = 3
 DEFAULT_EQUIVALENCE = 0.05
 """Two contenders whose ratio is known to lie within 5% of 1 are called equivalent."""
 DEFAULT_MAX_ROUNDS = 20
+BUSY_REPEATS = 3
+"""``--rounds auto`` measures a round flagged busy again instead of counting it, this many times at most."""
 DEFAULT_MAX_MINUTES = 10.0
 """No round of ``--rounds auto`` starts after this many minutes of rounds (decisions in minutes)."""
 
@@ -192,6 +194,8 @@ class Ending:
     """``decided``, ``max-minutes`` or ``None`` (the count ran out, or the rounds failed)."""
     status: str = "ok"
     """``ok``, ``interrupted`` or ``aborted``."""
+    repeated: tuple[dict[str, Any], ...] = ()
+    """Rounds measured again because a run was flagged busy (``Rounds.repeated``)."""
 
 
 def stopped_text(
@@ -228,6 +232,7 @@ def record(
         "stopped": stopped_text(rule, verdicts, ending, nothing),
         "rounds": ending.completed,
         "confidence": spent_confidence(max(ending.completed, MIN_ROUNDS), confidence),
+        "busy_rounds_repeated": list(ending.repeated),
         "pairs": [
             {
                 "pair": name,

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.loadtest.rounds import Contender, measure_rounds
+from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 
 from support.cli_output import error_line
@@ -34,6 +37,39 @@ def _run(server: LocalTritonServer, tmp_path: Path, *args: str) -> tuple[dict[st
     assert result.exit_code == 0, result.stderr + result.stdout
     (run,) = json.loads(out.read_text())["runs"]
     return run, result.stdout, result.stderr
+
+
+def _burner() -> int:
+    """A CPU burner outside this process's tree, at the lowest priority; its pid."""
+    started = subprocess.run(
+        ["sh", "-c", f'nice -n 19 {sys.executable} -c "{BURNER}" >/dev/null 2>&1 & echo $!'],
+        capture_output=True, text=True, check=True, timeout=30,
+    )  # fmt: skip
+    return int(started.stdout.strip())
+
+
+def test_rounds_flagged_busy_are_measured_again_up_to_the_limit(triton_server: LocalTritonServer) -> None:
+    # Two identical one-instance models at a light load, a burner beside every round: each round
+    # is flagged, so the first two are measured again (the limit), and then rounds count as they are.
+    spec = LoadSpec(
+        model="sleep_const", url=triton_server.http_url, metrics_url=triton_server.metrics_url,
+        duration_s=1.0, warmup_s=0.3, window_s=0.5, max_duration_s=1.0,
+    )  # fmt: skip
+    contenders = [Contender(name, replace(spec, model=name)) for name in ("sleep_const", "sleep_const_copy")]
+    starts: list[int] = []
+    burner = _burner()
+    try:
+        rounds = measure_rounds(
+            contenders, 2, on_start=lambda number, _total, _name: starts.append(number), busy_repeats=2
+        )
+    finally:
+        os.kill(burner, signal.SIGKILL)
+    assert rounds.status == "ok" and rounds.completed == 2
+    assert [entry["round"] for entry in rounds.repeated] == [1, 1]  # round 1 twice more, then it counts
+    assert all(entry["busy"] and entry["other_cpu"] > 0.25 for entry in rounds.repeated)
+    assert starts == [1, 1, 1, 1, 1, 1, 2, 2]  # each measurement of a round: both contenders
+    assert [len(runs) for runs in rounds.runs.values()] == [2, 2]  # the repeated runs are not kept
+    assert all(run.busy for runs in rounds.runs.values() for run in runs)  # flagged, and counted at the limit
 
 
 def test_a_cpu_burner_beside_the_run_is_flagged(triton_server: LocalTritonServer, tmp_path: Path) -> None:

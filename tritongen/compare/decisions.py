@@ -45,5 +45,5 @@ def record(
     The engines' ``round_figures`` are those of ``rounds``.
     """
     verdicts = pair_verdicts(engines, rule, confidence, final=True)
-    ending = Ending(rounds.completed, rounds.stopped_by, rounds.status)
+    ending = Ending(rounds.completed, rounds.stopped_by, rounds.status, tuple(rounds.repeated))
     return stopping.record(rule, verdicts, ending, confidence, nothing="one engine: no pair to decide")

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tritongen.errors import ServerError
 from tritongen.loadtest.result import RunResult
@@ -42,6 +43,9 @@ class Rounds:
     """Rounds in which every contender was measured."""
     stopped_by: str | None = None
     """Why the rounds ended before the count asked for: ``decided`` or ``max-minutes``."""
+    repeated: list[dict[str, Any]] = field(default_factory=list)
+    """Rounds measured again because a run was flagged busy: ``round``, the ``busy`` contenders
+    and the most cores other processes used (``other_cpu``); their runs are not kept."""
 
     def figures(self, name: str, figure: Callable[[RunResult], float | None]) -> list[float | None]:
         """One figure of ``name``'s runs, round by round (``None`` where a run has none)."""
@@ -69,6 +73,7 @@ def measure_rounds(
     on_round: Callable[[Rounds], None] | None = None,
     until: Callable[[Rounds], bool] | None = None,
     max_s: float | None = None,
+    busy_repeats: int = 0,
 ) -> Rounds:
     """Measure every contender once per round, ``rounds`` times, the order rotating (A B C, B C A, …).
 
@@ -77,41 +82,81 @@ def measure_rounds(
     falls on every contender alike and cancels out of the paired ratios. A stop, or a server
     that goes away (during a run or between two), ends the rounds with what was measured.
     ``until`` is asked after each whole round whether the answer is known (``--rounds auto``),
-    and no round starts once ``max_s`` seconds have passed.
+    and no round starts once ``max_s`` seconds have passed. A round with a run flagged busy
+    (other processes used the CPU) is measured again instead of counted, ``busy_repeats``
+    times at most in all; ``Rounds.repeated`` says which.
 
     Raises:
         TritongenError: a contender's model or settings are unusable.
     """
     result = Rounds(runs={c.name: [] for c in contenders})
     started = time.monotonic()
-    for number in range(1, rounds + 1):
+    number = 1
+    while number <= rounds:
         if number > 1 and max_s is not None and time.monotonic() - started >= max_s:
             result.stopped_by = "max-minutes"
             return result
-        for contender in rotated(contenders, number - 1):
-            if stop is not None and stop.is_set():
-                result.status, result.reason = "interrupted", "interrupted by the user"
-                return result
-            if on_start is not None:
-                on_start(number, rounds, contender.name)
-            try:
-                if contender.prepare is not None:
-                    contender.prepare()
-                report = run_load_test(replace(contender.spec, rounds=1), progress=progress, stop=stop)
-            except ServerError as e:  # gone between two runs: the rounds so far stand
-                result.status, result.reason = "aborted", e.one_line()
-                return result
-            for run in report.runs:
-                run.round = number
-            result.runs[contender.name].extend(report.runs)
-            if report.status != "ok":
-                result.status = report.status
-                result.reason = next((r.reason for r in report.runs if r.reason), None)
-                return result
+        measured = _one_round(contenders, number, rounds, result, (progress, stop, on_start))
+        if measured is None:
+            return result
+        busy = {name: runs for name, runs in measured.items() if any(run.busy for run in runs)}
+        if busy and len(result.repeated) < busy_repeats:
+            result.repeated.append(_busy_record(number, busy))
+            continue
+        for name, runs in measured.items():
+            result.runs[name].extend(runs)
         result.completed = number
         if on_round is not None:
             on_round(result)
         if until is not None and number < rounds and until(result):
             result.stopped_by = "decided"
             return result
+        number += 1
     return result
+
+
+_Told = tuple[ProgressCallback | None, threading.Event | None, RoundStarted | None]
+
+
+def _one_round(
+    contenders: Sequence[Contender], number: int, rounds: int, result: Rounds, told: _Told
+) -> dict[str, list[RunResult]] | None:
+    """Round ``number``'s runs by contender; None when it ended the rounds (its runs then in ``result``)."""
+    progress, stop, on_start = told
+    measured: dict[str, list[RunResult]] = {}
+    for contender in rotated(contenders, number - 1):
+        if stop is not None and stop.is_set():
+            result.status, result.reason = "interrupted", "interrupted by the user"
+            _keep(result, measured)
+            return None
+        if on_start is not None:
+            on_start(number, rounds, contender.name)
+        try:
+            if contender.prepare is not None:
+                contender.prepare()
+            report = run_load_test(replace(contender.spec, rounds=1), progress=progress, stop=stop)
+        except ServerError as e:  # gone between two runs: the rounds so far stand
+            result.status, result.reason = "aborted", e.one_line()
+            _keep(result, measured)
+            return None
+        for run in report.runs:
+            run.round = number
+        measured[contender.name] = report.runs
+        if report.status != "ok":  # the failed run is kept: it says what happened
+            result.status = report.status
+            result.reason = next((r.reason for r in report.runs if r.reason), None)
+            _keep(result, measured)
+            return None
+    return measured
+
+
+def _keep(result: Rounds, measured: dict[str, list[RunResult]]) -> None:
+    """A round that ended the rounds: what it measured stands in ``result``."""
+    for name, runs in measured.items():
+        result.runs[name].extend(runs)
+
+
+def _busy_record(number: int, busy: dict[str, list[RunResult]]) -> dict[str, Any]:
+    """What ``Rounds.repeated`` keeps of a round measured again: which contenders were busy, how busy."""
+    cores = [run.other_cpu for runs in busy.values() for run in runs if run.other_cpu is not None]
+    return {"round": number, "busy": sorted(busy), "other_cpu": max(cores) if cores else None}

@@ -129,6 +129,8 @@ class Confirmation:
     """``--rounds auto``: the rule that stops the rounds (``rounds`` is then its cap)."""
     stopped_by: str | None = None
     """Why the rounds ended before ``rounds``: ``decided`` or ``max-minutes``."""
+    repeated: tuple[dict[str, Any], ...] = ()
+    """Rounds measured again because a run was flagged busy (``Rounds.repeated``)."""
 
     @property
     def current(self) -> Confirmed:
@@ -166,7 +168,7 @@ class Confirmation:
         """``--rounds auto``: the rule, why the rounds stopped, the spent level, each finalist's verdict."""
         if self.rule is None:
             return None
-        ending = Ending(self.completed, self.stopped_by, self.status)
+        ending = Ending(self.completed, self.stopped_by, self.status, self.repeated)
         return stopping.record(self.rule, self.verdicts, ending, self.confidence)
 
     @property
@@ -264,6 +266,7 @@ def judge(
         confidence=confidence,
         rule=rule,
         stopped_by=rounds.stopped_by,
+        repeated=tuple(rounds.repeated),
     )
 
 
