@@ -109,6 +109,8 @@ class StopRule:
     max_minutes: float | None = None
     """Wall-clock cap of the rounds (``None``: only ``max_rounds``)."""
     margin: float = DEFAULT_EQUIVALENCE
+    busy_repeats: int = BUSY_REPEATS
+    """A round with a run flagged busy is measured again instead of counted, this many times at most."""
 
     def check(self) -> None:
         """Refuse caps that leave no room to decide, and a margin outside (0, 50%).
@@ -119,6 +121,10 @@ class StopRule:
         check_stopping(self.max_rounds, self.margin)
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ConfigError(f"--max-minutes {self.max_minutes:g} must be positive", "e.g. --max-minutes 10")
+        if self.busy_repeats < 0:
+            raise ConfigError(
+                f"--busy-repeats {self.busy_repeats} must not be negative", "e.g. --busy-repeats 3"
+            )
 
     def text(self) -> str:
         """How the rounds stop, for the progress line and the report."""

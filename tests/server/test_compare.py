@@ -75,10 +75,11 @@ def test_compare_converts_serves_and_measures_every_engine(
     example_models: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "work"
-    # --rounds auto from its first look (3 rounds) capped there: exactly 3 rounds, decided or not.
+    # --rounds auto from its first look (3 rounds) capped there: exactly 3 rounds, decided or not
+    # (--busy-repeats 0: the tests beside this one would have every round measured again).
     code, stdout, stderr = _run(
         "compare", example_models["mlp"], *FAST[:-2], "--rounds", "auto", "--max-rounds", "3",
-        "--out", out, "--json", tmp_path / "c.json",
+        "--busy-repeats", "0", "--out", out, "--json", tmp_path / "c.json",
         "--markdown", tmp_path / "c.md", "--html", tmp_path / "c.html",
     )  # fmt: skip
     assert code == 0, stderr

@@ -28,6 +28,7 @@ runner = CliRunner()
         (("--equivalence", "lots"), "--equivalence 'lots' is not a share"),
         (("--rounds", "many"), "--rounds 'many' is neither a number nor auto"),
         (("--rounds", "auto", "--max-minutes", "0"), "--max-minutes 0 must be positive"),
+        (("--busy-repeats", "-1"), "--busy-repeats -1 must not be negative"),
     ],
 )
 def test_compare_refuses_a_rule_that_cannot_decide(

@@ -25,6 +25,7 @@ from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.server.affinity import parse_cpus
 from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.stopping import (
+    BUSY_REPEATS,
     DEFAULT_EQUIVALENCE,
     DEFAULT_MAX_MINUTES,
     DEFAULT_MAX_ROUNDS,
@@ -60,6 +61,14 @@ Equivalence = Annotated[
     typer.Option(
         "--equivalence",
         help="--rounds auto: a pair whose interval lies within this of 1 is called equivalent, e.g. 5%.",
+    ),
+]
+BusyRepeats = Annotated[
+    int,
+    typer.Option(
+        "--busy-repeats",
+        help="--rounds auto: a round with a run flagged busy (other processes' CPU) is measured again "
+        "instead of counted, this many times at most (0: busy rounds count, flagged).",
     ),
 ]
 
@@ -437,6 +446,7 @@ class AutoRoundsFlags(RoundsFlags):
 
     max_rounds: MaxRounds = DEFAULT_MAX_ROUNDS
     max_minutes: MaxMinutes = DEFAULT_MAX_MINUTES
+    busy_repeats: BusyRepeats = BUSY_REPEATS
     equivalence: Equivalence = f"{DEFAULT_EQUIVALENCE:.0%}"
 
     def rule(self, default_auto: bool) -> tuple[int, StopRule | None]:
@@ -447,7 +457,8 @@ class AutoRoundsFlags(RoundsFlags):
         """
         given = parse_rounds(self.rounds)
         if given == "auto" or (given is None and default_auto):
-            rule = StopRule(self.max_rounds, self.max_minutes, parse_margin(self.equivalence))
+            margin = parse_margin(self.equivalence)
+            rule = StopRule(self.max_rounds, self.max_minutes, margin, busy_repeats=self.busy_repeats)
             rule.check()
             return rule.max_rounds, rule
         return (DEFAULT_ROUNDS if given is None else given), None

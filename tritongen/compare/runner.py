@@ -45,7 +45,6 @@ from tritongen.metrics.process_memory import local_server_pid
 from tritongen.pipeline.request import BuildRequest, BuildResult, FormatOutcome, build_plan, model_dir_name
 from tritongen.pipeline.run import build_models
 from tritongen.server.local import LocalTritonServer
-from tritongen.stopping import BUSY_REPEATS
 from tritongen.triton.repository import METADATA_FILE
 
 Say = Callable[[str], None]
@@ -372,7 +371,7 @@ def _measure_rounds(
         on_round=done,
         until=decided if rule is not None else None,
         max_s=rule.max_minutes * 60 if rule is not None and rule.max_minutes else None,
-        busy_repeats=BUSY_REPEATS if rule is not None else 0,
+        busy_repeats=rule.busy_repeats if rule is not None else 0,
     )
     _apply_rounds(engines, rounds, settings.confidence)
     if rule is not None:

@@ -37,7 +37,7 @@ from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
 from tritongen.loadtest.rounds import Contender, Rounds, RoundStarted, measure_rounds
 from tritongen.loadtest.runner import ProgressCallback
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec, seconds_text
-from tritongen.stopping import BUSY_REPEATS, MIN_ROUNDS, StopRule
+from tritongen.stopping import MIN_ROUNDS, StopRule
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
 from tritongen.tune.composing import untouched_warning
@@ -619,7 +619,7 @@ def _confirm(tuning: _Tuning, report: TuneReport, baseline: TrialRecord) -> None
         contenders, request.rounds, hooks.progress, hooks.stop, hooks.on_round_start, round_done,
         until=decided if rule is not None else None,
         max_s=rule.max_minutes * 60 if rule is not None and rule.max_minutes else None,
-        busy_repeats=BUSY_REPEATS if rule is not None else 0,
+        busy_repeats=rule.busy_repeats if rule is not None else 0,
     )  # fmt: skip
     report.confirmation = verdict(rounds, final=True)
     if rounds.status == "interrupted":
