@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,21 @@ def test_pinning_needs_a_server_process_here() -> None:
         pass
     with pinned_server(None, None):  # no plan: nothing to pin
         pass
+
+
+def test_compare_records_the_plan_and_refuses_a_bad_one_before_building(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tritongen.cli.main import app
+    from tritongen.compare.measure import MeasureSettings
+
+    plan = CpuPlan(frozenset({0}), frozenset({1}))
+    assert MeasureSettings(cpus=plan).to_json()["cpus"] == {"server": [0], "load": [1]}
+    assert "cpus" not in MeasureSettings().to_json()
+    source = tmp_path / "m.onnx"
+    source.write_bytes(b"not read: the options are checked first")
+    result = CliRunner().invoke(
+        app, ["compare", str(source), "--cpus", "server=0,load=0", "--out", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 1 and "puts core 0 in both server and load" in result.stderr
+    assert not (tmp_path / "o").exists()

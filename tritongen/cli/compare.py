@@ -14,7 +14,7 @@ from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import AutoRoundsFlags, LoadFlags, MaxDuration, MeasurementWindow
+from tritongen.cli.load_options import AutoRoundsFlags, Cpus, LoadFlags, MaxDuration, MeasurementWindow
 from tritongen.cli.options import (
     AdminKey,
     Formats,
@@ -38,6 +38,7 @@ from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
 from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
+from tritongen.server.affinity import parse_cpus
 from tritongen.server.preflight import lint_before_serving
 from tritongen.triton.batching import BatchingOptions
 
@@ -100,6 +101,7 @@ class CompareFlags:
         str | None,
         reworded(MaxDuration, "Cap of each run while it waits for stability (default 1.5 × duration)."),
     ] = None
+    cpus: Cpus = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,7 @@ def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -
         stopping=stopping,
         window_s=_seconds_or_none(compare.window, "--window"),
         max_duration_s=_seconds_or_none(compare.max_duration, "--max-duration"),
+        cpus=parse_cpus(compare.cpus) if compare.cpus else None,
     )
     settings.check()
     return settings

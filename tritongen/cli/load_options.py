@@ -63,6 +63,15 @@ Equivalence = Annotated[
         help="--rounds auto: a pair whose interval lies within this of 1 is called equivalent, e.g. 5%.",
     ),
 ]
+Cpus = Annotated[
+    str | None,
+    typer.Option(
+        "--cpus",
+        help="server=LIST,load=LIST: the server's processes and the load generator's on cores of "
+        "their own, e.g. server=0-5,load=6-7 (a server on this machine; default: not pinned).",
+        show_default=False,
+    ),
+]
 BusyRepeats = Annotated[
     int,
     typer.Option(
@@ -290,15 +299,7 @@ class RunFlags:
         ),
     ] = "auto"
     metrics_url: MetricsUrl = None
-    cpus: Annotated[
-        str | None,
-        typer.Option(
-            "--cpus",
-            help="server=LIST,load=LIST: the server's processes and the load generator's on cores of "
-            "their own, e.g. server=0-5,load=6-7 (a server on this machine; default: not pinned).",
-            show_default=False,
-        ),
-    ] = None
+    cpus: Cpus = None
     stop_at_saturation: Annotated[
         bool,
         typer.Option(

@@ -25,6 +25,7 @@ from tritongen.cli.config_change import ShowDiff, show_diff
 from tritongen.cli.groups import Pick, option_groups, reworded
 from tritongen.cli.load_options import (
     AutoRoundsFlags,
+    Cpus,
     LoadFlags,
     MaxDuration,
     MeasurementWindow,
@@ -228,6 +229,8 @@ class TrialFlags:
         str | None, reworded(MeasurementWindow, "Measurement window of each run (default duration/6, 1-5 s).")
     ] = None
 
+    cpus: Cpus = None
+
     def run_flags(self) -> RunFlags:
         """How each run of a trial is judged: its request timeout, window and stability cap."""
         return RunFlags(
@@ -235,6 +238,7 @@ class TrialFlags:
             max_duration=self.max_duration,
             window=self.window,
             other_cpu_limit=self.other_cpu_limit,
+            cpus=self.cpus,
         )
 
 

@@ -27,6 +27,7 @@ from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.metrics.process_memory import ProcessMemorySampler
 from tritongen.metrics.prometheus import MetricsSampler
+from tritongen.server.affinity import CpuPlan
 from tritongen.stopping import StopRule
 
 FIRST_RESPONSE_TIMEOUT_S = 300.0
@@ -59,6 +60,8 @@ class MeasureSettings:
     """Measurement window of each run (``None``: the load test's default for the duration)."""
     max_duration_s: float | None = None
     """Cap of each run while it waits for stability (``None``: 1.5 × duration)."""
+    cpus: CpuPlan | None = None
+    """``--cpus``: the server's tree and the load processes on cores of their own (None: not pinned)."""
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -86,7 +89,8 @@ class MeasureSettings:
         data = asdict(self)
         data["shapes"] = {k: list(v) for k, v in self.shapes.items()}
         data["concurrency_levels"] = list(self.concurrency_levels)
-        for default_rule in ("window_s", "max_duration_s", "stopping"):  # recorded only when given
+        data["cpus"] = self.cpus.to_json() if self.cpus else None
+        for default_rule in ("window_s", "max_duration_s", "stopping", "cpus"):  # recorded only when given
             if data[default_rule] is None:
                 del data[default_rule]
         return data
@@ -193,6 +197,7 @@ def engine_spec(
         window_s=settings.window_s,
         metrics_url=server.metrics_url,
         seed=settings.seed,
+        cpus=settings.cpus,
     )
 
 
