@@ -1,0 +1,1 @@
+"""Language-model load tests: token-count distributions, latency limits, tokenizers and prompts."""
