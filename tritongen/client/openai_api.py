@@ -1,0 +1,117 @@
+"""What an OpenAI-compatible server (vLLM, TGI, NIM, Triton's frontend) serves, checked before a load test.
+
+``GET /v1/models`` lists the served models; vLLM adds each one's ``max_model_len``, the
+longest prompt plus output it takes. The API key, where one is needed, is read from the
+environment variable the user names (``--api-key-env``) and sent as a bearer token; it is
+never printed, logged or written anywhere.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from tritongen.errors import ConfigError, ServerError
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One model an OpenAI-compatible server lists."""
+
+    id: str
+    max_model_len: int | None = None
+    """Prompt plus output tokens the server takes (None: it does not say)."""
+
+
+def api_key_from_env(name: str | None) -> str | None:
+    """The key in the environment variable ``name`` (None without a name).
+
+    Raises:
+        ConfigError: the variable is not set or empty (its value, if any, is never shown).
+    """
+    if name is None:
+        return None
+    value = os.environ.get(name, "")
+    if not value.strip():
+        raise ConfigError(f"--api-key-env {name}: that environment variable is not set", f"export {name}=…")
+    return value.strip()
+
+
+def split_base_url(url: str) -> tuple[str, int, str]:
+    """``http://host:8000/v1`` or ``host:8000`` -> (host, port, path prefix without ``/v1``)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    prefix = parts.path.rstrip("/").removesuffix("/v1")
+    return parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80), prefix
+
+
+def served_models(url: str, api_key: str | None = None, timeout_s: float = 10.0) -> list[ServedModel]:
+    """The models the server at ``url`` (its base URL) lists at ``/v1/models``.
+
+    Raises:
+        ServerError: nothing answers there, or what answers is not an OpenAI-compatible server.
+    """
+    host, port, prefix = split_base_url(url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        connection.request("GET", f"{prefix}/v1/models", headers=headers)
+        response = connection.getresponse()
+        status, body = response.status, response.read()
+    except (OSError, http.client.HTTPException) as e:  # a timeout is an OSError
+        raise ServerError(
+            f"cannot reach {url}: {getattr(e, 'strerror', None) or e}", "start the server, or check --url"
+        ) from e
+    finally:
+        connection.close()
+    return _models(url, status, body)
+
+
+def _models(url: str, status: int, body: bytes) -> list[ServedModel]:
+    """The ``data`` of a ``/v1/models`` answer."""
+    hint = "give --url the base URL of an OpenAI-compatible server (vLLM, TGI, NIM, Triton's OpenAI frontend)"
+    if status in (401, 403):
+        raise ServerError(
+            f"{url} refused the request (HTTP {status})", "pass the key with --api-key-env NAME"
+        )
+    try:
+        document: Any = json.loads(body) if status == 200 else None
+    except ValueError:
+        document = None
+    data = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(data, list):
+        raise ServerError(
+            f"{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {status}", hint
+        )
+    models = []
+    for entry in data:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            length = entry.get("max_model_len")
+            models.append(ServedModel(entry["id"], length if isinstance(length, int) else None))
+    return models
+
+
+def check_served(models: list[ServedModel], model: str, longest_request: int | None = None) -> ServedModel:
+    """The served model ``model``, checked to take requests of ``longest_request`` tokens (prompt + output).
+
+    Raises:
+        ConfigError: the server does not serve it, or its ``max_model_len`` is below the longest request.
+    """
+    found = next((m for m in models if m.id == model), None)
+    if found is None:
+        names = ", ".join(m.id for m in models) or "none"
+        raise ConfigError(f"the server does not serve '{model}' (it serves: {names})", "give one of those")
+    if (
+        longest_request is not None
+        and found.max_model_len is not None
+        and longest_request > found.max_model_len
+    ):
+        raise ConfigError(
+            f"requests of up to {longest_request} tokens (prompt and output) exceed '{model}''s "
+            f"max_model_len {found.max_model_len}",
+            "lower --input-tokens or --output-tokens",
+        )
+    return found
