@@ -67,6 +67,9 @@ def served_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from support.shm_model import SHM_MODEL, write_shm_model
 
     write_shm_model(repo / SHM_MODEL)
+    from support.text_model import TEXT_MODEL, write_text_model
+
+    write_text_model(repo / TEXT_MODEL)
     try:
         import torch  # noqa: F401
     except ImportError:
