@@ -17,7 +17,8 @@ This file holds the options, Locust's event listeners and the user; the load gen
 itself is the package beside it, ``loadtests/tritonload/`` (imported as ``tritonload``: Locust
 puts this folder on ``sys.path``), one module per job: ``options`` (the ``--triton-*`` table),
 ``payloads`` (request data and bodies), ``server_api`` (the server's own APIs),
-``recording`` (per-window HDR histograms and the master's merge), ``locust_stats`` (Locust's own
+``recording`` (per-window HDR histograms and the master's merge), ``batches`` (the HTTP engine's
+requests recorded in batches), ``locust_stats`` (Locust's own
 statistics, fed in batches), ``messages`` (what a worker sends), ``workers`` (distributed runs),
 ``report`` and ``master`` (the run's report), ``utilisation`` (the metrics endpoint),
 ``transports``, ``http_wire`` and ``http_engine`` (HTTP and gRPC sends, the closed-loop engine),

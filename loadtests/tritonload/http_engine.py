@@ -5,6 +5,13 @@ latency and sends again. A plain epoll loop in a thread of its own, rather than 
 per connection, roughly halves the generator's CPU per request, so the load generator is
 not what limits the measurement. Users add and remove connections; the engine records
 into the process's :class:`~.recording.Recorder`.
+
+What a request costs is kept small: its bytes are prepared once; a response that arrives in
+one piece with the head the last one of its step had (status, Content-Length and all) is
+complete without being framed; a successful request only adds its timestamps to a
+:class:`~.batches.RequestBatch`, recorded when its window or second ends. Where the run checks
+the responses (the data has expected outputs) each response is framed and checked, and
+recorded on its own.
 """
 
 from __future__ import annotations
@@ -15,15 +22,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .batches import FIELDS, MAX_REQUESTS, RequestBatch
 from .http_wire import RECV_BYTES, ResponseBuffer
 from .recording import Recorder, real_lock
 from .transports import HttpTransport, error_kind
 
 EPOLL_READ = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
 EPOLL_READ_WRITE = EPOLL_READ | select.EPOLLOUT
+POLL_S = 0.05
+"""The longest wait for an event: how often the engine looks at its connections and timeouts."""
 
 
-@dataclass
+@dataclass(slots=True)
 class EngineConnection:
     """One closed-loop connection of the HTTP engine."""
 
@@ -70,6 +80,9 @@ class HttpEngine:
         self.validator = transport.validator
         self.timeout = transport.timeout
         self.recorder = recorder
+        self.batch = RequestBatch()
+        self.known: dict[int, tuple[int, bytes]] = {}
+        """Step → the size and head of its last response that came in one piece (without validation)."""
         self.lock = real_lock()
         self.to_open = 0  # connections to open
         self.connections: dict[int, EngineConnection] = {}
@@ -167,20 +180,29 @@ class HttpEngine:
             self._loop()
         finally:
             self.stopped = True
+            self.recorder.record_batch(self.batch)
             for fd in list(self.connections):
                 self._close(fd, None)
             self.epoll.close()
             self.finished = True
 
     def _loop(self) -> None:
-        next_expiry = time.perf_counter() + 1.0
+        clock, poll, connections, batch = time.perf_counter, self.epoll.poll, self.connections, self.batch
+        next_expiry = clock() + 1.0
         while not self.stopped:
-            self._rebalance()
-            for fd, mask in self.epoll.poll(0.05):
-                conn = self.connections.get(fd)
+            if self.to_open or len(connections) > self.wanted:
+                self._rebalance()
+            now = clock()
+            timeout = POLL_S
+            if batch.marks:
+                if now >= batch.boundary or len(batch.marks) >= MAX_REQUESTS * FIELDS:
+                    self.recorder.record_batch(batch)
+                else:
+                    timeout = min(POLL_S, batch.boundary - now)
+            for fd, mask in poll(timeout):
+                conn = connections.get(fd)
                 if conn is not None:
                     self._serve(fd, conn, mask)
-            now = time.perf_counter()
             if now >= next_expiry:
                 self._expire(now)
                 next_expiry = now + 1.0
@@ -211,24 +233,53 @@ class HttpEngine:
 
     def _receive(self, conn: EngineConnection) -> None:
         chunk = conn.sock.recv(RECV_BYTES)
+        first = time.perf_counter()
+        received = conn.received
+        whole = b""
+        if not received.size:
+            known = self.known.get(conn.sent)
+            if known is not None and len(chunk) == known[0] and chunk.startswith(known[1]):
+                now = time.perf_counter()  # the whole response, status 200
+                batch = self.batch
+                if now >= batch.boundary:
+                    self._next_batch(now)
+                batch.marks += (conn.start, conn.written, first, now, known[0])
+                self._send(conn)
+                return
+            conn.first, whole = first, chunk
         if not chunk:
             raise ConnectionResetError("the server closed the connection")
-        received = conn.received
-        if received.empty:
-            conn.first = time.perf_counter()
         received.add(chunk)
         status = received.next_status()
         while status is not None:
             now = time.perf_counter()
-            error = None if status == 200 else f"http_{status}"
-            if error is None:
-                self.recorder.defer_split(
-                    conn.written - conn.start, conn.first - conn.written, now - conn.first
-                )
-            if error is None and self.validator is not None:
-                error = self.validator.check_http(conn.sent, received.last)
-            self.recorder.record(conn.start, now, error, received.last_size)
+            if status != 200:
+                self.recorder.record(conn.start, now, f"http_{status}", received.last_size)
+            elif self.validator is not None:
+                self._checked(conn, now, received)
+            else:
+                self._succeeded(conn, now, received.last_size)
+                if whole and received.empty and received.last_size == len(whole):
+                    self.known[conn.sent] = (len(whole), whole[: whole.find(b"\r\n\r\n") + 4])
             if received.empty:
                 self._send(conn)
                 return
             status = received.next_status()
+
+    def _succeeded(self, conn: EngineConnection, now: float, size: int) -> None:
+        """Add a successful request to the batch."""
+        if now >= self.batch.boundary:
+            self._next_batch(now)
+        self.batch.marks += (conn.start, conn.written, conn.first, now, size)
+
+    def _next_batch(self, now: float) -> None:
+        """Record the batch (its window or second is over) and start the one of ``now``."""
+        self.recorder.record_batch(self.batch)
+        self.batch.boundary = self.recorder.boundary_after(now)
+
+    def _checked(self, conn: EngineConnection, now: float, received: ResponseBuffer) -> None:
+        """Check a response with status 200 against the expected outputs and record its request."""
+        assert self.validator is not None
+        self.recorder.defer_split(conn.written - conn.start, conn.first - conn.written, now - conn.first)
+        error = self.validator.check_http(conn.sent, received.last)
+        self.recorder.record(conn.start, now, error, received.last_size)

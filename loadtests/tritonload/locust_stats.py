@@ -67,6 +67,23 @@ class StatsFeed:
         if wall_end > tally.last:
             tally.last = wall_end
 
+    def add_batch(self, wall_end: float, times_ms: dict[int, int], size: int) -> None:
+        """Count requests that finished in the second of ``wall_end``, the last of them at ``wall_end``.
+
+        ``times_ms``: their response times in whole milliseconds → requests; ``size``: their
+        bytes. The caller holds the Recorder's lock.
+        """
+        second = int(wall_end)
+        tally = self.seconds.get(second)
+        if tally is None:
+            tally = self.seconds[second] = SecondTally()
+        counted = tally.times_ms
+        for ms, n in times_ms.items():
+            counted[ms] = counted.get(ms, 0) + n
+        tally.content_length += size
+        if wall_end > tally.last:
+            tally.last = wall_end
+
     def flush(self, stats: RequestStats, lock: Any) -> int:
         """Move what was counted so far into Locust's ``stats``; returns the requests moved."""
         with lock:

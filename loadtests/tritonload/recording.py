@@ -22,6 +22,7 @@ from hdrh.histogram import HdrHistogram
 from locust.runners import MasterRunner
 from locust.stats import RequestStats
 
+from .batches import RequestBatch, add_values, latencies_us, milliseconds, split_us
 from .locust_stats import StatsFeed
 from .shared import (
     CLIENT_SPLIT,
@@ -41,6 +42,8 @@ from .shared import (
 
 LATE_S = 0.001
 """A send leaving more than this after its scheduled time counts as late."""
+DRAIN_GRACE_S = 0.1
+"""A window is drained this long after it ends: the HTTP engine's last batch of it is in by then."""
 
 
 def real_lock() -> Any:
@@ -136,6 +139,28 @@ class Recorder:
             if self.feed is not None:
                 self.feed.add(end + self.wall_offset, end - start, error, size)
 
+    def boundary_after(self, perf_time: float) -> float:
+        """When (perf_counter) the window or the wall-clock second of ``perf_time`` ends, the earlier."""
+        wall = perf_time + self.wall_offset
+        window_end = self.t0 + ((wall - self.t0) // self.window_s + 1) * self.window_s
+        return min(window_end, wall // 1 + 1) - self.wall_offset
+
+    def record_batch(self, batch: RequestBatch) -> None:
+        """Count a batch of successful requests (one window, one second) as ``record`` would, each."""
+        if not batch.marks:
+            return
+        rows = batch.take()
+        end = float(rows[:, 3].max())
+        values, split = latencies_us(rows), split_us(rows)
+        times_ms = milliseconds(rows) if self.feed is not None else {}
+        with self.lock:
+            window = self._window(end)
+            add_values(window.hist, values)
+            for name, amount in zip(CLIENT_SPLIT, split, strict=True):
+                window.counts[name] = window.counts.get(name, 0) + amount
+            if self.feed is not None:
+                self.feed.add_batch(end + self.wall_offset, times_ms, int(rows[:, 4].sum()))
+
     def record_extra(self, name: str, end: float, value_s: float) -> None:
         """Count one value of a further latency (e.g. time to first response), in the window of ``end``."""
         with self.lock:
@@ -203,8 +228,12 @@ class Recorder:
             self.feed.flush(stats, self.lock)
 
     def drain(self, everything: bool) -> list[WindowRecord]:
-        """Windows that are over (or all of them), encoded for the master."""
-        now_index = int((time.time() - self.t0) // self.window_s)
+        """Windows that are over (or all of them), encoded for the master.
+
+        A window counts as over :data:`DRAIN_GRACE_S` after its end, once the HTTP engine has
+        recorded its last batch of it.
+        """
+        now_index = int((time.time() - DRAIN_GRACE_S - self.t0) // self.window_s)
         with self.lock:
             ready = sorted(i for i in self.windows if everything or i < now_index)
             popped = [self.windows.pop(index) for index in ready]
