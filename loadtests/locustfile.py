@@ -22,7 +22,8 @@ requests recorded in batches), ``locust_stats`` (Locust's own
 statistics, fed in batches), ``messages`` (what a worker sends), ``workers`` (distributed runs),
 ``report`` and ``master`` (the run's report), ``utilisation`` (the metrics endpoint),
 ``transports``, ``http_wire`` and ``http_engine`` (HTTP and gRPC sends, the closed-loop engine),
-``grpc_stream`` (decoupled models), ``sequences`` (stateful models), ``shared_memory`` (system
+``grpc_stream`` (decoupled models), ``llm_http`` (one LLM request over HTTP, timed token by
+token; not driven by this file yet), ``sequences`` (stateful models), ``shared_memory`` (system
 shared memory), ``loops`` (closed and open loops), ``state`` (this process's state) and
 ``shared`` (what tritongen uses too). Run it from the folder: neither this file nor the package
 imports tritongen, so the folder also runs in a plain Locust container with tritonclient,

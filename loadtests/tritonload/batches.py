@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from .shared import HIGHEST_US, LOWEST_US
+from .shared import HIGHEST_US, LOWEST_US, Array
 
 FIELDS = 5
 """What a request adds to a batch: send start, request written, first response bytes, response
@@ -35,20 +35,21 @@ class RequestBatch:
     def __len__(self) -> int:
         return len(self.marks) // FIELDS
 
-    def take(self) -> np.ndarray:
+    def take(self) -> Array:
         """The requests as rows of :data:`FIELDS` columns; the batch is empty after."""
         rows = np.array(self.marks, dtype=np.float64).reshape(-1, FIELDS)
         self.marks = []
         return rows
 
 
-def latencies_us(rows: np.ndarray) -> np.ndarray:
+def latencies_us(rows: Array) -> Array:
     """Each request's latency in whole µs, clamped to the histograms' range (as ``Recorder.record``)."""
     elapsed = (rows[:, 3] - rows[:, 0]) * 1e6
-    return np.clip(elapsed.astype(np.int64), LOWEST_US, HIGHEST_US)
+    clipped: Array = np.clip(elapsed.astype(np.int64), LOWEST_US, HIGHEST_US)
+    return clipped
 
 
-def split_us(rows: np.ndarray) -> tuple[int, int, int]:
+def split_us(rows: Array) -> tuple[int, int, int]:
     """The batch's send, wait and receive times: each request's in whole µs, summed."""
     send = ((rows[:, 1] - rows[:, 0]) * 1e6).astype(np.int64).sum()
     wait = ((rows[:, 2] - rows[:, 1]) * 1e6).astype(np.int64).sum()
@@ -56,14 +57,14 @@ def split_us(rows: np.ndarray) -> tuple[int, int, int]:
     return int(send), int(wait), int(receive)
 
 
-def milliseconds(rows: np.ndarray) -> dict[int, int]:
+def milliseconds(rows: Array) -> dict[int, int]:
     """Response time in whole milliseconds → requests, as Locust's statistics round them."""
     ms = ((rows[:, 3] - rows[:, 0]) * 1000 + 0.5).astype(np.int64)
     values, counts = np.unique(ms, return_counts=True)
     return dict(zip(values.tolist(), counts.tolist(), strict=True))
 
 
-def add_values(hist: HdrHistogram, values: np.ndarray) -> None:
+def add_values(hist: HdrHistogram, values: Array) -> None:
     """Record each of ``values`` (whole numbers in the histogram's range) as ``hist.record_value`` would.
 
     The index of each value's count is computed as the histogram computes it (its bucket from the
