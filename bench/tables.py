@@ -175,6 +175,28 @@ def render_pinning(doc: Document) -> list[str]:
     ]
 
 
+def render_run_overhead(doc: Document) -> list[str]:
+    """What each load run costs beyond its warm-up and measured time."""
+    settings = doc.get("settings") or {}
+    overheads = doc.get("overhead_s") or []
+    levels, rounds = settings.get("levels"), settings.get("rounds")
+    warmup, measured = settings.get("warmup_s", 0), settings.get("duration_s", 0)
+    caption = (
+        f"{doc.get('runs')} runs (concurrency {levels}, {rounds} rounds, levels interleaved) of "
+        f"{warmup:g} s warm-up + {measured:g} s measured, {settings.get('generator')}."
+    )
+    rows = [
+        ["overhead per run, median", _num(doc.get("overhead_median_s"), 2) + " s"],
+        ["overhead per run, s.d.", _num(doc.get("overhead_spread_s"), 2) + " s"],
+        [
+            "overhead per run, least / most",
+            f"{_num(min(overheads, default=None), 2)} / {_num(max(overheads, default=None), 2)} s",
+        ],
+        ["overhead per run over the whole test", _num(doc.get("test_overhead_per_run_s"), 2) + " s"],
+    ]
+    return [caption, "", *_table(["figure", "value"], rows)]
+
+
 def render_loadgen(doc: Document) -> list[str]:
     """Requests/s and CPU cost of each load generator against the same identity model."""
     generators: dict[str, Any] = doc["generators"]
@@ -655,6 +677,7 @@ BLOCKS = (
     Block("shared_memory", "bench/shared_memory.py", render_shared_memory),
     Block("validation", "bench/validation.py", render_validation),
     Block("pinning", "bench/pinning.py", render_pinning),
+    Block("run_overhead", "bench/run_overhead.py", render_run_overhead),
 )
 
 
