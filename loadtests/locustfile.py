@@ -22,8 +22,8 @@ requests recorded in batches), ``locust_stats`` (Locust's own
 statistics, fed in batches), ``messages`` (what a worker sends), ``workers`` (distributed runs),
 ``report`` and ``master`` (the run's report), ``utilisation`` (the metrics endpoint),
 ``transports``, ``http_wire`` and ``http_engine`` (HTTP and gRPC sends, the closed-loop engine),
-``grpc_stream`` (decoupled models), ``llm_http`` (one LLM request over HTTP, timed token by
-token; not driven by this file yet), ``sequences`` (stateful models), ``shared_memory`` (system
+``grpc_stream`` (decoupled models), ``llm_http`` and ``llm_transport`` (LLM requests over
+HTTP, timed token by token), ``sequences`` (stateful models), ``shared_memory`` (system
 shared memory), ``loops`` (closed and open loops), ``state`` (this process's state) and
 ``shared`` (what tritongen uses too). Run it from the folder: neither this file nor the package
 imports tritongen, so the folder also runs in a plain Locust container with tritonclient,
@@ -52,6 +52,7 @@ from locust import User, events, task
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from tritonload.grpc_stream import GrpcStreamTransport
 from tritonload.http_engine import HttpEngine
+from tritonload.llm_transport import LlmTransport
 from tritonload.locust_stats import CSV_LAST_TURN_S, StatsFeed, stats_method
 from tritonload.loops import OpenLoop, closed_loop, engine_loop, make_transport, schedule_seed, worker_key
 from tritonload.master import MasterReport
@@ -157,7 +158,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
 class TritonUser(User):
     """One closed-loop stream of requests, or (with ``--triton-user-rate``) one open-loop schedule."""
 
-    transport: HttpTransport | GrpcTransport | GrpcStreamTransport
+    transport: HttpTransport | GrpcTransport | GrpcStreamTransport | LlmTransport
     sequences: HttpSequenceTransport | GrpcSequenceTransport
     options: TritonOptions
 

@@ -22,6 +22,7 @@ from locust.runners import WorkerRunner
 
 from .grpc_stream import GrpcStreamTransport
 from .http_engine import HttpEngine
+from .llm_transport import LlmTransport
 from .options import TritonOptions
 from .recording import Recorder
 from .shared_memory import ShmSessions, make_shm_transport
@@ -32,7 +33,7 @@ TIMER_SLACK_S = 0.001
 
 def make_transport(
     host: str, options: TritonOptions, starts: StepStarts, sessions: ShmSessions, recorder: Recorder | None
-) -> HttpTransport | GrpcTransport | GrpcStreamTransport:
+) -> HttpTransport | GrpcTransport | GrpcStreamTransport | LlmTransport:
     """The transport of ``--triton-protocol`` (``--triton-streaming``: gRPC streams; shared memory).
 
     ``starts`` spreads the users over the data steps, ``sessions`` holds this process's
@@ -42,6 +43,8 @@ def make_transport(
     Raises:
         ValueError: streaming over HTTP.
     """
+    if options.llm_api:  # prompts over HTTP: OpenAI's API or Triton's generate
+        return LlmTransport(host, options, starts, recorder)
     if options.streaming:
         if options.protocol != "grpc":
             raise ValueError("--triton-streaming needs --triton-protocol grpc (HTTP cannot stream)")

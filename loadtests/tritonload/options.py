@@ -67,6 +67,18 @@ OPTIONS = (
     _Option("sequences", 0, "1: each user runs sequences (correlation ID, start/end flags), one at a time."),
     _Option("sequence-length", 0, "Requests per sequence (0: one per data step)."),
     _Option("sequence-ids", "", "Correlation IDs START:END (END excluded; default: from the process id)."),
+    _Option(
+        "llm-api",
+        "",
+        "An LLM load: openai-chat, openai-completions or triton-generate (empty: tensors).",
+        choices=("", "openai-chat", "openai-completions", "triton-generate"),
+    ),
+    _Option("llm-requests", "", "An LLM load: JSON lines of prepared requests (payload, input_tokens)."),
+    _Option("llm-stream", 1, "An LLM load: 1 streams each answer token by token, 0 asks for it whole."),
+    _Option("llm-key-env", "", "An LLM load: the environment variable holding the API key (a bearer token)."),
+    _Option(
+        "llm-slo", "", "An LLM load: TTFT,ITL,E2E limits in ms (0: none) of a request counted in goodput."
+    ),
 )
 
 
@@ -97,6 +109,11 @@ class TritonOptions:
     sequences: int
     sequence_length: int
     sequence_ids: str
+    llm_api: str
+    llm_requests: str
+    llm_stream: int
+    llm_key_env: str
+    llm_slo: str
 
     @classmethod
     def from_parsed(cls, parsed: Any) -> TritonOptions:

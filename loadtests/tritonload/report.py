@@ -203,7 +203,38 @@ def run_result(
         "latency_stddev_us": float(collector.total.get_stddev()) if ok else None,
         "stability_latency_us": float(collector.total.get_value_at_percentile(99.0)) if ok else None,
         "validation": collector.validation(),
+        **llm_figures(collector, duration, users, ok),
         "workers": worker_figures(collector),
+    }
+
+
+def token_source(usage: int, ok: int) -> str:
+    """Where the output token counts came from: ``usage`` (all), ``events`` (none) or ``mixed``."""
+    if not usage:
+        return "events"
+    return "usage" if usage == ok else "mixed"
+
+
+def llm_figures(collector: Collector, duration: float, users: int, ok: int) -> dict[str, Any]:
+    """An LLM load's token figures, as the package derives them (None for other loads)."""
+    counts, extra = collector.counts, collector.extra
+    llm = "output_tokens" in counts
+    tokens_per_s = counts.get("output_tokens", 0) / duration if llm else None
+    usage = counts.get("usage_counted", 0)
+
+    def figures(name: str) -> dict[str, Any] | None:
+        hist = extra.get(name)
+        return latency_figures(hist) if hist is not None and hist.get_total_count() else None
+
+    return {
+        "ttft_us": figures("ttft"),
+        "itl_us": figures("itl"),
+        "tpot_us": figures("tpot"),
+        "e2e_us": latency_figures(collector.total) if llm and ok else None,
+        "output_tokens_per_s": tokens_per_s,
+        "output_tokens_per_s_per_user": tokens_per_s / users if tokens_per_s is not None and users else None,
+        "goodput_per_s": counts.get("slo_met", 0) / duration if llm else None,
+        "output_token_source": token_source(usage, ok) if llm else None,
     }
 
 

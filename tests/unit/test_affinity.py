@@ -91,6 +91,25 @@ def _wait_for_tree(pid: int) -> None:
 
 
 @TWO_CORES
+def test_the_machine_cores_are_every_thread_s_not_the_calling_one_s() -> None:
+    # A parallel runtime may bind the calling thread to one core: the process may still use all.
+    import threading
+
+    every = machine_cores()
+    before = os.sched_getaffinity(0)
+    done = threading.Event()
+    worker = threading.Thread(target=done.wait)  # started on every core, as a pool's threads are
+    worker.start()
+    try:
+        os.sched_setaffinity(0, {min(every)})
+        assert len(os.sched_getaffinity(0)) == 1 and machine_cores() == every
+    finally:
+        os.sched_setaffinity(0, before)
+        done.set()
+        worker.join()
+
+
+@TWO_CORES
 def test_a_tree_is_pinned_thread_by_thread_and_given_its_cores_back() -> None:
     core = min(machine_cores())
     child = _sleeper()

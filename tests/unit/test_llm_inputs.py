@@ -149,3 +149,39 @@ def test_bad_prompt_files_are_refused_in_one_line(tmp_path: Path, content: str, 
     assert message in str(raised.value) and "\n" not in str(raised.value)
     with pytest.raises(SourceError, match="No such file"):
         read_prompts(tmp_path / "missing.jsonl")
+
+
+def test_each_api_gets_its_request_body(tmp_path: Path, tokenizer: object) -> None:
+    from tritongen.loadtest.llm.load import LlmLoad, payload, prepare_llm_requests
+    from tritongen.loadtest.llm.prompts import Prompt
+
+    chat = Prompt(messages=[{"role": "user", "content": "hi"}])
+    assert payload("triton-generate", "m", Prompt(text="hi"), 5, stream=True) == {
+        "text_input": "hi",
+        "max_tokens": 5,
+    }
+    body = payload("openai-chat", "m", chat, 5, stream=True)
+    assert body["messages"] == chat.messages and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == body["min_tokens"] == 5 and body["ignore_eos"] is True
+    whole = payload("openai-completions", "m", Prompt(text="hi"), 5, stream=False)
+    assert whole["prompt"] == "hi" and "stream" not in whole
+    model = write_tokenizer(tmp_path / "model")
+    load = LlmLoad(
+        "triton-generate", tokenizer=model, input_tokens=TokenCount(20), output_tokens=TokenCount(7)
+    )
+    path = tmp_path / "requests.jsonl"
+    count = prepare_llm_requests(load, "m", path, seed=3)
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(entries) == count > 100 and {e["payload"]["max_tokens"] for e in entries} == {7}
+    assert all(abs(e["input_tokens"] - 20) <= 1 for e in entries)
+
+
+def test_the_llm_load_refuses_what_it_cannot_measure() -> None:
+    from tritongen.loadtest.llm.load import LlmLoad
+
+    with pytest.raises(ConfigError, match="--api openai-chat is not available in this version"):
+        LlmLoad("openai-chat", prompts=Path("p.jsonl")).check()
+    with pytest.raises(ConfigError, match="need the model's tokenizer"):
+        LlmLoad("triton-generate").check()
+    assert LlmLoad("triton-generate", slo=Slo(ttft_ms=200)).slo_option() == "200,0,0"
+    assert LlmLoad("triton-generate").slo_option() == ""

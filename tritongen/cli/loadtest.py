@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +14,7 @@ from rich.text import Text
 
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.groups import Pick, option_groups, reworded
+from tritongen.cli.llm_options import LlmFlags
 from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
 from tritongen.cli.load_worker import given_options, run_worker_mode
 from tritongen.cli.options import Serve, SkipFailed, SloP99, Url
@@ -34,6 +35,24 @@ from tritongen.server.embedded import embedded_server
 DEFAULT_MAX_ERROR_RATE = 0.01
 
 
+@dataclass(frozen=True)
+class GateFlags:
+    """When a load test fails as a CI gate."""
+
+    slo_p99_ms: Annotated[
+        float | None, reworded(SloP99, "Exit 1 when any run's P99 exceeds this (a CI gate).")
+    ] = None
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            "--max-error-rate",
+            min=0.0,
+            max=1.0,
+            help="Exit 1 when a run's failed requests exceed this fraction (0: any error fails).",
+        ),
+    ] = DEFAULT_MAX_ERROR_RATE
+
+
 @option_groups(
     load=Pick(helps={"seed": "Seed of random inputs and Poisson arrivals."}),
     output=Pick(
@@ -46,6 +65,8 @@ def loadtest_command(
     run: RunFlags,
     rounds: RoundsFlags,
     output: OutputFlags,
+    gates: GateFlags,
+    llm: LlmFlags,
     model: Annotated[
         str | None,
         typer.Argument(help="Served model name, e.g. mlp_onnx (none with --worker).", show_default=False),
@@ -60,31 +81,20 @@ def loadtest_command(
             "to load; the models under load must load (default: only those models).",
         ),
     ] = False,
-    slo_p99_ms: Annotated[
-        float | None, reworded(SloP99, "Exit 1 when any run's P99 exceeds this (a CI gate).")
-    ] = None,
-    max_error_rate: Annotated[
-        float,
-        typer.Option(
-            "--max-error-rate",
-            min=0.0,
-            max=1.0,
-            help="Exit 1 when a run's failed requests exceed this fraction (0: any error fails).",
-        ),
-    ] = DEFAULT_MAX_ERROR_RATE,
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
         if run.worker:  # a load worker of a master elsewhere, which sends the load options
-            refused = _not_for_workers(url, serve, skip_failed, slo_p99_ms, max_error_rate)
-            run_worker_mode(model, run, given_options(load, rounds, output) + refused)
+            refused = _not_for_workers(url, serve, skip_failed)
+            run_worker_mode(model, run, given_options(load, rounds, output, gates, llm) + refused)
             return
         if model is None:
             raise ConfigError("MODEL is missing", "e.g. tritongen loadtest mlp_onnx --concurrency 1,8")
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
+        spec = replace(spec, llm=llm.load())
         if run.stop_at_saturation:
-            spec = replace(spec, stop_at=SaturationRule(slo_p99_ms, rounds.confidence))
+            spec = replace(spec, stop_at=SaturationRule(gates.slo_p99_ms, rounds.confidence))
         spec.check()
         _check_master(spec, serve, skip_failed)
         mix = Mix.parse(model, run.mix)
@@ -98,18 +108,15 @@ def loadtest_command(
         with _server(spec, serve, mix.models, skip_failed) as spec:
             report = _run(spec, mix)
         report.confidence = rounds.confidence
-        _write_outputs(report, output, slo_p99_ms)
+        _write_outputs(report, output, gates.slo_p99_ms)
         _print_report(report)
-        _finish(report, slo_p99_ms, max_error_rate)
+        _finish(report, gates.slo_p99_ms, gates.max_error_rate)
 
 
-def _not_for_workers(
-    url: str | None, serve: Path | None, skip_failed: bool, slo_p99_ms: float | None, max_error_rate: float
-) -> list[str]:
+def _not_for_workers(url: str | None, serve: Path | None, skip_failed: bool) -> list[str]:
     """The options given that a load worker does not take (its master sends the load options)."""
-    given = [("--url", url), ("--serve", serve), ("--skip-failed", skip_failed), ("--slo-p99-ms", slo_p99_ms)]
-    refused = [option for option, value in given if value]
-    return refused + (["--max-error-rate"] if max_error_rate != DEFAULT_MAX_ERROR_RATE else [])
+    given = [("--url", url), ("--serve", serve), ("--skip-failed", skip_failed)]
+    return [option for option, value in given if value]
 
 
 def _check_master(spec: LoadSpec, serve: Path | None, skip_failed: bool = False) -> None:
@@ -234,8 +241,27 @@ def _print_report(report: LoadTestReport) -> None:
             )
         if run.gpu:
             console.print(_gpu_line(run, run.gpu), highlight=False, markup=False)
+        if run.output_tokens_per_s is not None:
+            console.print(_llm_line(run), highlight=False, markup=False, soft_wrap=True)
     if report.sweep_stop is not None:
         console.print(report.sweep_stop.summary(), highlight=False, markup=False, soft_wrap=True)
+
+
+def _llm_line(run: RunResult) -> str:
+    """An LLM run's token figures: TTFT, ITL and TPOT (P50 / P99, ms), tokens/s, goodput."""
+
+    def ms(figures: dict[str, float] | None) -> str:
+        if not figures:
+            return "–"
+        return f"{figures['p50'] / 1000:.2f} / {figures['p99'] / 1000:.2f} ms"
+
+    per_user = run.output_tokens_per_s_per_user
+    return (
+        f"{_level(run)} TTFT {ms(run.ttft_us)}, ITL {ms(run.itl_us)}, TPOT {ms(run.tpot_us)} (P50 / P99); "
+        f"{run.output_tokens_per_s or 0:,.1f} output tokens/s"
+        + (f" ({per_user:,.1f} per user)" if per_user is not None else "")
+        + f", goodput {run.goodput_per_s or 0:,.2f} req/s; tokens counted from {run.output_token_source}"
+    )
 
 
 def _gpu_line(run: RunResult, gpu: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tritongen.errors import MissingDependencyError, ServerError
-from tritongen.server.affinity import pinned_start
+from tritongen.server.affinity import machine_cores, pinned_start
 from tritongen.server.process import die_with_parent, tail_lines
 
 WEB_HOST = "127.0.0.1"
@@ -96,6 +96,8 @@ class LocustArgs:
     """Locust's web UI on ``WEB_HOST`` at this port, the test started at once (None: headless)."""
     cpus: frozenset[int] | None = None
     """The cores Locust and its forked workers run on (``--cpus load=…``; None: any)."""
+    llm: tuple[str, ...] = ()
+    """An LLM load's ``--triton-llm-*`` options (empty for other loads)."""
 
     def argv(self) -> list[str]:
         """The command line."""
@@ -131,6 +133,7 @@ class LocustArgs:
             argv += ["--triton-sequence-ids", self.sequence_ids] if self.sequence_ids else []
         if self.user_rate > 0:
             argv += ["--triton-user-rate", repr(self.user_rate), "--triton-arrival", self.arrival]
+        argv += list(self.llm)
         if self.master_args:
             argv += list(self.master_args)
         elif self.processes > 1:
@@ -175,7 +178,9 @@ class LocustProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=pinned_start(getattr(args, "cpus", None), die_with_parent),
+                # the load cores, else every core of this process: not the mask of the calling
+                # thread, which a library's thread pool may have pinned to one core
+                preexec_fn=pinned_start(getattr(args, "cpus", None) or machine_cores(), die_with_parent),
                 env=env,
             )
         except OSError as e:

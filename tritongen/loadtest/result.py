@@ -110,6 +110,22 @@ class RunResult:
     run, warm-up included: ``validated``, ``matched``, ``mismatched`` (the ``validation`` errors) and
     ``outputs``, per output ``mismatched`` and ``first`` (``entry``, ``element``, ``expected``,
     ``received``; None when all matched). ``None`` when the data has no expected outputs."""
+    ttft_us: dict[str, float] | None = None
+    """An LLM load: time to first token (send to the first output text), P50…P99.9, mean, max."""
+    itl_us: dict[str, float] | None = None
+    """An LLM load: every gap between two output events (an event may hold several tokens)."""
+    tpot_us: dict[str, float] | None = None
+    """An LLM load: time per output token after the first ((end − first token) / (tokens − 1))."""
+    e2e_us: dict[str, float] | None = None
+    """An LLM load: send to the answer's end (``latency_us``)."""
+    output_tokens_per_s: float | None = None
+    """An LLM load: output tokens received per second, all users together."""
+    output_tokens_per_s_per_user: float | None = None
+    goodput_per_s: float | None = None
+    """An LLM load: requests per second that met every ``--slo`` limit (all of them without limits)."""
+    output_token_source: str | None = None
+    """An LLM load: ``usage`` (the server's count of output tokens), ``events`` (one per output
+    event: the server gave none) or ``mixed``."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
@@ -121,6 +137,28 @@ STREAMING_COLUMNS = ["streaming", "responses_per_s", "responses_per_request"] + 
     f"{name}_{key}_us" for name in STREAMING_LATENCIES for key in LATENCY_KEYS
 ]
 """CSV columns of a streaming run (empty for other runs)."""
+
+
+LLM_LATENCIES = ("ttft", "itl", "tpot")
+LLM_COLUMNS = [f"{name}_{key}_us" for name in LLM_LATENCIES for key in ("p50", "p90", "p99", "mean")] + [
+    "output_tokens_per_s", "output_tokens_per_s_per_user", "goodput_per_s", "output_token_source",
+]  # fmt: skip
+"""CSV columns of an LLM run (empty for other runs)."""
+
+
+def llm_cells(run: RunResult) -> dict[str, Any]:
+    """A run's ``LLM_COLUMNS`` cells."""
+    cells: dict[str, Any] = {}
+    for name in LLM_LATENCIES:
+        figures: dict[str, float] = getattr(run, f"{name}_us") or {}
+        cells.update({f"{name}_{key}_us": figures.get(key) for key in ("p50", "p90", "p99", "mean")})
+    return {
+        **cells,
+        "output_tokens_per_s": run.output_tokens_per_s,
+        "output_tokens_per_s_per_user": run.output_tokens_per_s_per_user,
+        "goodput_per_s": run.goodput_per_s,
+        "output_token_source": run.output_token_source,
+    }
 
 
 def streaming_cells(run: RunResult) -> dict[str, Any]:
@@ -319,7 +357,7 @@ CSV_COLUMNS = [
     "queue_us", "compute_input_us", "compute_infer_us", "compute_output_us", "avg_batch", "stable",
     "gpu_util_mean", "gpu_util_max", "gpu_mem_max_bytes", "gpu_source", "cpu_util_mean", "cpu_util_max",
     "cpu_mem_max_bytes", "held_back_sends", "status", *STREAMING_COLUMNS, *SEQUENCE_COLUMNS,
-    "validated", "mismatched", "first_mismatch", "other_cpu", "other_cpu_max", "busy",
+    "validated", "mismatched", "first_mismatch", "other_cpu", "other_cpu_max", "busy", *LLM_COLUMNS,
 ]  # fmt: skip
 """The CSV's columns: the load test's (or one model's, in a mix) figures of one run."""
 
@@ -354,6 +392,7 @@ def csv_cells(run: RunResult) -> dict[str, Any]:
         **(sequence_figures(run.latencies_us, run.counts, run.duration_s) or {}),
         **validation_cells(run.validation),
         "other_cpu": run.other_cpu, "other_cpu_max": run.other_cpu_max, "busy": run.busy,
+        **llm_cells(run),
     }  # fmt: skip
 
 

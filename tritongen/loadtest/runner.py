@@ -21,6 +21,7 @@ from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
 from tritongen.io.loadgen_shared import CLIENT_SPLIT, is_stable_figures
 from tritongen.loadtest.distributed import add_worker_figures, lost_reason
+from tritongen.loadtest.llm.load import llm_figures, prepare_llm_requests
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.sequences import (
@@ -168,6 +169,26 @@ def prepare_requests(spec: LoadSpec, endpoint: TritonEndpoint, path: Path) -> Pr
     )
 
 
+def prepare_llm(spec: LoadSpec, endpoint: TritonEndpoint, path: Path) -> PreparedRequests:
+    """Check the model is a text model and write the LLM load's requests to ``path``.
+
+    Raises:
+        ConfigError: the model takes no ``text_input``, or the prompts cannot be made.
+        SourceError: the prompts file cannot be read.
+    """
+    assert spec.llm is not None
+    interface = endpoint.interface(spec.model)
+    names = {tensor.name for tensor in interface.inputs}
+    if "text_input" not in names:
+        raise ConfigError(
+            f"'{spec.model}' takes no text_input (its inputs: {', '.join(sorted(names))}): "
+            f"--api {spec.llm.api} loads a text model",
+            "give a model with the text_input/text_output convention of Triton's LLM backends",
+        )
+    prepare_llm_requests(spec.llm, spec.model, path, spec.seed)
+    return PreparedRequests(interface=interface, rows=1, streaming=False)
+
+
 def run_load_test(
     spec: LoadSpec, progress: ProgressCallback | None = None, stop: threading.Event | None = None
 ) -> LoadTestReport:
@@ -188,8 +209,12 @@ def run_load_test(
     server_pid = local_server_pid(spec.url)
     sampler = MetricsSampler(metrics_url, server_pid=server_pid, interval_s=spec.metrics_interval_s)
     try:
-        inputs_path = workdir / "inputs.npz"
-        requests = prepare_requests(spec, endpoint, inputs_path)
+        inputs_path = workdir / ("llm_requests.jsonl" if spec.llm else "inputs.npz")
+        requests = (
+            prepare_llm(spec, endpoint, inputs_path)
+            if spec.llm
+            else prepare_requests(spec, endpoint, inputs_path)
+        )
         shm = prepare_shared_memory(
             endpoint, requests.interface, requests.rows, spec.shared_memory, spec.output_shared_memory_size
         )
@@ -375,7 +400,19 @@ class _LevelRun:
             master_args=tuple(self.distributed.master_args()) if self.distributed else (),
             web_port=spec.web_port,
             cpus=spec.cpus.load if spec.cpus else None,
+            llm=self._llm_options(),
         )
+
+    def _llm_options(self) -> tuple[str, ...]:
+        """The ``--triton-llm-*`` options of an LLM load (none for other loads)."""
+        llm = self.spec.llm
+        if llm is None:
+            return ()
+        options = ["--triton-llm-api", llm.api, "--triton-llm-requests", str(self.inputs)]
+        options += ["--triton-llm-stream", "1" if llm.stream else "0"]
+        options += ["--triton-llm-key-env", llm.api_key_env] if llm.api_key_env else []
+        slo = llm.slo_option()
+        return tuple(options + (["--triton-llm-slo", slo] if slo else []))
 
     def _locust_users(self) -> int:
         """Users of the level's Locust run: the concurrency, or one per process (rate)."""
@@ -615,11 +652,22 @@ class _LevelRun:
         add_sequence_figures(result, spec.sequences)
         if self.streaming:
             add_streaming_figures(result)
+        if spec.llm is not None:
+            add_llm_figures(result, self._locust_users())
         if result.status == "ok" and not result.stable:
             result.warnings.append(
                 f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "
                 f"after {result.duration_s:.0f} s (raise --max-duration or reduce noise)"
             )
+
+
+def add_llm_figures(result: RunResult, users: int) -> None:
+    """An LLM run's token figures (``ttft_us`` … ``goodput_per_s``), its end-to-end time ``latency_us``."""
+    ok = result.requests - result.errors
+    figures = llm_figures(result.latencies_us, result.counts, result.duration_s, users, ok)
+    for name, value in figures.items():
+        setattr(result, name, value)
+    result.e2e_us = result.latency_us
 
 
 def client_split(total: Window) -> dict[str, float] | None:

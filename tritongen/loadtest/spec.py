@@ -15,6 +15,7 @@ from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
 from tritongen.io.loadgen_shared import STABILITY_TOLERANCE
 from tritongen.loadtest.distributed import Distributed
+from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
@@ -104,6 +105,8 @@ class LoadSpec:
     """With count windows: an unstable run ends after this many."""
     other_cpu_limit: float = DEFAULT_LIMIT_CORES
     """A run is flagged busy when other processes used more cores than this (on average or in a second)."""
+    llm: LlmLoad | None = None
+    """An LLM load (``--api``): prompts to a text model, token figures (None: tensors)."""
     cpus: CpuPlan | None = None
     """``--cpus``: the server's tree and the load processes on cores of their own (None: not pinned)."""
     stop_at: SaturationRule | None = None
@@ -140,6 +143,26 @@ class LoadSpec:
         check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
         if self.distributed is not None:
             self.distributed.check(self.mode, self.levels, self.sequences, self.shared_memory)
+        if self.llm is not None:
+            self._check_llm(self.llm)
+
+    def _check_llm(self, llm: LlmLoad) -> None:
+        """An LLM load goes over HTTP from local load processes, one prompt per request."""
+        llm.check()
+        clashes = [
+            ("--protocol grpc", self.protocol == "grpc"),
+            ("--shared-memory", self.shared_memory != "none"),
+            ("--sequences", self.sequences),
+            ("--master", self.distributed is not None),
+            ("--batch-size", self.batch_size != 1),
+        ]
+        given = [name for name, clash in clashes if clash]
+        if given:
+            raise ConfigError(
+                f"--api {llm.api} does not go with {', '.join(given)}: its prompts go over HTTP, one per "
+                "request, from load processes on this machine",
+                f"drop {', '.join(given)}",
+            )
 
     def level_text(self, level: float) -> str:
         """``concurrency 8``, ``rate 500/s`` or ``sequences 4``."""

@@ -188,7 +188,22 @@ def _run_notes(run: dict[str, Any], level: str) -> list[str]:
     """A run's notes below the table: its errors by kind, its check of the responses, its warnings."""
     notes = [f"{level} errors: {run['errors_by_kind']}"] if run.get("errors_by_kind") else []
     notes += [f"{level} {line}" for line in validation_lines(run.get("validation"))]
+    notes += [f"{level} {line}" for line in _llm_note(run)]
     return notes + [f"{level}: {w}" for w in run.get("warnings", [])]
+
+
+def _llm_note(run: dict[str, Any]) -> list[str]:
+    """An LLM run's token figures: TTFT, ITL, TPOT (P50 / P99 ms), tokens/s, goodput."""
+    if run.get("output_tokens_per_s") is None:
+        return []
+    parts = []
+    for key, label in (("ttft_us", "TTFT"), ("itl_us", "ITL"), ("tpot_us", "TPOT")):
+        figures = run.get(key) or {}
+        parts.append(f"{label} {_ms(figures.get('p50'))} / {_ms(figures.get('p99'))} ms")
+    return [
+        f"{', '.join(parts)} (P50 / P99); {run['output_tokens_per_s']:,.1f} output tokens/s, goodput "
+        f"{run.get('goodput_per_s') or 0:,.2f} req/s (tokens counted from {run.get('output_token_source')})"
+    ]
 
 
 def loadtest_table(document: dict[str, Any]) -> TableData:

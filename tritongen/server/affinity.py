@@ -41,8 +41,17 @@ class CpuPlan:
 
 
 def machine_cores() -> frozenset[int]:
-    """The cores this process may run on (a container's or a cgroup's share, not the host's count)."""
-    return frozenset(os.sched_getaffinity(0))
+    """The cores this process may run on (a container's or a cgroup's share, not the host's count).
+
+    The union over its threads: a library's thread pool may have pinned the calling thread to one
+    core (a parallel runtime binding its workers), which says nothing of what the process may use.
+    """
+    cores = set(os.sched_getaffinity(0))
+    with contextlib.suppress(OSError):
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):
+                cores |= os.sched_getaffinity(int(tid))
+    return frozenset(cores)
 
 
 def cores_text(cores: frozenset[int] | set[int]) -> str:

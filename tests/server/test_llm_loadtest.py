@@ -1,0 +1,128 @@
+"""``tritongen loadtest --api triton-generate`` on the real server: the text model's known timing comes back.
+
+The text model answers each prompt with ``max_tokens`` tokens, the first after ``FIRST_MS`` and
+then one every ``GAP_MS``, so a run's time to first token, inter-token gaps and time per output
+token are known (within 5% plus this path's fixed overhead), and so are its output tokens.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
+from tritongen.server.local import LocalTritonServer
+
+from support.cli_output import error_line
+from support.llm_tokenizer import write_tokenizer
+from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL
+
+pytestmark = pytest.mark.slow
+runner = CliRunner()
+QUICK = ["--duration", "2s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "2s"]
+OVERHEAD_MS, TOLERANCE = 15.0, 0.05
+TOKENS = 6
+
+
+def _loadtest(
+    server: LocalTritonServer, tmp_path: Path, *args: str
+) -> tuple[int, dict[str, Any] | None, str]:
+    out = tmp_path / "llm.json"
+    result = runner.invoke(
+        app,
+        ["loadtest", TEXT_MODEL, "--url", server.http_url, "--metrics-url", server.metrics_url,
+         "--api", "triton-generate", *QUICK, "--json", str(out), *args],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    document = json.loads(out.read_text()) if out.exists() else None
+    return result.exit_code, document, result.stdout + result.stderr
+
+
+def test_time_to_first_token_gaps_and_tokens_per_second(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    tokenizer = write_tokenizer(tmp_path / "model")
+    code, document, output = _loadtest(
+        triton_server, tmp_path, "--tokenizer", str(tokenizer), "--input-tokens", "16:4",
+        "--output-tokens", str(TOKENS), "--concurrency", "2",
+        "--slo", f"ttft={FIRST_MS * 10},itl={GAP_MS * 10}",
+        "--csv", str(tmp_path / "llm.csv"), "--html", str(tmp_path / "llm.html"),
+    )  # fmt: skip
+    assert code == 0, output
+    assert document is not None
+    (run,) = document["runs"]
+    assert run["errors"] == 0 and run["requests"] > 10
+    ttft, itl, tpot = run["ttft_us"], run["itl_us"], run["tpot_us"]
+    assert FIRST_MS * 1000 <= ttft["p50"] <= (FIRST_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000, ttft
+    assert GAP_MS * (1 - TOLERANCE) * 1000 <= itl["p50"] <= (GAP_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000, (
+        itl
+    )
+    assert GAP_MS * (1 - TOLERANCE) * 1000 <= tpot["p50"] <= (GAP_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000
+    assert run["e2e_us"] == run["latency_us"]
+    assert run["counts"]["output_tokens"] == TOKENS * run["requests"]  # every answer held at max_tokens
+    assert run["output_tokens_per_s"] == pytest.approx(run["counts"]["output_tokens"] / run["duration_s"])
+    assert run["output_tokens_per_s_per_user"] == pytest.approx(run["output_tokens_per_s"] / 2)
+    assert run["output_token_source"] == "events"  # Triton's generate gives no usage count
+    assert run["goodput_per_s"] == pytest.approx(
+        run["qps"], rel=0.2
+    )  # generous limits: (nearly) all meet them
+    assert "TTFT" in output and "output tokens/s" in output and "counted from events" in output
+    (row,) = list(csv.DictReader((tmp_path / "llm.csv").open()))
+    assert float(row["ttft_p50_us"]) == ttft["p50"] and row["output_token_source"] == "events"
+    assert "output tokens/s" in (tmp_path / "llm.html").read_text()
+
+
+def test_limits_no_request_can_meet_leave_no_goodput(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    lines = [{"text": "the quick brown fox", "max_tokens": 3}, chat]
+    prompts.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, document, output = _loadtest(
+        triton_server, tmp_path, "--prompts", str(prompts), "--output-tokens", "2", "--concurrency", "1",
+        "--slo", f"ttft={FIRST_MS // 4}",
+    )  # fmt: skip
+    assert code == 0, output
+    assert document is not None
+    (run,) = document["runs"]
+    assert run["goodput_per_s"] == 0 and run["output_tokens_per_s"] > 0
+    # The two prompts alternate: 3 tokens as the file asks, then 2 (--output-tokens) for the other.
+    assert 2 * run["requests"] <= run["counts"]["output_tokens"] <= 3 * run["requests"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--input-tokens", "16"), "synthetic prompts of --input-tokens need the model's tokenizer"),
+        (
+            ("--api", "openai-chat", "--prompts", "p.jsonl"),
+            "--api openai-chat is not available in this version",
+        ),
+        (("--prompts", "p.jsonl", "--protocol", "grpc"), "does not go with --protocol grpc"),
+        (("--tokenizer", "/nowhere/model"), "--tokenizer /nowhere/model does not exist"),
+        (("--prompts", "p.jsonl", "--slo", "ttft=fast"), "is not ttft=MS, itl=MS or e2e=MS"),
+    ],
+)
+def test_bad_llm_options_are_refused_in_one_line(
+    triton_server: LocalTritonServer, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    (tmp_path / "p.jsonl").write_text('{"text": "x"}\n')
+    args = tuple(str(tmp_path / a) if a == "p.jsonl" else a for a in args)
+    code, document, output = _loadtest(triton_server, tmp_path, *args)
+    assert code == 1 and message in error_line(output) and document is None
+
+
+def test_a_tensor_model_is_not_a_text_model(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text('{"text": "x"}\n')
+    result = runner.invoke(
+        app,
+        ["loadtest", "mlp_onnx", "--url", triton_server.http_url, "--api", "triton-generate",
+         "--prompts", str(tmp_path / "p.jsonl"), *QUICK],
+    )  # fmt: skip
+    assert result.exit_code == 1 and "'mlp_onnx' takes no text_input" in error_line(result.stderr)
