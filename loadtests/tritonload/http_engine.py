@@ -281,5 +281,5 @@ class HttpEngine:
         """Check a response with status 200 against the expected outputs and record its request."""
         assert self.validator is not None
         self.recorder.defer_split(conn.written - conn.start, conn.first - conn.written, now - conn.first)
-        error = self.validator.check_http(conn.sent, received.last)
+        error = self.validator.check_http(conn.sent, received.last, now)  # counted in the request's window
         self.recorder.record(conn.start, now, error, received.last_size)

@@ -193,10 +193,13 @@ class Recorder:
             window = self._window(when)
             window.counts[name] = window.counts.get(name, 0) + amount
 
-    def mismatch(self, output: str, detail: Mismatch) -> None:
-        """Count a response whose ``output`` differed from the expected one; a window keeps its first."""
+    def mismatch(self, output: str, detail: Mismatch, when: float | None = None) -> None:
+        """Count a response whose ``output`` differed from the expected one; a window keeps its first.
+
+        ``when`` (perf_counter) puts it in the window its request is recorded in (default: now).
+        """
         with self.lock:
-            window = self._window(time.perf_counter())
+            window = self._window(time.perf_counter() if when is None else when)
             name = MISMATCHED_PREFIX + output
             window.counts[name] = window.counts.get(name, 0) + 1
             window.mismatches.setdefault(output, detail)

@@ -91,15 +91,15 @@ class Validator:
         self.atol, self.rtol = tolerance
         self.recorder = recorder
 
-    def check_http(self, step: int, response: bytes) -> str | None:
-        """Check one whole HTTP response (head and body) to ``step``."""
+    def check_http(self, step: int, response: bytes, when: float | None = None) -> str | None:
+        """Check one whole HTTP response (head and body) to ``step`` (``when``: its request's end)."""
         check = self.checks[step]
         if check is None:
             return None
         if response == check.known_body:
             return self._matched()
         outputs = http_outputs(response)
-        error = self._compare(check, outputs)
+        error = self._compare(check, outputs, when)
         if error is None:
             check.known_body = response
         return error
@@ -121,7 +121,9 @@ class Validator:
         self.recorder.defer_count(MATCHED_COUNT, 1)
         return None
 
-    def _compare(self, check: StepCheck, outputs: Mapping[str, Received]) -> str | None:
+    def _compare(
+        self, check: StepCheck, outputs: Mapping[str, Received], when: float | None = None
+    ) -> str | None:
         failed = False
         for name, expected in check.expected.items():
             got = outputs.get(name)
@@ -135,7 +137,7 @@ class Validator:
                     check.known[name] = got.raw
                 continue
             failed = True
-            self.recorder.mismatch(name, detail)
+            self.recorder.mismatch(name, detail, when)
         return VALIDATION_ERROR if failed else self._matched()
 
 

@@ -99,3 +99,26 @@ def test_a_bad_plan_is_refused_before_anything_runs(
         app, ["loadtest", "mlp_onnx", "--url", triton_server.http_url, "--cpus", plan, "--json", str(out)]
     )
     assert result.exit_code == 1 and message in error_line(result.stderr) and not out.exists()
+
+
+@pytest.mark.skipif(len(machine_cores()) < 2, reason="needs two cores to tell one from all")
+def test_the_server_starts_on_every_core_though_the_calling_thread_was_pinned(
+    served_repository: Path,
+) -> None:
+    # A parallel runtime may leave the calling thread bound to one core (a model verified in this
+    # process before it is served); the server it starts must not inherit that.
+    every, before = machine_cores(), os.sched_getaffinity(0)
+    done = threading.Event()
+    pool = threading.Thread(target=done.wait)  # a pool's thread, on every core
+    pool.start()
+    try:
+        os.sched_setaffinity(0, {min(every)})
+        with LocalTritonServer(
+            served_repository, models=["mlp_onnx"], http_port=0, grpc_port=0, metrics_port=0
+        ) as server:
+            pid = local_server_pid(server.http_url)
+            assert pid is not None and frozenset(os.sched_getaffinity(pid)) == every
+    finally:
+        os.sched_setaffinity(0, before)
+        done.set()
+        pool.join()

@@ -26,6 +26,7 @@ import psutil
 
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError, RepositoryError, ServerError
+from tritongen.server.affinity import machine_cores, pinned_start
 from tritongen.server.distribution import STUB_NAME, TritonDistribution, find_distribution
 from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.server.process import stop_with_parent, tail_lines
@@ -219,7 +220,9 @@ class LocalTritonServer:
                     stdin=subprocess.DEVNULL,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=stop_with_parent,
+                    # every core this process may use, not the mask of the calling thread, which a
+                    # library's thread pool (a model verified here before serving) may have pinned
+                    preexec_fn=pinned_start(machine_cores(), stop_with_parent),
                 )
         except OSError as e:
             self._cleanup_files()
