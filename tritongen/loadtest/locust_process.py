@@ -14,6 +14,7 @@ from typing import Protocol
 
 from tritongen.errors import MissingDependencyError, ServerError
 from tritongen.server.affinity import machine_cores, pinned_start
+from tritongen.server.ports import pick_free_ports
 from tritongen.server.process import die_with_parent, tail_lines
 
 WEB_HOST = "127.0.0.1"
@@ -137,7 +138,10 @@ class LocustArgs:
         if self.master_args:
             argv += list(self.master_args)
         elif self.processes > 1:
-            argv += ["--processes", str(self.processes)]
+            # the forked workers reach their master on a free port, not Locust's fixed 5557, which
+            # another run with --processes on this machine may hold
+            port = str(pick_free_ports("127.0.0.1", 1)[0])
+            argv += ["--processes", str(self.processes), "--master-bind-port", port, "--master-port", port]
         if self.shared_memory != "none":
             argv += ["--triton-shared-memory", self.shared_memory, "--triton-shm-prefix", self.shm_prefix]
             if self.output_shm_size is not None:
