@@ -57,14 +57,19 @@ def _figure(key: str, run: RunResult) -> float | None:
     return latency.get(key.removesuffix("_us"))
 
 
-def build_pair(root: Path) -> tuple[Path, str, str]:
-    """The example MLP converted to ONNX, plus an identical copy under another name."""
+def build_mlp(root: Path) -> tuple[Path, str]:
+    """The example MLP converted to ONNX in ``root/repo``: the repository and the model's name."""
     source = write_example("mlp", root / "mlp.onnx")
     repo = root / "repo"
     result = build_models(BuildRequest(source=source, name="mlp", repo=repo, formats=("onnx",)))
     if result.failures or not result.models:
         raise SystemExit(f"could not convert the example model: {result.failures}")
-    original = result.models[0].name
+    return repo, result.models[0].name
+
+
+def build_pair(root: Path) -> tuple[Path, str, str]:
+    """The example MLP converted to ONNX, plus an identical copy under another name."""
+    repo, original = build_mlp(root)
     copy = f"{original}_copy"
     shutil.copytree(repo / original, repo / copy)
     config = repo / copy / "config.pbtxt"

@@ -38,6 +38,8 @@ GENERATOR_LABELS = {
     "plain_locust": "plain Locust + tritonclient.http",
     "tritongen_p1": "tritongen loadtest, 1 process",
     "tritongen_p2": "tritongen loadtest, 2 processes",
+    "tritongen_kept_p1": "tritongen, a run in a kept process, 1 process",
+    "tritongen_kept_p2": "tritongen, a run in a kept process, 2 processes",
     "locustfile_given_p1": "given locustfile (before), 1 process",
     "locustfile_given_p2": "given locustfile (before), 2 processes",
     "locustfile_current_p1": "current locustfile, 1 process",
@@ -176,25 +178,54 @@ def render_pinning(doc: Document) -> list[str]:
 
 
 def render_run_overhead(doc: Document) -> list[str]:
-    """What each load run costs beyond its warm-up and measured time."""
+    """What each load run costs beyond its warm-up and measured time, Locust kept up or started per run."""
     settings = doc.get("settings") or {}
-    overheads = doc.get("overhead_s") or []
+    modes: dict[str, Any] = doc.get("modes") or {}
+    names: dict[str, str] = settings.get("generators") or {}
     levels, rounds = settings.get("levels"), settings.get("rounds")
     warmup, measured = settings.get("warmup_s", 0), settings.get("duration_s", 0)
     caption = (
-        f"{doc.get('runs')} runs (concurrency {levels}, {rounds} rounds, levels interleaved) of "
-        f"{warmup:g} s warm-up + {measured:g} s measured, {settings.get('generator')}."
+        f"{settings.get('repeats')} tests per mode, the modes in turn; each test {levels} concurrency, "
+        f"{rounds} rounds (levels interleaved), each run {warmup:g} s warm-up + {measured:g} s measured."
+    )
+    rows = []
+    for mode, figures in modes.items():
+        rows.append(
+            [
+                names.get(mode, mode),
+                str(figures.get("runs")),
+                _num(figures.get("overhead_median_s"), 2) + " s",
+                _num(figures.get("overhead_spread_s"), 2) + " s",
+                f"{_num(figures.get('overhead_min_s'), 2)} / {_num(figures.get('overhead_max_s'), 2)} s",
+                _num(figures.get("test_overhead_per_run_s"), 2) + " s",
+            ]
+        )
+    header = ["Locust", "runs", "overhead per run, median", "s.d.", "least / most", "per run over each test"]
+    return [caption, "", *_table(header, rows)]
+
+
+def render_demo(doc: Document) -> list[str]:
+    """``make demo``'s wall time, each step's, and what its rounds decided."""
+    wall, target = float(doc["wall_s"]), float(doc["target_s"])
+    caption = (
+        f"`make demo` once installed: {wall / 60:.1f} min in all (target at most {target / 60:g} min: "
+        f"{'met' if doc.get('meets_target') else 'not met'}); every verdict decided: "
+        f"{'yes' if doc.get('all_decided') else 'no'}."
     )
     rows = [
-        ["overhead per run, median", _num(doc.get("overhead_median_s"), 2) + " s"],
-        ["overhead per run, s.d.", _num(doc.get("overhead_spread_s"), 2) + " s"],
-        [
-            "overhead per run, least / most",
-            f"{_num(min(overheads, default=None), 2)} / {_num(max(overheads, default=None), 2)} s",
-        ],
-        ["overhead per run over the whole test", _num(doc.get("test_overhead_per_run_s"), 2) + " s"],
+        [f"{step['step']}" + (f" {step['model']}" if step.get("model") else ""), f"{step['seconds']:.0f} s"]
+        for step in doc["steps"]
     ]
-    return [caption, "", *_table(["figure", "value"], rows)]
+    if doc.get("conditions"):
+        caption += f" Conditions: {doc['conditions']}."
+    lines = [caption, "", *_table(["step", "time"], rows), ""]
+    verdict_rows = []
+    for name, found in (doc.get("verdicts") or {}).items():
+        for pair in found["pairs"]:
+            verdict_rows.append([name, str(found["rounds"]), pair["pair"], pair["text"]])
+        for pair in found.get("reported") or []:
+            verdict_rows.append([name, str(found["rounds"]), pair["pair"], f"{pair['text']} (reported only)"])
+    return lines + _table(["rounds of", "rounds", "pair", "verdict"], verdict_rows)
 
 
 def render_loadgen(doc: Document) -> list[str]:
@@ -225,6 +256,16 @@ def render_loadgen(doc: Document) -> list[str]:
             for key, c in compared.items()
         ]
         lines += ["", "Current locustfile against the given one, same rounds: " + "; ".join(parts) + "."]
+    verdict = doc.get("verdict") or {}
+    if verdict.get("kept_cpu_vs_wrk") is not None:
+        lines += [
+            "",
+            f"A run in a Locust process kept up across runs ({GENERATOR_LABELS.get(verdict['kept_best'])}; "
+            f"its CPU time during the run, its start-up paid once before): "
+            f"{verdict['kept_vs_wrk']:.2f}× wrk's requests/s at {verdict['kept_cpu_vs_wrk']:.2f}× wrk's CPU "
+            "per request "
+            f"(target at most {verdict['target_cpu_vs_wrk']:g}×).",
+        ]
     return lines
 
 
@@ -235,6 +276,56 @@ def render_convert_speed(doc: Document) -> list[str]:
     caption = f"Median of {', '.join(map(str, repeats))} runs per example model."
     rows = [[r["model"], _ms(r["convert_median_us"]), _ms(r["render_and_check_median_us"])] for r in results]
     return [caption, "", *_table(["model", "convert ms", "render + check ms"], rows)]
+
+
+def render_llm(doc: Document) -> list[str]:
+    """Tritongen against AIPerf on one vLLM server: each compared figure, CPU per token, start-up."""
+    settings = doc.get("settings") or {}
+    figures: dict[str, Any] = doc["figures"]
+    caption = (
+        f"{settings.get('server')}, {settings.get('endpoint')} completions, concurrency "
+        f"{settings.get('concurrency')}, {settings.get('rounds')} interleaved round(s) of "
+        f"{settings.get('seconds')} s per generator, {settings.get('output_tokens')} output tokens per "
+        f"answer; medians over rounds; AIPerf {settings.get('aiperf')} with --use-server-token-count."
+    )
+    rows = []
+    for label, entry in figures.items():
+        if "ratio" not in entry:
+            continue
+        agree = "yes" if entry.get("agree") else "no"
+        rows.append(
+            [label, _num(entry["tritongen"], 2), _num(entry["aiperf"], 2), _ratio(entry["ratio"]), agree]
+        )
+    header = [
+        "figure",
+        "tritongen",
+        "AIPerf",
+        "tritongen / AIPerf",
+        f"within {doc.get('agreement', 0.1):.0%}",
+    ]
+    own: list[tuple[str, str, int]] = [
+        ("the server's own mean TTFT (ms)", "server_ttft_ms", 1),
+        ("the server's own mean request latency (ms)", "server_e2e_ms", 1),
+        ("the server's own mean inter-token latency (ms)", "server_itl_ms", 2),
+        ("generator CPU-seconds per run", "cpu_s", 1),
+        ("CPU-seconds per 1000 output tokens", "cpu_s_per_1000_tokens", 2),
+        ("launch to first request (s)", "first_request_s", 1),
+    ]
+    extra = [
+        [
+            label,
+            _num((figures.get(key) or {}).get("tritongen"), digits),
+            _num((figures.get(key) or {}).get("aiperf"), digits),
+        ]
+        for label, key, digits in own
+    ]
+    return [
+        caption,
+        "",
+        *_table(header, rows),
+        "",
+        *_table(["measured beside each run", "during tritongen's runs", "during AIPerf's runs"], extra),
+    ]
 
 
 def render_tune(doc: Document) -> list[str]:
@@ -678,6 +769,8 @@ BLOCKS = (
     Block("validation", "bench/validation.py", render_validation),
     Block("pinning", "bench/pinning.py", render_pinning),
     Block("run_overhead", "bench/run_overhead.py", render_run_overhead),
+    Block("demo", "bench/demo.py", render_demo),
+    Block("llm", "bench/llm.py", render_llm),
 )
 
 
@@ -799,17 +892,150 @@ def stale_blocks(text: str, results: Path = RESULTS, page: Path = PAGE) -> list[
     return stale
 
 
+# --- README's summary -------------------------------------------------------------------
+
+README = ROOT / "README.md"
+SUMMARY = "bench-summary"
+"""README's block: the headline figures of a few results, each linking its table on the page."""
+
+
+ANCHORS = {
+    "run_overhead": "what-a-run-costs-beyond-its-measured-time-benchrun_overheadpy",
+    "pinning": "server-and-load-apart-benchpinningpy",
+    "loadgen": "load-generators-benchloadgenpy",
+    "demo": "the-demo-benchdemopy",
+    "llm": "language-models-tritongen-beside-aiperf-benchllmpy",
+}
+"""The headings of docs/benchmarks.md that README's rows link (a test checks every link of README)."""
+
+
+def _link(text: str, name: str) -> str:
+    return f"[{text}](docs/benchmarks.md#{ANCHORS[name]})"
+
+
+def _summary_overhead(doc: Document) -> str:
+    modes = doc.get("modes") or {}
+    kept, fresh = (modes.get(m) or {} for m in ("kept", "fresh"))
+    return (
+        f"| {_link('what a run costs beyond its measured time', 'run_overhead')} "
+        f"| {_num(kept.get('overhead_median_s'), 2)} s per run with Locust kept up across runs, "
+        f"{_num(fresh.get('overhead_median_s'), 2)} s with a new Locust per run (target at most 0.3 s) |"
+    )
+
+
+def _summary_pinning(doc: Document) -> str:
+    measured = doc.get("settings_measured") or {}
+    parts = []
+    for label, data in measured.items():
+        noise = data.get("noise") or {}
+        parts.append(
+            f"{label}: throughput ±{_pct(noise.get('infer_per_s_ratio_log_sd'))}, "
+            f"P99 ±{_pct(noise.get('p99_us_ratio_log_sd'))}"
+        )
+    between = (doc.get("pinned_over_unpinned") or {}).get("infer_per_s")
+    return (
+        f"| {_link('A/A noise, server and load pinned apart or not', 'pinning')} "
+        f"| per-round spread of an A/A pair, {'; '.join(parts)}; pinned over not pinned: throughput "
+        f"{_paired(between)} |"
+    )
+
+
+def _summary_loadgen(doc: Document) -> str:
+    generators = doc.get("generators") or {}
+    wrk = (generators.get("wrk") or {}).get("cpu_s_per_1000_requests")
+    kept = next((g for name, g in generators.items() if "kept" in name), None) or {}
+    cpu = kept.get("cpu_s_per_1000_requests")
+    times = f"{cpu / wrk:.2f}× wrk's" if cpu and wrk else "–"
+    return (
+        f"| {_link('load generator against wrk', 'loadgen')} "
+        f"| {_ratio(kept.get('vs_wrk'))}× wrk's requests/s at {times} CPU per request (target at most 1.5×) |"
+    )
+
+
+def _summary_demo(doc: Document) -> str:
+    wall = float(doc["wall_s"])
+    decided = "every verdict decided" if doc.get("all_decided") else "not every verdict decided"
+    return (
+        f"| {_link('`make demo`, once installed', 'demo')} "
+        f"| {wall / 60:.1f} min (target at most {float(doc['target_s']) / 60:g} min), {decided} |"
+    )
+
+
+def _summary_llm(doc: Document) -> str:
+    figures: dict[str, Any] = doc["figures"]
+    ratios = [
+        f"{label.split(' (')[0].split(':')[0]} {_ratio(entry['ratio'])}×"
+        for label, entry in figures.items()
+        if "ratio" in entry
+    ]
+    cpu, first = figures.get("cpu_s_per_1000_tokens") or {}, figures.get("first_request_s") or {}
+    agree = all(entry.get("agree") for entry in figures.values() if "ratio" in entry)
+    return (
+        f"| {_link('tritongen beside AIPerf on one vLLM server', 'llm')} "
+        f"| tritongen / AIPerf medians: {', '.join(ratios)} ({'all' if agree else 'not all'} within "
+        f"{doc.get('agreement', 0.1):.0%}); CPU-s per 1000 output tokens {_num(cpu.get('tritongen'), 2)} "
+        f"against {_num(cpu.get('aiperf'), 2)}; first request after {_num(first.get('tritongen'), 1)} s "
+        f"against {_num(first.get('aiperf'), 1)} s |"
+    )
+
+
+SUMMARY_ROWS: tuple[tuple[str, Callable[[Document], str]], ...] = (
+    ("run_overhead", _summary_overhead),
+    ("pinning", _summary_pinning),
+    ("loadgen", _summary_loadgen),
+    ("demo", _summary_demo),
+    ("llm", _summary_llm),
+)
+
+
+def render_summary(results: Path = RESULTS) -> str:
+    """README's block: one row per result, its headline figures and where its table is."""
+    rows = ["| measured | figures |", "|---|---|"]
+    for name, render in SUMMARY_ROWS:
+        doc = _load(results / f"{name}.json")
+        if doc is None:
+            rows.append(f"| {name} | no committed result (bench/results/{name}.json) |")
+            continue
+        try:
+            rows.append(render(doc))
+        except (KeyError, TypeError, ValueError) as e:
+            raise TablesError(f"bench/results/{name}.json: cannot render README's row ({e})") from e
+    start, end = f"<!-- {SUMMARY} -->", f"<!-- /{SUMMARY} -->"
+    return "\n".join([start, *rows, "", "Generated from bench/results/ by `make bench-tables`.", end])
+
+
+def render_readme(text: str, results: Path = RESULTS) -> str:
+    """README's ``text`` with its summary block regenerated."""
+    start, end = f"<!-- {SUMMARY} -->", f"<!-- /{SUMMARY} -->"
+    at = text.find(start)
+    until = text.find(end, at + len(start)) if at >= 0 else -1
+    if at < 0 or until < 0:
+        raise TablesError(f"README.md has no {start} … {end} block")
+    return text[:at] + render_summary(results) + text[until + len(end) :]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Rewrite the page's benchmark blocks, or with ``--check`` report those that differ."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a block differs")
     parser.add_argument("--page", type=Path, default=PAGE, help="the Markdown page (docs/benchmarks.md)")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--readme", type=Path, help="README with its summary block (default: README.md with the default page)"
+    )
     args = parser.parse_args(argv)
+    readme_path = args.readme or (README if args.page == PAGE else None)
     try:
         text = args.page.read_text(encoding="utf-8")
+        readme = readme_path.read_text(encoding="utf-8") if readme_path else ""
         if args.check:
             stale = stale_blocks(text, args.results, args.page)
+            if readme_path and render_readme(readme, args.results) != readme:
+                print(
+                    f"README.md: {SUMMARY} differs from {args.results.name}/; run make bench-tables",
+                    file=sys.stderr,
+                )
+                return 1
             if stale:
                 names = ", ".join(f"bench:{name}" for name in stale)
                 print(
@@ -826,6 +1052,10 @@ def main(argv: list[str] | None = None) -> int:
     if updated != text:
         args.page.write_text(updated, encoding="utf-8")
         print(f"updated {_name(args.page)}")
+    summary = render_readme(readme, args.results) if readme_path else readme
+    if readme_path and summary != readme:
+        readme_path.write_text(summary, encoding="utf-8")
+        print(f"updated {_name(readme_path)}")
     return 0
 
 

@@ -50,11 +50,17 @@ from typing import Any
 import gevent
 from locust import User, events, task
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
-from tritonload.grpc_stream import GrpcStreamTransport
 from tritonload.http_engine import HttpEngine
-from tritonload.llm_transport import LlmTransport
 from tritonload.locust_stats import CSV_LAST_TURN_S, StatsFeed, stats_method
-from tritonload.loops import OpenLoop, closed_loop, engine_loop, make_transport, schedule_seed, worker_key
+from tritonload.loops import (
+    OpenLoop,
+    UserTransport,
+    closed_loop,
+    engine_loop,
+    make_transport,
+    schedule_seed,
+    worker_key,
+)
 from tritonload.master import MasterReport
 from tritonload.messages import feed_forever, report_forever, send_windows
 from tritonload.options import TritonOptions, add_options
@@ -67,7 +73,7 @@ from tritonload.sequences import (
 )
 from tritonload.shared import MESSAGE
 from tritonload.state import ProcessState
-from tritonload.transports import GrpcTransport, HttpTransport
+from tritonload.transports import HttpTransport
 from tritonload.workers import init_distributed, worker_options
 
 STATE = ProcessState()
@@ -98,6 +104,7 @@ def _on_test_start(environment: Any, **_: Any) -> None:
         if STATE.collector is not None:
             STATE.collector.reset()
         return
+    STATE.new_run()
     options = TritonOptions.from_parsed(environment.parsed_options)
     feed = StatsFeed(stats_method(options), options.model)
     recorder = STATE.recorder = Recorder(options.t0 or time.time(), options.window, feed)
@@ -158,7 +165,7 @@ def _on_quitting(environment: Any, **_: Any) -> None:
 class TritonUser(User):
     """One closed-loop stream of requests, or (with ``--triton-user-rate``) one open-loop schedule."""
 
-    transport: HttpTransport | GrpcTransport | GrpcStreamTransport | LlmTransport
+    transport: UserTransport
     sequences: HttpSequenceTransport | GrpcSequenceTransport
     options: TritonOptions
 

@@ -1,22 +1,27 @@
 """Shared fixtures: example ONNX models, the test repository, and the one embedded Triton server.
 
-Tests marked ``gpu`` are skipped, with the reason, where ``nvidia-smi -L`` lists no NVIDIA GPU.
+Tests marked ``gpu`` are skipped, with the reason, where ``nvidia-smi -L`` lists no NVIDIA GPU;
+tests marked ``vllm`` where there is no ``.venv-vllm`` (``make vllm-env``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from tritongen.errors import TritongenError
 from tritongen.examples.models import EXAMPLES, write_example
 from tritongen.server.local import LocalTritonServer
 
 from support.gpus import host_gpu_skip_reason, skip_gpu_items
 from support.paths import ROOT
+from support.vllm_server import vllm_missing_reason
 
 # Property tests draw the same examples on every run and machine: a failure is reproducible,
 # and a run cannot pass by the luck of its draw.
@@ -25,8 +30,17 @@ settings.load_profile("repeatable")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip every ``gpu``-marked test where this machine has no usable NVIDIA GPU."""
+    """Skip every ``gpu``-marked test where this machine has no usable NVIDIA GPU, every ``vllm``-marked
+    one where there is no vLLM environment."""
     skip_gpu_items(items, host_gpu_skip_reason)
+    why = vllm_missing_reason()
+    wanted = any(item.get_closest_marker("vllm") is not None for item in items)
+    if why is not None and wanted and os.environ.get("TRITONGEN_REQUIRE_VLLM") == "1":  # CI: no silent skip
+        raise pytest.UsageError(f"TRITONGEN_REQUIRE_VLLM=1 but {why}")
+    if why is not None:
+        for item in items:
+            if item.get_closest_marker("vllm") is not None:
+                item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.fixture(scope="session")
@@ -89,3 +103,30 @@ def triton_server(served_repository: Path) -> Iterator[LocalTritonServer]:
     """
     with LocalTritonServer(served_repository, http_port=0, grpc_port=0, metrics_port=0) as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def _shared_server_alive(request: pytest.FixtureRequest) -> None:
+    """A test that takes the shared server finds it running: one that died is started again.
+
+    Its log's end goes to the terminal (past pytest's capture), so the run says that it died and
+    why, and the tests after it do not all fail on a refused connection.
+    """
+    if "triton_server" not in request.fixturenames:
+        return
+    server: LocalTritonServer = request.getfixturevalue("triton_server")
+    if server.is_running():
+        return
+    try:
+        tail = "\n".join(server.log_tail(30))
+    except (OSError, TritongenError):
+        tail = "(no log)"
+    message = (
+        f"the shared Triton server died before {request.node.nodeid}; started again. Its log ends:\n{tail}"
+    )
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:  # past the capture: the run's output says it
+        reporter.write_line(message, yellow=True)
+    warnings.warn(message, stacklevel=1)
+    server.stop()
+    server.start()

@@ -2,11 +2,16 @@
 
 A t interval rechecked after every round and stopped at the first that excludes 1 calls far
 more than 5% of true ties different: each look is another chance. Here the look after round
-n uses the interval at a *spent* level: of the error rate alpha, the look after round n
-gets ``alpha * n0 / (n * (n + 1))`` for n >= n0 (``MIN_ROUNDS``, the first round with an
-interval worth the name). These add up to alpha over every look, however many there are
-(``sum n0 / (n (n + 1)) = 1`` from n0 on), so by the union bound the chance that any look
-calls a true tie different is at most alpha.
+n uses the interval at a *spent* level. With a cap of N rounds (``--max-rounds``; every use
+here has one), the looks are rounds n0 … N (n0 = ``MIN_ROUNDS``, the first round with an
+interval worth the name), and each gets an equal share of the error rate alpha,
+``alpha / (N - n0 + 1)``. Without a cap, the look after round n gets ``alpha * n0 / (n * (n +
+1))``, which adds up to alpha over every look however many there are (``sum n0 / (n (n + 1))
+= 1`` from n0 on). Either way, by the union bound, the chance that any look calls a true tie
+different is at most alpha (a time cap only ends the looks sooner, spending less). Equal
+shares within the cap keep the late looks' intervals from widening as the rounds add up: with
+the uncapped series, the 8th look's level is 99.79%, with equal shares over a cap of 8 it is
+99.17%, so a difference that the rounds resolve only by then is still called.
 
 A pair (a contender against its reference) is decided at the first look whose spent
 interval of the ratio either excludes 1 (``different``) or lies inside the equivalence margin
@@ -36,9 +41,16 @@ DEFAULT_MAX_MINUTES = 10.0
 Decision = Literal["different", "equivalent", "undecided"]
 
 
-def spent_confidence(rounds: int, confidence: float = DEFAULT_CONFIDENCE, first: int = MIN_ROUNDS) -> float:
-    """The confidence of the look after ``rounds`` rounds, so that all looks together keep ``confidence``."""
+def spent_confidence(
+    rounds: int, confidence: float = DEFAULT_CONFIDENCE, first: int = MIN_ROUNDS, last: int | None = None
+) -> float:
+    """The confidence of the look after ``rounds`` rounds, so that all looks together keep ``confidence``.
+
+    ``last``: the cap (the last round that may be looked at): an equal share per look.
+    """
     alpha = 1.0 - confidence
+    if last is not None and last >= first:
+        return 1.0 - alpha / (last - first + 1)
     return 1.0 - alpha * first / (rounds * (rounds + 1))
 
 
@@ -68,15 +80,17 @@ def judge(
     confidence: float = DEFAULT_CONFIDENCE,
     margin: float = DEFAULT_EQUIVALENCE,
     final: bool = False,
+    last: int | None = None,
 ) -> Verdict:
     """The verdict on A/B after the rounds so far (``a[i]``, ``b[i]`` measured in round i).
 
-    ``final``: the cap is reached, so a pair not decided is ``undecided``.
+    ``final``: the cap is reached, so a pair not decided is ``undecided``. ``last``: the
+    cap of rounds, which spends the error rate in equal shares over the looks up to it.
     """
     usable = sum(1 for x, y in zip(a, b, strict=False) if x and y and x > 0 and y > 0)
     if usable < MIN_ROUNDS:
         return Verdict("undecided" if final else None, paired_ratio(a, b, confidence), margin)
-    ratio = paired_ratio(a, b, spent_confidence(usable, confidence))
+    ratio = paired_ratio(a, b, spent_confidence(usable, confidence, last=last))
     if ratio is None or ratio.low is None or ratio.high is None:
         return Verdict("undecided" if final else None, ratio, margin)
     if ratio.low > 1.0 or ratio.high < 1.0:
@@ -237,7 +251,7 @@ def record(
         "rule": rule.text(),
         "stopped": stopped_text(rule, verdicts, ending, nothing),
         "rounds": ending.completed,
-        "confidence": spent_confidence(max(ending.completed, MIN_ROUNDS), confidence),
+        "confidence": spent_confidence(max(ending.completed, MIN_ROUNDS), confidence, last=rule.max_rounds),
         "busy_rounds_repeated": list(ending.repeated),
         "pairs": [
             {

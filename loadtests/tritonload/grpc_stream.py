@@ -72,6 +72,8 @@ class PendingRequest:
     """When each response with outputs arrived (perf_counter)."""
     end: float = 0.0
     error: str | None = None
+    final: bool = False
+    """Whether its final response came (not the stream's end)."""
 
 
 class StreamCall:
@@ -155,6 +157,7 @@ class StreamCall:
             if self.recorder is not None:
                 self.recorder.count("responses", now)
         final = FINAL_RESPONSE in infer.parameters and infer.parameters[FINAL_RESPONSE].bool_param
+        pending.final = pending.final or final
         if final or pending.error:
             pending.end = now
             del self.pending[infer.id]

@@ -5,7 +5,8 @@ The APIs: ``openai-chat`` (``POST /v1/chat/completions``), ``openai-completions`
 ``generate`` without streaming). A streamed answer is server-sent events, one ``data:`` line
 each; OpenAI's stream ends with ``data: [DONE]``, Triton's when the chunked body ends.
 
-What is timed: the send, every event that carries output text (the first one is the first
+An event is its ``data:`` lines, ended by a blank line (:class:`SseEvents`). What is timed: the
+send, every event that carries output text (the first one is the first
 token; every gap between two is an inter-token gap, however many tokens one event holds),
 and the end. The output's token count comes from the server's usage report where it gives
 one (OpenAI's ``usage.completion_tokens``, asked with ``stream_options.include_usage``),
@@ -13,22 +14,22 @@ else it is the number of text events, and the answer says which.
 
 Errors are counted by kind: ``http_<status>``, ``stream`` (the stream stopped without its
 end: a cut connection, or OpenAI's ``[DONE]`` missing), ``timeout``, ``empty`` (no output
-text at all) and the connection's errors by name. Plain Python (``http.client``): under
-Locust, gevent makes its sockets cooperative.
+text and no output token reported) and the connection's errors by name. Plain Python
+(``http.client``): under Locust, gevent makes its sockets cooperative.
 """
 
 from __future__ import annotations
 
 import http.client
+import importlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-API_PATHS = {
-    "openai-chat": "/v1/chat/completions",
-    "openai-completions": "/v1/completions",
-}
+from .shared import OPENAI_PATHS
+
 DONE = b"[DONE]"
 
 
@@ -43,6 +44,8 @@ class Answer:
     output_tokens: int | None = None
     """The server's usage count of output tokens (None: it gave none)."""
     text_parts: int = 0
+    texts: list[str] = field(default_factory=list)
+    """The output text, part by part (a tokenizer counts it where the server gives no usage)."""
     error: str | None = None
 
     @property
@@ -66,11 +69,34 @@ class Answer:
         return "usage" if self.output_tokens is not None else "events"
 
 
+def load_counter(path: str) -> Any:
+    """The ``tokenizers.Tokenizer`` of ``path``, None without one or without the library.
+
+    tritongen's own load processes have ``tokenizers``; a plain Locust image (compose,
+    Kubernetes) does not, and there the answers without usage are counted by their events.
+    """
+    if not path:
+        return None
+    try:
+        tokenizers = importlib.import_module("tokenizers")
+    except ImportError:
+        return None
+    return tokenizers.Tokenizer.from_file(path)
+
+
+def output_tokens(answer: Answer, tokenizer: Any) -> tuple[int, str]:
+    """An answer's output tokens and where the count came from: ``usage``, ``tokenizer`` or ``events``."""
+    if answer.output_tokens is not None or tokenizer is None:
+        return answer.tokens, answer.token_source
+    text = "".join(answer.texts)
+    return len(tokenizer.encode(text, add_special_tokens=False).ids), "tokenizer"
+
+
 def request_path(api: str, model: str, stream: bool) -> str:
     """The endpoint of ``api`` for ``model``."""
     if api == "triton-generate":
         return f"/v2/models/{model}/generate_stream" if stream else f"/v2/models/{model}/generate"
-    return API_PATHS[api]
+    return OPENAI_PATHS[api]
 
 
 def event_text(api: str, event: dict[str, Any]) -> str:
@@ -88,11 +114,84 @@ def event_text(api: str, event: dict[str, Any]) -> str:
     return str(choice.get("text") or "")
 
 
+class SseEvents:
+    """Server-sent events read line by line: each event's data, its ``data:`` lines joined by newlines.
+
+    An event ends at a blank line; comments (``:``) and other fields (``event:``, ``id:``) are
+    skipped. :meth:`end` gives what the body's end left pending (Triton's last event may end there).
+    """
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+
+    def feed(self, line: bytes) -> bytes | None:
+        """One line in; an event's data where the line ended one."""
+        line = line.rstrip(b"\r\n")
+        if not line:
+            return self.end()
+        name, _, value = line.partition(b":")
+        if name == b"data":
+            self.data.append(value[1:] if value.startswith(b" ") else value)
+        return None
+
+    def end(self) -> bytes | None:
+        """The pending event's data (None: none pending)."""
+        if not self.data:
+            return None
+        data, self.data = b"\n".join(self.data), []
+        return data
+
+
+def read_events(
+    readline: Callable[[], bytes], api: str, answer: Answer, clock: Callable[[], float] = time.perf_counter
+) -> None:
+    """Read a streamed answer into ``answer``: each event with output text timed, usage and errors noted.
+
+    An OpenAI stream that ends without ``data: [DONE]`` is a ``stream`` error.
+    """
+    events, done = SseEvents(), False
+    while True:
+        line = readline()
+        data = events.feed(line) if line else events.end()
+        if data is not None:
+            done = _take_event(api, data, answer, clock) or done
+        if not line:
+            break
+    if api != "triton-generate" and not done and answer.error is None:
+        answer.error = "stream"
+
+
+def _take_event(api: str, data: bytes, answer: Answer, clock: Callable[[], float]) -> bool:
+    """One event's data into ``answer``; whether it was OpenAI's ``[DONE]``.
+
+    Raises:
+        ValueError: the data is not JSON.
+    """
+    if data.strip() == DONE:
+        return True
+    event = json.loads(data)
+    if not isinstance(event, dict):
+        return False
+    if event.get("error"):
+        answer.error = "server_error"
+    text = event_text(api, event)
+    if text:
+        answer.events.append(clock())
+        answer.text_parts += 1
+        answer.texts.append(text)
+    answer.output_tokens = usage_tokens(event) or answer.output_tokens
+    return False
+
+
 def usage_tokens(event: dict[str, Any]) -> int | None:
     """OpenAI's ``usage.completion_tokens`` where the event has it."""
     usage = event.get("usage")
     count = usage.get("completion_tokens") if isinstance(usage, dict) else None
     return count if isinstance(count, int) else None
+
+
+STALE_CONNECTION = ("BrokenPipeError", "connection_reset")
+"""Error kinds of a send on a kept-alive connection the server had closed, before any answer."""
 
 
 class LlmHttpClient:
@@ -108,8 +207,19 @@ class LlmHttpClient:
         self.connection: http.client.HTTPConnection | None = None
 
     def send(self, payload: dict[str, Any], stream: bool) -> Answer:
-        """Send one request and read its whole answer."""
+        """Send one request and read its whole answer.
+
+        A kept-alive connection the server has closed meanwhile (its idle timeout) fails the
+        send before any answer: the request goes once more on a new connection, timed from then.
+        """
         body = json.dumps(payload).encode()
+        reused = self.connection is not None
+        answer = self._send(body, payload, stream)
+        if reused and answer.error in STALE_CONNECTION:
+            answer = self._send(body, payload, stream)
+        return answer
+
+    def _send(self, body: bytes, payload: dict[str, Any], stream: bool) -> Answer:
         answer = Answer(start=time.perf_counter())
         answered = False
         try:
@@ -128,8 +238,8 @@ class LlmHttpClient:
         except (TimeoutError, OSError, http.client.HTTPException, ValueError) as e:
             answer.error = _error_kind(e, answered)
         answer.end = time.perf_counter()
-        if answer.error is None and not answer.events:
-            answer.error = "empty"
+        if answer.error is None and not answer.events and not answer.output_tokens:
+            answer.error = "empty"  # tokens without text (special or partial bytes) are not empty
         if answer.error is not None and self.connection is not None:
             self.connection.close()
             self.connection = None
@@ -137,35 +247,16 @@ class LlmHttpClient:
 
     def _read_events(self, response: http.client.HTTPResponse, answer: Answer) -> None:
         """Server-sent events until the end: ``[DONE]`` (OpenAI) or the body's end (Triton)."""
-        done = False
-        while True:
-            line = response.readline()
-            if not line:
-                break
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == DONE:
-                done = True
-                continue
-            event = json.loads(data)
-            if not isinstance(event, dict):
-                continue
-            if event.get("error"):
-                answer.error = "server_error"
-            if event_text(self.api, event):
-                answer.events.append(time.perf_counter())
-                answer.text_parts += 1
-            answer.output_tokens = usage_tokens(event) or answer.output_tokens
-        if self.api != "triton-generate" and not done and answer.error is None:
-            answer.error = "stream"
+        read_events(response.readline, self.api, answer)
 
     def _read_whole(self, response: http.client.HTTPResponse, answer: Answer) -> None:
         """One answer: its text arrives at once (first token = the end)."""
         document = json.loads(response.read())
-        if isinstance(document, dict) and event_text(self.api, document):
+        text = event_text(self.api, document) if isinstance(document, dict) else ""
+        if text:
             answer.events.append(time.perf_counter())
             answer.text_parts = 1
+            answer.texts.append(text)
             answer.output_tokens = usage_tokens(document)
 
     def close(self) -> None:

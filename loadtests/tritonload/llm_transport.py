@@ -5,8 +5,9 @@ tritongen writes the requests (``--triton-llm-requests``: one JSON object per li
 end-to-end time (the usual latency), an answer with output records ``ttft`` (send to first
 token), ``itl`` (every gap between two output events), ``tpot`` (the time after the first
 token over the tokens after it) and counts ``output_tokens``, ``input_tokens``,
-``usage_counted`` (answers whose token count is the server's usage report) and ``slo_met``
-(answers within every limit of ``--triton-llm-slo``).
+``usage_counted`` (answers whose token count is the server's usage report),
+``tokenizer_counted`` (answers without one whose text ``--triton-llm-tokenizer`` counted) and
+``slo_met`` (answers within every limit of ``--triton-llm-slo``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import os
 from typing import Any
 
-from .llm_http import Answer, LlmHttpClient
+from .llm_http import Answer, LlmHttpClient, load_counter, output_tokens
 from .options import TritonOptions
 from .recording import Recorder
 from .server_api import host_port
@@ -79,6 +80,7 @@ class LlmTransport:
         self.key = os.environ.get(options.llm_key_env) if options.llm_key_env else None
         self.stream = bool(options.llm_stream)
         self.limits = parse_limits(options.llm_slo)
+        self.tokenizer = load_counter(options.llm_tokenizer)
 
     def new_connection(self) -> LlmHttpClient:
         """A client of this user's own (one kept-alive connection)."""
@@ -91,13 +93,16 @@ class LlmTransport:
         self.step = self.step + 1 if self.step + 1 < len(self.requests) else 0
         answer = client.send(payload, self.stream)
         if answer.error is None and self.recorder is not None:
-            record_answer(self.recorder, answer, input_tokens, self.limits)
+            record_answer(self.recorder, answer, input_tokens, self.limits, self.tokenizer)
         return answer.error
 
 
-def record_answer(recorder: Recorder, answer: Answer, input_tokens: int, limits: Limits) -> None:
+def record_answer(
+    recorder: Recorder, answer: Answer, input_tokens: int, limits: Limits, tokenizer: Any = None
+) -> None:
     """A finished answer's figures, in the window of its end."""
-    end, first, tokens = answer.end, answer.first_token_s, answer.tokens
+    end, first = answer.end, answer.first_token_s
+    tokens, source = output_tokens(answer, tokenizer)
     if first is not None:
         recorder.record_extra("ttft", end, first)
         if tokens > 1:
@@ -106,7 +111,7 @@ def record_answer(recorder: Recorder, answer: Answer, input_tokens: int, limits:
         recorder.record_extra("itl", end, gap)
     recorder.count("output_tokens", end, tokens)
     recorder.count("input_tokens", end, input_tokens)
-    if answer.token_source == "usage":
-        recorder.count("usage_counted", end, 1)
+    if source in ("usage", "tokenizer"):
+        recorder.count(f"{source}_counted", end, 1)
     if meets(answer, limits):
         recorder.count("slo_met", end, 1)

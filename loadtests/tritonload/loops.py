@@ -22,6 +22,7 @@ from locust.runners import WorkerRunner
 
 from .grpc_stream import GrpcStreamTransport
 from .http_engine import HttpEngine
+from .llm_grpc import LlmGrpcTransport
 from .llm_transport import LlmTransport
 from .options import TritonOptions
 from .recording import Recorder
@@ -31,9 +32,13 @@ from .transports import GrpcTransport, HttpTransport, StepStarts, Transport, err
 TIMER_SLACK_S = 0.001
 
 
+UserTransport = HttpTransport | GrpcTransport | GrpcStreamTransport | LlmTransport | LlmGrpcTransport
+"""What a user sends its requests through (one per kind of load)."""
+
+
 def make_transport(
     host: str, options: TritonOptions, starts: StepStarts, sessions: ShmSessions, recorder: Recorder | None
-) -> HttpTransport | GrpcTransport | GrpcStreamTransport | LlmTransport:
+) -> UserTransport:
     """The transport of ``--triton-protocol`` (``--triton-streaming``: gRPC streams; shared memory).
 
     ``starts`` spreads the users over the data steps, ``sessions`` holds this process's
@@ -43,6 +48,8 @@ def make_transport(
     Raises:
         ValueError: streaming over HTTP.
     """
+    if options.llm_api == "triton-grpc":  # prompts to a decoupled text model over gRPC streams
+        return LlmGrpcTransport(host, options, starts, recorder)
     if options.llm_api:  # prompts over HTTP: OpenAI's API or Triton's generate
         return LlmTransport(host, options, starts, recorder)
     if options.streaming:

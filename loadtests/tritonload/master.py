@@ -99,11 +99,13 @@ class MasterReport:
 
     def on_test_start(self, environment: Any, **_: Any) -> None:
         """Forget the last test; read the model's statistics and start scraping the metrics endpoint."""
-        self.collector.reset()
+        options = TritonOptions.from_parsed(environment.parsed_options)
+        self.collector.start_run(options.results, options.window)
         if self.sampler is not None:
             self.sampler.stop()
         self.done, self.before, self.max_batch, self.started = False, None, None, True
-        options = TritonOptions.from_parsed(environment.parsed_options)
+        if not options.report:  # no report: no server figures for it either
+            return
         host = server_host(environment)
         try:
             self.max_batch = model_max_batch(host, options.protocol, options.model)
@@ -170,6 +172,11 @@ class MasterReport:
             self.sampler.stop()
         collector.keep_windows(everything=True)
         options = TritonOptions.from_parsed(environment.parsed_options)
+        if not options.report:  # only the line that says the test has ended
+            if collector.path:
+                with open(collector.path, "a") as out:
+                    out.write(json.dumps({SUMMARY_KEY: None, "at": time.time()}) + "\n")
+            return
         host = server_host(environment)
         url = "{}:{}".format(*host_port(host, 8001 if options.protocol == "grpc" else 8000))
         users = int(getattr(environment.runner, "target_user_count", 0) or 0)

@@ -9,13 +9,14 @@ the total when it quits, for tritongen to check the master's merge against.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import gevent
 
 from .locust_stats import STATS_FEED_S
-from .recording import Recorder, run_t0
+from .recording import DRAIN_GRACE_S, Recorder, run_t0
 from .shared import MESSAGE, WORKER_TOTAL, WindowMessage, WindowRecord
 
 
@@ -56,10 +57,22 @@ def send_windows(environment: Any, recorder: Recorder, total: WorkerTotal, every
 
 
 def report_forever(environment: Any, recorder: Recorder, total: WorkerTotal) -> None:
-    """Send finished windows a few times per window."""
+    """Send finished windows a few times per window, and each one as soon as it can be drained."""
     while True:
-        gevent.sleep(min(0.25, recorder.window_s / 4))
+        gevent.sleep(next_report_s(recorder, time.time()))
         send_windows(environment, recorder, total, everything=False)
+
+
+def next_report_s(recorder: Recorder, now: float) -> float:
+    """Seconds to the next report: at most a quarter window (0.25 s).
+
+    And no later than when the window now running can be drained (just after its end plus
+    ``DRAIN_GRACE_S``), so that each window goes to the master as soon as it may.
+    """
+    window_s = recorder.window_s
+    running = (now - DRAIN_GRACE_S - recorder.t0) // window_s
+    drained = recorder.t0 + (running + 1) * window_s + DRAIN_GRACE_S
+    return max(0.001, min(0.25, window_s / 4, drained - now + 0.002))
 
 
 def feed_forever(environment: Any, recorder: Recorder) -> None:

@@ -53,6 +53,12 @@ OPTIONS = (
         "",
         "Master: Triton's metrics endpoint, sampled each second (default the host's port 8002; none: off).",
     ),
+    _Option(
+        "report",
+        1,
+        "Master: 0 writes no report at the test's end, only its end line in --triton-results "
+        "(tritongen reads the windows itself).",
+    ),
     _Option("timeout", 60.0),
     _Option("streaming", 0, "1: a decoupled model, over gRPC streams (in flight until its final response)."),
     _Option("seed", 0),
@@ -70,14 +76,19 @@ OPTIONS = (
     _Option(
         "llm-api",
         "",
-        "An LLM load: openai-chat, openai-completions or triton-generate (empty: tensors).",
-        choices=("", "openai-chat", "openai-completions", "triton-generate"),
+        "An LLM load: openai-chat, openai-completions, triton-generate or triton-grpc (empty: tensors).",
+        choices=("", "openai-chat", "openai-completions", "triton-generate", "triton-grpc"),
     ),
     _Option("llm-requests", "", "An LLM load: JSON lines of prepared requests (payload, input_tokens)."),
     _Option("llm-stream", 1, "An LLM load: 1 streams each answer token by token, 0 asks for it whole."),
     _Option("llm-key-env", "", "An LLM load: the environment variable holding the API key (a bearer token)."),
     _Option(
         "llm-slo", "", "An LLM load: TTFT,ITL,E2E limits in ms (0: none) of a request counted in goodput."
+    ),
+    _Option(
+        "llm-tokenizer",
+        "",
+        "An LLM load: a tokenizer.json that counts an answer's tokens where no usage comes.",
     ),
 )
 
@@ -100,6 +111,7 @@ class TritonOptions:
     results: str
     json: str
     metrics_url: str
+    report: int
     timeout: float
     streaming: int
     seed: int
@@ -114,6 +126,7 @@ class TritonOptions:
     llm_stream: int
     llm_key_env: str
     llm_slo: str
+    llm_tokenizer: str
 
     @classmethod
     def from_parsed(cls, parsed: Any) -> TritonOptions:

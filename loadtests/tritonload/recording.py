@@ -42,8 +42,9 @@ from .shared import (
 
 LATE_S = 0.001
 """A send leaving more than this after its scheduled time counts as late."""
-DRAIN_GRACE_S = 0.1
-"""A window is drained this long after it ends: the HTTP engine's last batch of it is in by then."""
+DRAIN_GRACE_S = 0.03
+"""A window is drained this long after it ends: the HTTP engine flushes its batch at the window's end, so
+its last piece is in by then (a piece later still is sent with the next report and merged by index)."""
 
 
 def real_lock() -> Any:
@@ -275,6 +276,16 @@ class Collector:
         self.reset()
         if path:
             open(path, "w").close()  # truncate once
+
+    def start_run(self, path: str, window_s: float) -> None:
+        """A new test, its windows written to ``path`` (emptied when it changes) in windows of ``window_s``.
+
+        A Locust that stays up across runs gets each run's own file and window with the run.
+        """
+        if path != self.path and path:
+            open(path, "w").close()
+        self.path, self.window_s = path, window_s
+        self.reset()
 
     def reset(self) -> None:
         """Forget the figures of an earlier test (a master whose web UI starts another one)."""

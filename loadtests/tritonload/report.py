@@ -25,9 +25,11 @@ from .shared import (
     LATENCY_KEYS,
     SCHEMA,
     SERVER_KEYS,
+    histogram_moments,
     is_stable_figures,
     latency_figures,
     split_step,
+    token_source,
 )
 
 
@@ -200,19 +202,13 @@ def run_result(
         "other_cpu_max": None,
         "busy": False,
         "client_us": None,
-        "latency_stddev_us": float(collector.total.get_stddev()) if ok else None,
+        "latency_stddev_us": histogram_moments(collector.total)[1] if ok else None,
         "stability_latency_us": float(collector.total.get_value_at_percentile(99.0)) if ok else None,
         "validation": collector.validation(),
         **llm_figures(collector, duration, users, ok),
+        "llm_server": None,  # vLLM's figures: tritongen samples them, this report does not
         "workers": worker_figures(collector),
     }
-
-
-def token_source(usage: int, ok: int) -> str:
-    """Where the output token counts came from: ``usage`` (all), ``events`` (none) or ``mixed``."""
-    if not usage:
-        return "events"
-    return "usage" if usage == ok else "mixed"
 
 
 def llm_figures(collector: Collector, duration: float, users: int, ok: int) -> dict[str, Any]:
@@ -220,7 +216,7 @@ def llm_figures(collector: Collector, duration: float, users: int, ok: int) -> d
     counts, extra = collector.counts, collector.extra
     llm = "output_tokens" in counts
     tokens_per_s = counts.get("output_tokens", 0) / duration if llm else None
-    usage = counts.get("usage_counted", 0)
+    usage, counted = counts.get("usage_counted", 0), counts.get("tokenizer_counted", 0)
 
     def figures(name: str) -> dict[str, Any] | None:
         hist = extra.get(name)
@@ -234,7 +230,7 @@ def llm_figures(collector: Collector, duration: float, users: int, ok: int) -> d
         "output_tokens_per_s": tokens_per_s,
         "output_tokens_per_s_per_user": tokens_per_s / users if tokens_per_s is not None and users else None,
         "goodput_per_s": counts.get("slo_met", 0) / duration if llm else None,
-        "output_token_source": token_source(usage, ok) if llm else None,
+        "output_token_source": token_source(usage, counted, ok) if llm else None,
     }
 
 

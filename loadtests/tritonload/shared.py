@@ -34,6 +34,7 @@ __all__ = [
     "MISMATCHED_PREFIX",
     "NPZ_READ_FAILURES",
     "NUMPY_DTYPES",
+    "OPENAI_PATHS",
     "PERCENTILES",
     "SCHEMA",
     "SERVER_KEYS",
@@ -60,6 +61,7 @@ __all__ = [
     "decode_tolerance",
     "earliest_mismatches",
     "encode_steps",
+    "histogram_moments",
     "is_stable_figures",
     "is_string_array",
     "latency_figures",
@@ -67,6 +69,7 @@ __all__ = [
     "read_npz",
     "split_step",
     "tensor_byte_size",
+    "token_source",
 ]
 """What the tritongen package takes from here (through ``tritongen/io/loadgen_shared.py``)."""
 
@@ -218,11 +221,73 @@ class Histogram(Protocol):
         """The largest value."""
         ...
 
+    def get_value_from_index(self, index: int) -> int:
+        """The value counted at ``index`` of ``counts``."""
+        ...
+
+    def get_lowest_equivalent_value(self, value: int) -> int:
+        """The lowest value counted together with ``value``."""
+        ...
+
+    def get_highest_equivalent_value(self, value: int) -> int:
+        """The highest value counted together with ``value``."""
+        ...
+
+    @property
+    def counts(self) -> Any:
+        """The count at each index (a ctypes array)."""
+        ...
+
+    @property
+    def total_count(self) -> int:
+        """Values recorded."""
+        ...
+
+
+def histogram_moments(histogram: Histogram) -> tuple[float, float]:
+    """The mean and standard deviation of a histogram's values, as hdrh defines them, in one pass.
+
+    Each count stands for the middle of its range of equivalent values, as in
+    ``get_mean_value`` and ``get_stddev``; only the indexes that hold a count are visited
+    (hdrh's own iterator walks every bucket up to the largest value, twice for the deviation).
+    """
+    total = int(histogram.total_count)
+    if not total:
+        return 0.0, 0.0
+    counts = np.ctypeslib.as_array(histogram.counts)
+    indexes = np.flatnonzero(counts)
+    middles = np.empty(len(indexes))
+    for slot, index in enumerate(indexes):
+        value = histogram.get_value_from_index(int(index))
+        low = histogram.get_lowest_equivalent_value(value)
+        middles[slot] = low + ((histogram.get_highest_equivalent_value(value) - low + 1) >> 1)
+    weights = counts[indexes].astype(float)
+    mean = float(np.dot(middles, weights)) / total
+    return mean, math.sqrt(float(np.dot((middles - mean) ** 2, weights)) / total)
+
 
 def latency_figures(histogram: Histogram) -> dict[str, float]:
     """P50, P90, P95, P99, P99.9, mean and max in µs."""
     figures = {key: float(histogram.get_value_at_percentile(p)) for key, p in PERCENTILES.items()}
-    return figures | {"mean": float(histogram.get_mean_value()), "max": float(histogram.get_max_value())}
+    return figures | {"mean": histogram_moments(histogram)[0], "max": float(histogram.get_max_value())}
+
+
+OPENAI_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}
+"""Each OpenAI API's endpoint, under the server's base URL."""
+
+
+def token_source(usage: int, tokenizer: int, ok: int) -> str:
+    """Where an LLM run's output token counts came from.
+
+    ``usage`` (every answer's from the server's usage report), ``tokenizer`` (every answer's
+    text counted with ``--tokenizer``: the server gave no usage), ``events`` (one per output
+    event: neither) or ``mixed``.
+    """
+    if not usage and not tokenizer:
+        return "events"
+    if usage == ok:
+        return "usage"
+    return "tokenizer" if tokenizer == ok else "mixed"
 
 
 def is_stable_figures(

@@ -54,6 +54,17 @@ class ProcessState:
     user_numbers: Iterator[int] = field(default_factory=itertools.count)
     """Numbers the users of this process, in the order they start."""
 
+    def new_run(self) -> None:
+        """Start a test as a new process would: users numbered from 0, data steps and IDs afresh.
+
+        A Locust that stays up across runs (``tritongen``'s load processes) starts many tests;
+        each must send what a fresh process would, so that its seeds and steps do not depend on
+        the runs before it.
+        """
+        self.user_numbers = itertools.count()
+        self.step_starts = StepStarts()
+        self.sequence_ids = None
+
     def process_sequence_ids(self, environment: Any, options: TritonOptions) -> SequenceIds:
         """This process's correlation-ID allocator, created on first use."""
         if self.sequence_ids is None:

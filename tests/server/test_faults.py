@@ -56,7 +56,7 @@ def test_model_unloaded_during_loadtest_stops_with_the_errors_counted(
     control = RepositoryControl(triton_server.http_url)
     try:
         # Past the first partial window and the warm-up, and two measured windows in.
-        wait_until(lambda: windows_with_requests(descendants(cli.pid)) >= 4, cli, 120, "measured windows")
+        wait_until(lambda: windows_with_requests(cli.tmp) >= 4, cli, 120, "measured windows")
         locust = named(descendants(cli.pid), "locust")
         control.unload(MODEL)
         unloaded_at = time.monotonic()
@@ -89,7 +89,7 @@ def test_ctrl_c_keeps_results_and_leaves_nothing_running(
                 *WINDOWS, "--json", result]  # fmt: skip
 
         def busy() -> bool:  # warm-up over and a measured window done (partial + warm-up + 2 windows)
-            return windows_with_requests(descendants(cli.pid)) >= 4
+            return windows_with_requests(cli.tmp) >= 4
     else:
         result = tmp_path / "tune" / "tune.json"
         args = ["tune", MODEL, "--repo", served_repository, "--max-batch-size", "16",

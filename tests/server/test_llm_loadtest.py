@@ -52,6 +52,7 @@ def test_time_to_first_token_gaps_and_tokens_per_second(
         "--output-tokens", str(TOKENS), "--concurrency", "2",
         "--slo", f"ttft={FIRST_MS * 10},itl={GAP_MS * 10}",
         "--csv", str(tmp_path / "llm.csv"), "--html", str(tmp_path / "llm.html"),
+        "--plot", str(tmp_path / "llm.png"),
     )  # fmt: skip
     assert code == 0, output
     assert document is not None
@@ -62,19 +63,53 @@ def test_time_to_first_token_gaps_and_tokens_per_second(
     assert GAP_MS * (1 - TOLERANCE) * 1000 <= itl["p50"] <= (GAP_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000, (
         itl
     )
-    assert GAP_MS * (1 - TOLERANCE) * 1000 <= tpot["p50"] <= (GAP_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000
     assert run["e2e_us"] == run["latency_us"]
-    assert run["counts"]["output_tokens"] == TOKENS * run["requests"]  # every answer held at max_tokens
+    # Triton's generate gives no usage count: with --tokenizer, each answer's text is counted with
+    # it (the model's TOKENS words make at least TOKENS tokens), and TPOT spreads the time after
+    # the first event, (TOKENS - 1) gaps, over the tokens after the first.
+    assert run["output_token_source"] == "tokenizer"
+    per_answer = run["counts"]["output_tokens"] / run["requests"]
+    assert per_answer >= TOKENS
+    expected_tpot_ms = GAP_MS * (TOKENS - 1) / (per_answer - 1)
+    assert expected_tpot_ms * 0.8 * 1000 <= tpot["p50"] <= (GAP_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000
     assert run["output_tokens_per_s"] == pytest.approx(run["counts"]["output_tokens"] / run["duration_s"])
     assert run["output_tokens_per_s_per_user"] == pytest.approx(run["output_tokens_per_s"] / 2)
-    assert run["output_token_source"] == "events"  # Triton's generate gives no usage count
     assert run["goodput_per_s"] == pytest.approx(
         run["qps"], rel=0.2
     )  # generous limits: (nearly) all meet them
-    assert "TTFT" in output and "output tokens/s" in output and "counted from events" in output
+    assert "TTFT" in output and "output tokens/s" in output and "counted from tokenizer" in output
     (row,) = list(csv.DictReader((tmp_path / "llm.csv").open()))
-    assert float(row["ttft_p50_us"]) == ttft["p50"] and row["output_token_source"] == "events"
-    assert "output tokens/s" in (tmp_path / "llm.html").read_text()
+    assert float(row["ttft_p50_us"]) == ttft["p50"] and row["output_token_source"] == "tokenizer"
+    html = (tmp_path / "llm.html").read_text()
+    assert "output tokens/s" in html
+    assert html.count("data:image/png;base64") == 2  # latency against throughput, and the token plots
+    assert (tmp_path / "llm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_decoupled_text_model_over_grpc_streams_token_by_token(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    """--api triton-grpc: the same text model through gRPC streams, its known timing measured as over HTTP."""
+    tokenizer = write_tokenizer(tmp_path / "model")
+    out = tmp_path / "grpc.json"
+    result = runner.invoke(
+        app,
+        ["loadtest", TEXT_MODEL, "--url", triton_server.grpc_url, "--protocol", "grpc",
+         "--metrics-url", triton_server.metrics_url, "--api", "triton-grpc", *QUICK, "--json", str(out),
+         "--tokenizer", str(tokenizer), "--input-tokens", "16", "--output-tokens", str(TOKENS),
+         "--concurrency", "2"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stdout + result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["errors"] == 0 and run["requests"] > 10
+    ttft, itl = run["ttft_us"], run["itl_us"]
+    assert FIRST_MS * 1000 <= ttft["p50"] <= (FIRST_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000, ttft
+    assert GAP_MS * (1 - TOLERANCE) * 1000 <= itl["p50"] <= (GAP_MS * (1 + TOLERANCE) + OVERHEAD_MS) * 1000, (
+        itl
+    )
+    assert run["counts"]["output_tokens"] == TOKENS * run["requests"]  # one response per token
+    assert run["output_token_source"] == "events"
 
 
 def test_limits_no_request_can_meet_leave_no_goodput(
@@ -101,10 +136,13 @@ def test_limits_no_request_can_meet_leave_no_goodput(
     [
         (("--input-tokens", "16"), "synthetic prompts of --input-tokens need the model's tokenizer"),
         (
-            ("--api", "openai-chat", "--prompts", "p.jsonl"),
-            "--api openai-chat is not available in this version",
+            ("--api", "triton-grpc", "--prompts", "p.jsonl"),
+            "--api triton-grpc goes over gRPC, not --protocol http",
         ),
-        (("--prompts", "p.jsonl", "--protocol", "grpc"), "does not go with --protocol grpc"),
+        (
+            ("--prompts", "p.jsonl", "--protocol", "grpc"),
+            "--api triton-generate goes over HTTP, not --protocol grpc",
+        ),
         (("--tokenizer", "/nowhere/model"), "--tokenizer /nowhere/model does not exist"),
         (("--prompts", "p.jsonl", "--slo", "ttft=fast"), "is not ttft=MS, itl=MS or e2e=MS"),
     ],

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ class Cli:
     process: subprocess.Popen[bytes]
     stdout_path: Path
     stderr_path: Path
+    tmp: Path
+    """The CLI's temporary folder (``TMPDIR``): its load tests' windows files are in there."""
 
     @property
     def pid(self) -> int:
@@ -49,12 +52,23 @@ class Cli:
 def start_cli(workdir: Path, *args: str | Path) -> Cli:
     workdir.mkdir(parents=True, exist_ok=True)
     stdout, stderr = workdir / "stdout.txt", workdir / "stderr.txt"
+    tmp = cli_tmp()
     with stdout.open("wb") as out, stderr.open("wb") as err:
         process = subprocess.Popen(
             [sys.executable, "-m", "tritongen", *[str(a) for a in args]],
-            stdout=out, stderr=err, stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "200"},
+            stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=cli_env(tmp),
         )  # fmt: skip
-    return Cli(process, stdout, stderr)
+    return Cli(process, stdout, stderr, tmp)
+
+
+def cli_tmp() -> Path:
+    """A short temporary folder of its own for a CLI process (socket paths in it stay short)."""
+    return Path(tempfile.mkdtemp(prefix="tgcli-"))
+
+
+def cli_env(tmp: Path) -> dict[str, str]:
+    """The environment of a CLI process with ``tmp`` as its temporary folder."""
+    return {**os.environ, "COLUMNS": "200", "TMPDIR": str(tmp)}
 
 
 def descendants(pid: int) -> list[psutil.Process]:
@@ -81,32 +95,36 @@ def servers_started_by(pid: int) -> list[psutil.Process]:
     return [p for p in named(list(psutil.process_iter()), marker) if p.pid != pid]
 
 
-def windows_with_requests(processes: list[psutil.Process]) -> int:
-    """How many load windows with finished requests the Locust run among ``processes`` has written.
+def windows_with_requests(tmp: Path) -> int:
+    """How many load windows with finished requests the CLI with temporary folder ``tmp`` has seen.
 
-    Locust's master appends one JSON line per worker and window to its ``--triton-results``
-    file; a run is past warm-up and into its measured windows once enough have requests.
+    Each run's Locust appends one JSON line per worker and window to the run's windows file in
+    the load test's folder under ``tmp``; a run is past warm-up and into its measured windows
+    once enough have requests. The newest run's file counts.
     """
-    for process in named(processes, "--triton-results"):
+    files = sorted(tmp.glob("tritongen-load-*/windows-*.jsonl"), key=_modified)
+    if not files:
+        return 0
+    try:
+        lines = files[-1].read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    indices = set()
+    for line in lines:
         try:
-            args = process.cmdline()
-        except psutil.NoSuchProcess:
-            continue
-        path = Path(args[args.index("--triton-results") + 1])
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return 0
-        indices = set()
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a line being written
-            if record.get("ok"):
-                indices.add(record["index"])
-        return len(indices)
-    return 0
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line being written
+        if record.get("ok"):
+            indices.add(record["index"])
+    return len(indices)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def shm_regions(pid: int) -> list[str]:

@@ -116,6 +116,17 @@ def test_the_readme_holds_no_benchmark_block() -> None:
     assert "<!-- bench:" not in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+def test_the_readme_summary_matches_the_committed_results(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert tables.render_readme(readme) == readme, "README.md's bench-summary is stale: run make bench-tables"
+    # each row comes from its result: without the files, each row says so
+    empty = tables.render_summary(tmp_path)
+    for name, _ in tables.SUMMARY_ROWS:
+        assert f"| {name} | no committed result (bench/results/{name}.json) |" in empty
+    with pytest.raises(tables.TablesError, match="no <!-- bench-summary -->"):
+        tables.render_readme("# a README without the block\n")
+
+
 def test_every_result_file_has_a_block_and_provenance() -> None:
     names = {block.name for block in tables.BLOCKS}
     for path in sorted((ROOT / "bench" / "results").glob("*.json")):

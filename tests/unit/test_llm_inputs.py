@@ -170,17 +170,21 @@ def test_each_api_gets_its_request_body(tmp_path: Path, tokenizer: object) -> No
         "triton-generate", tokenizer=model, input_tokens=TokenCount(20), output_tokens=TokenCount(7)
     )
     path = tmp_path / "requests.jsonl"
-    count = prepare_llm_requests(load, "m", path, seed=3)
+    prepared = prepare_llm_requests(load, "m", path, seed=3)
     entries = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(entries) == count > 100 and {e["payload"]["max_tokens"] for e in entries} == {7}
+    assert prepared.longest in [e["payload"] for e in entries] and prepared.longest_output == 7
+    assert len(entries) == prepared.count > 100 and {e["payload"]["max_tokens"] for e in entries} == {7}
     assert all(abs(e["input_tokens"] - 20) <= 1 for e in entries)
 
 
 def test_the_llm_load_refuses_what_it_cannot_measure() -> None:
     from tritongen.loadtest.llm.load import LlmLoad
 
-    with pytest.raises(ConfigError, match="--api openai-chat is not available in this version"):
-        LlmLoad("openai-chat", prompts=Path("p.jsonl")).check()
+    with pytest.raises(ConfigError, match="--api triton-grpc streams"):
+        LlmLoad("triton-grpc", prompts=Path("p.jsonl"), stream=False).check()
+    LlmLoad("triton-grpc", prompts=Path("p.jsonl")).check()
+    LlmLoad("openai-chat", prompts=Path("p.jsonl")).check()
+    assert LlmLoad("openai-completions").openai and not LlmLoad("triton-generate").openai
     with pytest.raises(ConfigError, match="need the model's tokenizer"):
         LlmLoad("triton-generate").check()
     assert LlmLoad("triton-generate", slo=Slo(ttft_ms=200)).slo_option() == "200,0,0"

@@ -189,3 +189,20 @@ def test_the_grpc_address_beside_an_http_one_keeps_the_host() -> None:
     assert grpc_url_beside("http://triton.internal:8000/") == "triton.internal:8001"
     assert grpc_url_beside("10.0.0.5:9000") == "10.0.0.5:8001"
     assert grpc_url_beside("localhost") == "localhost:8001"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_histogram_moments_are_hdrh_s_mean_and_deviation(seed: int) -> None:
+    """One pass over the counted indexes gives what hdrh's iterators give, to the last digits."""
+    import numpy as np
+
+    from tritongen.io.loadgen_shared import histogram_moments
+
+    hist = new_histogram()
+    assert histogram_moments(hist) == (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    for value in rng.lognormal(7.0, 1.5, 5000).astype(int) + 1:
+        hist.record_value(int(min(value, 50_000_000)))
+    mean, deviation = histogram_moments(hist)
+    assert mean == pytest.approx(hist.get_mean_value(), rel=1e-12)
+    assert deviation == pytest.approx(hist.get_stddev(), rel=1e-9)

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.compare import decisions
 from tritongen.compare.result import CompareReport, EngineResult
+from tritongen.errors import ConfigError
 from tritongen.loadtest.rounds import Rounds
 from tritongen.stopping import MIN_ROUNDS, StopRule, parse_margin, parse_rounds
 
@@ -78,7 +79,7 @@ def test_pairs_are_open_until_the_first_look_then_decided() -> None:
     early = decisions.pair_verdicts(engines, rule, 0.95)
     assert len(early) == 2 and all(v.decision is None for _, v in early)
     assert "pair(s) open" in decisions.progress_text(early)
-    engines, _ = _engines({"m_onnx": 2000, "m_tvm": 1000}, 6, 0.02)
+    engines, _ = _engines({"m_onnx": 2000, "m_tvm": 1000}, 8, 0.02)
     later = decisions.pair_verdicts(engines, rule, 0.95)
     verdicts = {name.split(":")[0]: v for name, v in later}
     # Twice the throughput is a difference; the same P99 (2% noise) is equivalent within 5%.
@@ -93,10 +94,46 @@ def test_the_record_says_why_the_rounds_stopped_and_judges_at_the_spent_level() 
     engines, rounds = _engines({"m_onnx": 1000, "m_tvm": 1000}, 4, 0.3)  # noisy: nothing decided in 4
     found = decisions.record(engines, rounds, rule, 0.95)
     assert found["stopped"] == "--max-rounds 4 reached" and found["rounds"] == 4
-    assert found["confidence"] == pytest.approx(1 - 0.05 * 3 / 20)
+    assert found["confidence"] == pytest.approx(1 - 0.05 / 2)  # an equal share of each of looks 3 and 4
     assert {p["decision"] for p in found["pairs"]} <= {"undecided", "different", "equivalent"}
     report = CompareReport(source="m", name="m", hardware={}, settings={"stopping": found}, engines=engines)
     assert report.verdict_confidence() == pytest.approx(found["confidence"])
     rounds.stopped_by = "decided"
     assert decisions.record(engines, rounds, rule, 0.95)["stopped"] == "every pair decided"
     assert decisions.record(engines[:1], rounds, rule, 0.95)["stopped"] == "one engine: no pair to decide"
+
+
+def test_rounds_decide_the_ranked_figure_and_report_the_other() -> None:
+    """Ranked by throughput, a noisy P99 leaves nothing open; its pairs are reported with their interval."""
+    rule = StopRule(max_rounds=8, margin=0.05)
+    engines, rounds = _engines({"m_onnx": 2000, "m_tvm": 1000}, 5, 0.02)
+    for engine in engines:  # a P99 too noisy for any decision in 5 rounds
+        engine.round_figures["p99_ms_b1"] = (
+            [1.0, 2.0, 0.5, 1.5, 0.8] if engine.model == "m_onnx" else [1.0] * 5
+        )
+    figures = decisions.decided_figures((), "throughput")
+    assert figures == ("infer_per_s_b32",)
+    deciding = decisions.pair_verdicts(engines, rule, 0.95, figures=figures)
+    assert [name.split(":")[0] for name, _ in deciding] == ["throughput"]
+    assert decisions.progress_text(deciding) == "every pair decided"
+    both = decisions.pair_verdicts(
+        engines, rule, 0.95, figures=decisions.decided_figures(("latency", "throughput"), "x")
+    )
+    assert "1 pair(s) open; P99 at batch 1" in decisions.progress_text(both)
+    found = decisions.record(engines, rounds, rule, 0.95, figures)
+    assert [p["pair"].split(":")[0] for p in found["pairs"]] == ["throughput"]
+    assert [p["decision"] for p in found["other_pairs"]] == ["undecided"]
+    assert found["decided_on"] == ["throughput"] and found["rule"].endswith(", on throughput")
+    assert decisions.decided_figures((), "memory") == ("p99_ms_b1",)
+    with pytest.raises(ConfigError, match="--decide memory: rounds decide only latency and throughput"):
+        decisions.decided_figures(("memory",), "throughput")
+
+
+def test_compare_refuses_an_unknown_figure_to_decide(tmp_path: Path) -> None:
+    source = tmp_path / "m.onnx"
+    source.write_bytes(b"not read: the request is checked first")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["compare", str(source), "--decide", "speed", "--out", str(out)])
+    assert result.exit_code == 1
+    assert "--decide speed: rounds decide only latency and throughput" in error_line(result.stderr)
+    assert not out.exists()

@@ -35,7 +35,7 @@ def _sequential(rng: np.random.Generator, truth: float, max_rounds: int = DEFAUL
         drift = rng.normal(0.0, 0.05)  # both alike: cancels in the ratio
         b.append(1000.0 * np.exp(drift + rng.normal(0.0, CV)))
         a.append(1000.0 * truth * np.exp(drift + rng.normal(0.0, CV)))
-        verdict = judge(a, b, final=number == max_rounds)
+        verdict = judge(a, b, final=number == max_rounds, last=max_rounds)  # as compare and tune judge
         if verdict.decision is not None:
             return verdict
     return verdict
@@ -44,6 +44,9 @@ def _sequential(rng: np.random.Generator, truth: float, max_rounds: int = DEFAUL
 def test_the_spent_levels_add_up_to_the_error_rate() -> None:
     alphas = [1.0 - spent_confidence(n, 0.95) for n in range(MIN_ROUNDS, 100_000)]
     assert sum(alphas) == pytest.approx(0.05, rel=1e-4) and sum(alphas) < 0.05
+    for cap in (MIN_ROUNDS, 8, DEFAULT_MAX_ROUNDS):  # a cap: equal shares of the looks up to it
+        shares = [1.0 - spent_confidence(n, 0.95, last=cap) for n in range(MIN_ROUNDS, cap + 1)]
+        assert sum(shares) == pytest.approx(0.05) and len(set(shares)) == 1
 
 
 def test_a_tie_is_called_different_in_at_most_five_percent_of_runs() -> None:
@@ -93,3 +96,18 @@ def test_verdict_texts_and_refusals() -> None:
         check_stopping(1, 0.05)
     with pytest.raises(ConfigError, match="--equivalence 60% is outside"):
         check_stopping(10, 0.6)
+
+
+def test_equal_shares_within_a_cap_find_more_than_the_uncapped_series() -> None:
+    """Why the cap's looks share alike: a 0.87× pair at a 10% spread per round, at most 8 rounds."""
+    rng = np.random.default_rng(11)
+    found = {"capped": 0, "uncapped": 0}
+    for _ in range(SIMULATIONS):
+        logs = rng.normal(np.log(0.87), 0.10, 8)
+        a = [float(np.exp(x)) for x in logs]
+        b = [1.0] * len(a)
+        for name, last in (("capped", 8), ("uncapped", None)):
+            found[name] += any(
+                judge(a[:n], b[:n], last=last).decision == "different" for n in range(MIN_ROUNDS, 9)
+            )
+    assert found["capped"] > 1.2 * found["uncapped"], found

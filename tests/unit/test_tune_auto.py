@@ -122,11 +122,13 @@ def test_a_real_gain_stops_the_rounds_at_the_first_look_and_wins_at_the_spent_le
     assert confirmation.completed == MIN_ROUNDS and confirmation.finished
     quick = confirmation.finalists[0]
     assert quick.verdict is not None and quick.verdict.decision == "different"
-    assert quick.ratio is not None and quick.ratio.confidence == pytest.approx(spent_confidence(MIN_ROUNDS))
+    assert quick.ratio is not None and quick.ratio.confidence == pytest.approx(
+        spent_confidence(MIN_ROUNDS, last=RULE.max_rounds)
+    )
     assert confirmation.winner is quick
     found = confirmation.stopping_record()
     assert found is not None and found["stopped"] == "every pair decided" and found["rounds"] == MIN_ROUNDS
-    assert found["confidence"] == pytest.approx(1 - 0.05 * 3 / 12)
+    assert found["confidence"] == pytest.approx(1 - 0.05 / (RULE.max_rounds - MIN_ROUNDS + 1))
     assert [p["decision"] for p in found["pairs"]] == ["different"]
     assert found["pairs"][0]["pair"] == f"throughput: {QUICK.key} vs current"
 
@@ -209,10 +211,10 @@ def test_the_report_records_the_stopping_and_the_verdict_its_level(tmp_path: Pat
     assert stopping["stopped"] == "every pair decided" and stopping["rounds"] == 3
     assert stopping["max_rounds"] == 20 and stopping["margin"] == 0.05 and "rule" in stopping
     assert doc["confirmation"]["contenders"][QUICK.key]["decision"] == "different"
-    assert "at 98.75% (the level spent at round 3: --rounds auto keeps 95%)" in doc["verdict"]
+    assert "at 99.72% (the level spent at round 3: --rounds auto keeps 95%)" in doc["verdict"]
     notes = tune_table(doc).notes
     assert any(
-        n.startswith("--rounds auto: 3 round(s), every pair decided; pairs judged at 98.75%") for n in notes
+        n.startswith("--rounds auto: 3 round(s), every pair decided; pairs judged at 99.72%") for n in notes
     )
     assert f"throughput: {QUICK.key} vs current: different: " in "\n".join(notes)
 

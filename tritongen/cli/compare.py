@@ -77,6 +77,16 @@ class CompareFlags:
     rank_by: Annotated[
         str, typer.Option("--rank-by", help=f"Order of the table: {', '.join(RANK_KEYS)}.")
     ] = "throughput"
+    decide: Annotated[
+        str | None,
+        typer.Option(
+            "--decide",
+            help="With --rounds auto, the figures whose pairs the rounds must decide: latency, "
+            "throughput or both (default: the --rank-by figure; ranked by memory, latency). The "
+            "other is reported with the interval it reached.",
+            show_default=False,
+        ),
+    ] = None
     out: Annotated[
         Path | None,
         reworded(WorkDir, "Working directory: the model repository and compare.json (default compare-NAME)."),
@@ -102,6 +112,10 @@ class CompareFlags:
         reworded(MaxDuration, "Cap of each run while it waits for stability (default 1.5 × duration)."),
     ] = None
     cpus: Cpus = None
+
+    def decided(self) -> tuple[str, ...]:
+        """The figures ``--decide`` names (empty: not given)."""
+        return tuple(name.strip() for name in (self.decide or "").split(",") if name.strip())
 
 
 @dataclass(frozen=True)
@@ -168,8 +182,7 @@ def compare_command(
         _refuse_foreign_tvm(chosen, engines.tvm_target)
         variants, precision_options = precision.settings()
         if deployment.url is None and deployment.repo is not None:
-            # served here: refuse configs Triton would refuse (or hang on)
-            planned, _ = build_plan(chosen, variants)
+            planned, _ = build_plan(chosen, variants)  # served here: refuse what Triton would refuse
             lint_before_serving(
                 deployment.repo, [model_dir_name(name, f, v) for f, v in planned], on_finding=show_finding
             )
@@ -203,6 +216,7 @@ def compare_command(
             metrics_url=deployment.metrics_url,
             admin_key=deployment.admin_key,
             rank_by=compare.rank_by,
+            decide=compare.decided(),
             unavailable=unavailable,
             precisions=variants,
             max_drift=compare.max_drift,

@@ -20,8 +20,9 @@ class LlmFlags:
         str | None,
         typer.Option(
             "--api",
-            help=f"An LLM load, one of {', '.join(APIS)} (this version: triton-generate, Triton's "
-            "generate_stream endpoint): TTFT, ITL, tokens/s and goodput per run.",
+            help=f"An LLM load, one of {', '.join(APIS)}: Triton's generate_stream endpoint, a "
+            "decoupled text model over gRPC streams (with --protocol grpc), or an OpenAI-compatible "
+            "server at the base URL --url http://HOST:PORT. TTFT, ITL, tokens/s and goodput per run.",
             show_default=False,
         ),
     ] = None
@@ -30,7 +31,7 @@ class LlmFlags:
         typer.Option(
             "--tokenizer",
             help="The model's directory or its tokenizer.json, on this machine (never downloaded): "
-            "counts the prompts' tokens.",
+            "counts the prompts' tokens, and the answers' where the server reports no usage.",
             show_default=False,
         ),
     ] = None
@@ -66,6 +67,14 @@ class LlmFlags:
         ),
     ] = None
 
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream/--no-stream",
+            help="Stream each answer token by token (TTFT and gaps measured), or ask for it whole.",
+        ),
+    ] = True
+
     def load(self) -> LlmLoad | None:
         """The LLM load asked (None without ``--api``), checked.
 
@@ -82,6 +91,7 @@ class LlmFlags:
             prompts=self.prompts,
             slo=parse_slo(self.slo) if self.slo else Slo(),
             api_key_env=self.api_key_env,
+            stream=self.stream,
         )
         load.check()
         return load

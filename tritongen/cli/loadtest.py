@@ -20,6 +20,7 @@ from tritongen.cli.load_worker import given_options, run_worker_mode
 from tritongen.cli.options import Serve, SkipFailed, SloP99, Url
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
+from tritongen.client.openai_api import openai_address
 from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
@@ -30,6 +31,7 @@ from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.spec import LoadSpec, seconds_text
 from tritongen.loadtest.validation import validation_failure, validation_lines
+from tritongen.metrics.vllm import vllm_text
 from tritongen.server.embedded import embedded_server
 
 DEFAULT_MAX_ERROR_RATE = 0.01
@@ -93,6 +95,8 @@ def loadtest_command(
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
         spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
         spec = replace(spec, llm=llm.load())
+        if spec.llm is not None and spec.llm.openai:
+            spec = replace(spec, url=openai_address(spec.url))
         if run.stop_at_saturation:
             spec = replace(spec, stop_at=SaturationRule(gates.slo_p99_ms, rounds.confidence))
         spec.check()
@@ -191,9 +195,13 @@ def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | Non
     if output.csv_path is not None:
         report.write_csv(output.csv_path)
     if output.plot_path is not None and any(r.latency_us for r in report.runs):
+        from tritongen.report.llm_plots import is_llm_report, plot_tokens
         from tritongen.report.plots import plot_latency_vs_throughput
 
-        plot_latency_vs_throughput(report, output.plot_path, slo)
+        if is_llm_report(report):  # an LLM load: its token latencies and tokens/s against the load
+            plot_tokens(report, output.plot_path)
+        else:
+            plot_latency_vs_throughput(report, output.plot_path, slo)
     if output.html_path is not None:
         from tritongen.report.html import write_documents
 
@@ -243,6 +251,10 @@ def _print_report(report: LoadTestReport) -> None:
             console.print(_gpu_line(run, run.gpu), highlight=False, markup=False)
         if run.output_tokens_per_s is not None:
             console.print(_llm_line(run), highlight=False, markup=False, soft_wrap=True)
+        if run.llm_server:
+            console.print(
+                f"{_level(run)} {vllm_text(run.llm_server)}", highlight=False, markup=False, soft_wrap=True
+            )
     if report.sweep_stop is not None:
         console.print(report.sweep_stop.summary(), highlight=False, markup=False, soft_wrap=True)
 

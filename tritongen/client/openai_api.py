@@ -48,6 +48,21 @@ def split_base_url(url: str) -> tuple[str, int, str]:
     return parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80), prefix
 
 
+def openai_address(url: str) -> str:
+    """``http://host:8000`` or ``host:8000/v1`` -> ``host:8000``, the address a load test's requests go to.
+
+    Raises:
+        ConfigError: the base URL has a path before ``/v1`` (the load generator sends to ``/v1/…``).
+    """
+    host, port, prefix = split_base_url(url)
+    if prefix:
+        raise ConfigError(
+            f"--url {url}: a base URL with a path ({prefix}) is not supported for OpenAI loads",
+            "give http://HOST:PORT, the server's own address",
+        )
+    return f"{host}:{port}"
+
+
 def served_models(url: str, api_key: str | None = None, timeout_s: float = 10.0) -> list[ServedModel]:
     """The models the server at ``url`` (its base URL) lists at ``/v1/models``.
 
@@ -115,3 +130,103 @@ def check_served(models: list[ServedModel], model: str, longest_request: int | N
             "lower --input-tokens or --output-tokens",
         )
     return found
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """What one short request (``max_tokens`` 1, not streamed) told: the prompt's tokens, server-counted."""
+
+    prompt_tokens: int | None
+    """``usage.prompt_tokens``: the prompt with the chat template's tokens (None: no usage given)."""
+
+
+def error_message(body: bytes) -> str:
+    """The first line of an OpenAI error's message (``{"error": {"message": …}}`` or ``{"message": …}``)."""
+    try:
+        document: Any = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", errors="replace").strip().splitlines()[0] if body.strip() else ""
+    inner = document.get("error") if isinstance(document, dict) else None
+    source = inner if isinstance(inner, dict) else document
+    message = source.get("message") if isinstance(source, dict) else None
+    return str(message).strip().splitlines()[0] if message else ""
+
+
+def no_chat_template(status: int, message: str) -> bool:
+    """Whether an answer says the model has no chat template (vLLM answers HTTP 400 then)."""
+    return status == 400 and "chat template" in message.lower()
+
+
+def probe_request(url: str, path: str, body: dict[str, Any], api_key: str | None = None) -> ProbeAnswer:
+    """Send one request of a load test's kind, cut to one output token, and read its usage.
+
+    Raises:
+        ConfigError: the model has no chat template (a chat request to a completions-only model),
+            or the server refuses the request as too long or malformed.
+        ServerError: the server cannot be reached, refuses the key or fails.
+    """
+    host, port, prefix = split_base_url(url)
+    headers = {
+        "Content-Type": "application/json",
+        **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
+    }
+    probe = {key: value for key, value in body.items() if key not in ("stream", "stream_options")}
+    probe |= {"max_tokens": 1, "min_tokens": 1}
+    connection = http.client.HTTPConnection(host, port, timeout=120)
+    try:
+        connection.request("POST", prefix + path, json.dumps(probe).encode(), headers)
+        response = connection.getresponse()
+        status, answer = response.status, response.read()
+    except (OSError, http.client.HTTPException) as e:
+        raise ServerError(f"a first request to {url}{path} failed: {e}", "check the server's log") from e
+    finally:
+        connection.close()
+    return _probe_answer(url, path, status, answer)
+
+
+def _probe_answer(url: str, path: str, status: int, body: bytes) -> ProbeAnswer:
+    """The probe's usage, or the one-line error its answer means."""
+    message = error_message(body)
+    if no_chat_template(status, message):
+        raise ConfigError(
+            f"the model at {url} has no chat template: {path} answered HTTP 400 ({message})",
+            "load it with --api openai-completions, or serve the model with a chat template",
+        )
+    if status in (401, 403):
+        raise ServerError(
+            f"{url} refused the request (HTTP {status})", "pass the key with --api-key-env NAME"
+        )
+    if status == 400:
+        raise ConfigError(f"{url}{path} refused a request of this test: HTTP 400 ({message})")
+    if status != 200:
+        raise ServerError(f"a first request to {url}{path} failed: HTTP {status} ({message})")
+    try:
+        document: Any = json.loads(body)
+    except ValueError as e:
+        raise ServerError(f"{url}{path} answered with something that is not JSON") from e
+    usage = document.get("usage") if isinstance(document, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return ProbeAnswer(tokens if isinstance(tokens, int) else None)
+
+
+class OpenAiHealth:
+    """Whether an OpenAI-compatible server still answers and serves the model, during a load test."""
+
+    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 2.0) -> None:
+        self.url, self.api_key, self.timeout_s = url, api_key, timeout_s
+        self._served: list[ServedModel] = []
+
+    def is_live(self) -> bool:
+        """Whether ``/v1/models`` answers with a model list."""
+        try:
+            self._served = served_models(self.url, self.api_key, self.timeout_s)
+        except ServerError:
+            return False
+        return True
+
+    def is_model_ready(self, model: str) -> bool:
+        """Whether the last model list (of :meth:`is_live`) holds ``model``."""
+        return any(m.id == model for m in self._served)
+
+    def close(self) -> None:
+        """Nothing held between calls."""

@@ -36,6 +36,7 @@ from tritongen.compare.recommend import RANK_KEYS, rank, recommend
 from tritongen.compare.result import CompareReport, EngineResult, build_note
 from tritongen.convert.precision import FP32, Variant
 from tritongen.errors import ConfigError, TritongenError, first_line
+from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.runner import Progress, metrics_url_for
@@ -69,6 +70,9 @@ class CompareRequest:
     admin_key: str | None = None
     """For a --url server whose repository API is restricted."""
     rank_by: str = "throughput"
+    decide: tuple[str, ...] = ()
+    """``--rounds auto`` stops once these figures' pairs are decided (``latency``, ``throughput``;
+    empty: the ``rank_by`` figure)."""
     unavailable: tuple[tuple[str, str], ...] = ()
     """Formats not attempted, with the reason (shown as ``unavailable`` rows)."""
     precisions: tuple[Variant, ...] = (FP32,)
@@ -85,6 +89,7 @@ class CompareRequest:
         self.settings.check()
         if self.rank_by not in RANK_KEYS:
             raise ConfigError(f"--rank-by {self.rank_by!r} is unknown", f"use one of: {', '.join(RANK_KEYS)}")
+        decisions.decided_figures(self.decide, self.rank_by)
         if self.build is None and self.repo is None and self.url is None:
             raise ConfigError("nothing to measure", "give a source to convert, --repo or --url")
         if self.build is None and self.url is None and self.repo is not None and not self.repo.is_dir():
@@ -111,7 +116,8 @@ def run_compare(
     report = prepare_compare(request, say)
     if on_update is not None:
         on_update(report)
-    return measure_compare(request, report, say, progress, on_update, stop)
+    with load_processes():  # one set of Locust processes for every run of the comparison
+        return measure_compare(request, report, say, progress, on_update, stop)
 
 
 def prepare_compare(request: CompareRequest, say: Say | None = None) -> CompareReport:
@@ -344,13 +350,13 @@ def _measure_rounds(
     engines alike and their ratios can be taken per round.
     """
     settings, rule = request.settings, request.settings.stopping
+    figures = decisions.decided_figures(request.decide, request.rank_by)
     engines = _load_all(control, engines)
-    labels = _round_labels(engines)
     state = {"deciding": ""}
 
     def started(number: int, total: int, name: str) -> None:
         of = f"{number} (at most {total})" if rule is not None else f"{number}/{total}"
-        listeners.say(f"round {of}: {labels[name]}{state['deciding']}")
+        listeners.say(f"round {of}: {_round_labels(engines)[name]}{state['deciding']}")
 
     def done(rounds: Rounds) -> None:
         _apply_rounds(engines, rounds, settings.confidence)
@@ -358,7 +364,9 @@ def _measure_rounds(
 
     def decided(_: Rounds) -> bool:  # after done(): the engines' round figures are this round's
         assert rule is not None
-        verdicts = decisions.pair_verdicts([e for e, _ in engines], rule, settings.confidence)
+        verdicts = decisions.pair_verdicts(
+            [e for e, _ in engines], rule, settings.confidence, figures=figures
+        )
         state["deciding"] = f"; {decisions.progress_text(verdicts)}"
         return all(v.decision is not None for _, v in verdicts)
 
@@ -376,7 +384,7 @@ def _measure_rounds(
     _apply_rounds(engines, rounds, settings.confidence)
     if rule is not None:
         given = report.settings.get("stopping") or {}
-        found = decisions.record([e for e, _ in engines], rounds, rule, settings.confidence)
+        found = decisions.record([e for e, _ in engines], rounds, rule, settings.confidence, figures)
         report.settings["stopping"] = {**given, **found}
     if rounds.status == "interrupted":
         report.status = "interrupted"

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING
 # One list of names, shared.py's ``__all__``: what it defines is what this module offers.
 if TYPE_CHECKING:
     from tritonload.shared import *  # noqa: F403
-    from tritonload.shared import __all__ as __all__
+    from tritonload.shared import __all__ as _shared_names
 else:
     from tritongen.loadtests.tritonload.shared import *  # noqa: F403
-    from tritongen.loadtests.tritonload.shared import __all__ as __all__
+    from tritongen.loadtests.tritonload.shared import __all__ as _shared_names
+
+# The locustfile's option table (tritonload/options.py imports nothing but dataclasses): what a
+# Locust that stays up across runs is given with each run.
+if TYPE_CHECKING:
+    from tritonload.options import OPTIONS
+else:
+    from tritongen.loadtests.tritonload.options import OPTIONS
+
+__all__ = [*_shared_names, "OPTIONS"]

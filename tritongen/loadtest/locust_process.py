@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tritongen.errors import MissingDependencyError, ServerError
+from tritongen.io.loadgen_shared import OPTIONS
 from tritongen.server.affinity import machine_cores, pinned_start
 from tritongen.server.ports import pick_free_ports
 from tritongen.server.process import die_with_parent, tail_lines
@@ -58,6 +59,15 @@ def locust_binary() -> Path:
     return path
 
 
+ALWAYS_GIVEN = frozenset(
+    [
+        *("model", "protocol", "inputs", "window", "t0", "results"),
+        *("max-inflight", "seed", "timeout", "metrics-url"),
+    ]
+)
+"""``--triton-*`` options the command line names even at their default (the rest only when set)."""
+
+
 @dataclass(frozen=True)
 class LocustArgs:
     """Options of one Locust run."""
@@ -99,6 +109,8 @@ class LocustArgs:
     """The cores Locust and its forked workers run on (``--cpus load=…``; None: any)."""
     llm: tuple[str, ...] = ()
     """An LLM load's ``--triton-llm-*`` options (empty for other loads)."""
+    report: bool = True
+    """Whether the master writes its report as the test ends (tritongen's own runs need none)."""
 
     def argv(self) -> list[str]:
         """The command line."""
@@ -106,47 +118,58 @@ class LocustArgs:
 
     def options(self) -> list[str]:
         """The command line's options after the locustfile (no Locust install needed to build them)."""
-        argv = [
-            *self.ui_options(),
-            "--host", self.host,
-            "-u", str(self.users),
-            "-r", str(self.users),
-            "--run-time", f"{self.run_time_s}s",
-            "--stop-timeout", "2",
-            "--loglevel", "WARNING",
-            "--only-summary",
-            "--triton-model", self.model,
-            "--triton-protocol", self.protocol,
-            "--triton-inputs", str(self.inputs),
-            "--triton-window", repr(self.window_s),
-            "--triton-t0", repr(self.t0),
-            "--triton-results", str(self.results),
-            "--triton-max-inflight", str(self.max_inflight),
-            "--triton-seed", str(self.seed),
-        ]  # fmt: skip
-        argv += ["--triton-timeout", repr(self.timeout_s)]
-        # tritongen samples the metrics endpoint itself; the master's own report goes without
-        argv += ["--triton-metrics-url", "none"]
-        if self.streaming:
-            argv += ["--triton-streaming", "1"]
-        if self.sequences:
-            argv += ["--triton-sequences", "1", "--triton-sequence-length", str(self.sequence_length)]
-            argv += ["--triton-sequence-ids", self.sequence_ids] if self.sequence_ids else []
-        if self.user_rate > 0:
-            argv += ["--triton-user-rate", repr(self.user_rate), "--triton-arrival", self.arrival]
-        argv += list(self.llm)
+        argv = [*self.ui_options(), *self.process_options(), "--host", self.host]
+        argv += ["-u", str(self.users), "-r", str(self.users), "--run-time", f"{self.run_time_s}s"]
+        defaults = {option.name: str(option.default) for option in OPTIONS}
+        for name, value in self.run_options().items():
+            if name in ALWAYS_GIVEN or value != defaults[name]:
+                argv += [f"--triton-{name}", value]
+        return argv
+
+    def process_options(self) -> list[str]:
+        """The options a Locust process keeps for its life: logging, stop timeout, its workers."""
+        argv = ["--stop-timeout", "2", "--loglevel", "WARNING", "--only-summary"]
         if self.master_args:
             argv += list(self.master_args)
         elif self.processes > 1:
-            # the forked workers reach their master on a free port, not Locust's fixed 5557, which
-            # another run with --processes on this machine may hold
-            port = str(pick_free_ports("127.0.0.1", 1)[0])
-            argv += ["--processes", str(self.processes), "--master-bind-port", port, "--master-port", port]
-        if self.shared_memory != "none":
-            argv += ["--triton-shared-memory", self.shared_memory, "--triton-shm-prefix", self.shm_prefix]
-            if self.output_shm_size is not None:
-                argv += ["--triton-output-shm-size", str(self.output_shm_size)]
+            argv += forked_workers(self.processes)
         return argv
+
+    def run_options(self) -> dict[str, str]:
+        """Every ``--triton-*`` option of this run by name (``model``, ``user-rate`` ...), defaults included.
+
+        A Locust that stays up across runs (:mod:`.load_processes`) gets all of them with each
+        run, so that none is left over from the run before.
+        """
+        values = {option.name: str(option.default) for option in OPTIONS}
+        values.update(
+            {
+                "model": self.model,
+                "protocol": self.protocol,
+                "inputs": str(self.inputs),
+                "window": repr(self.window_s),
+                "t0": repr(self.t0),
+                "results": str(self.results),
+                "max-inflight": str(self.max_inflight),
+                "seed": str(self.seed),
+                "timeout": repr(self.timeout_s),
+                # tritongen samples the metrics endpoint itself; the master's own report goes without
+                "metrics-url": "none",
+                "streaming": "1" if self.streaming else "0",
+                "report": "1" if self.report else "0",
+            }
+        )
+        if self.sequences:
+            values.update({"sequences": "1", "sequence-length": str(self.sequence_length)})
+            values["sequence-ids"] = self.sequence_ids
+        if self.user_rate > 0:
+            values.update({"user-rate": repr(self.user_rate), "arrival": self.arrival})
+        if self.shared_memory != "none":
+            values.update({"shared-memory": self.shared_memory, "shm-prefix": self.shm_prefix})
+            if self.output_shm_size is not None:
+                values["output-shm-size"] = str(self.output_shm_size)
+        values.update(llm_values(self.llm))
+        return values
 
     def ui_options(self) -> list[str]:
         """Headless, or the web UI on ``WEB_HOST`` with the test started at once and quit when done."""
@@ -214,6 +237,24 @@ class LocustProcess:
     def log_tail(self, lines: int = 20) -> list[str]:
         """Last lines Locust printed."""
         return [line.rstrip() for line in tail_lines(self.log_path, lines)]
+
+
+def forked_workers(processes: int) -> list[str]:
+    """Options of a master with ``processes`` workers forked on this machine.
+
+    The workers reach their master on a free port, not Locust's fixed 5557, which another run
+    with ``--processes`` on this machine may hold.
+    """
+    port = str(pick_free_ports("127.0.0.1", 1)[0])
+    return ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
+
+
+def llm_values(options: tuple[str, ...]) -> dict[str, str]:
+    """``--triton-llm-*`` options given as a command line (``("--triton-llm-api", "x", ...)``), by name."""
+    flags, values = options[::2], options[1::2]
+    if len(flags) != len(values) or not all(flag.startswith("--triton-") for flag in flags):
+        raise ValueError(f"not pairs of --triton-* options and values: {options}")
+    return {flag.removeprefix("--triton-"): value for flag, value in zip(flags, values, strict=True)}
 
 
 def locust_options(args: LocustArgs) -> list[str]:

@@ -124,8 +124,12 @@ class RunResult:
     goodput_per_s: float | None = None
     """An LLM load: requests per second that met every ``--slo`` limit (all of them without limits)."""
     output_token_source: str | None = None
-    """An LLM load: ``usage`` (the server's count of output tokens), ``events`` (one per output
-    event: the server gave none) or ``mixed``."""
+    """An LLM load: ``usage`` (the server's count of output tokens), ``tokenizer`` (the answers'
+    text counted with ``--tokenizer``: the server gave none), ``events`` (one per output event:
+    neither) or ``mixed``."""
+    llm_server: dict[str, Any] | None = None
+    """An OpenAI-compatible load of a vLLM server: its ``/metrics`` over the measured span (see
+    :mod:`tritongen.metrics.vllm`); None for other loads or servers."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and

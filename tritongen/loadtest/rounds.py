@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tritongen.errors import ServerError
+from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.spec import LoadSpec
@@ -89,6 +90,21 @@ def measure_rounds(
     Raises:
         TritongenError: a contender's model or settings are unusable.
     """
+    with load_processes():  # one set of Locust processes for every run of the rounds
+        told = (progress, stop, on_start)
+        return _measure_rounds(contenders, rounds, told, on_round, until, max_s, busy_repeats)
+
+
+def _measure_rounds(
+    contenders: Sequence[Contender],
+    rounds: int,
+    told: _Told,
+    on_round: Callable[[Rounds], None] | None,
+    until: Callable[[Rounds], bool] | None,
+    max_s: float | None,
+    busy_repeats: int,
+) -> Rounds:
+    """The rounds of :func:`measure_rounds`, in the Locust processes it holds."""
     result = Rounds(runs={c.name: [] for c in contenders})
     started = time.monotonic()
     number = 1
@@ -96,7 +112,7 @@ def measure_rounds(
         if number > 1 and max_s is not None and time.monotonic() - started >= max_s:
             result.stopped_by = "max-minutes"
             return result
-        measured = _one_round(contenders, number, rounds, result, (progress, stop, on_start))
+        measured = _one_round(contenders, number, rounds, result, told)
         if measured is None:
             return result
         busy = {name: runs for name, runs in measured.items() if any(run.busy for run in runs)}

@@ -1,4 +1,4 @@
-"""Drive one load test: a Locust subprocess per level, windows read live, server figures sampled."""
+"""Drive one load test: each level a run in Locust (:mod:`.load_processes`), windows read live."""
 
 from __future__ import annotations
 
@@ -16,13 +16,23 @@ from typing import Any
 from tritongen.client.endpoint import TritonEndpoint, normalise_url
 from tritongen.client.input_data import InputPlan, Step, input_steps, json_stream_lengths
 from tritongen.client.inputs import ModelInterface
+from tritongen.client.openai_api import OpenAiHealth, api_key_from_env, split_base_url
 from tritongen.client.validation_data import ExpectedOutputs, expected_outputs
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
-from tritongen.io.loadgen_shared import CLIENT_SPLIT, is_stable_figures
+from tritongen.io.loadgen_shared import CLIENT_SPLIT, histogram_moments, is_stable_figures
 from tritongen.loadtest.distributed import add_worker_figures, lost_reason
 from tritongen.loadtest.llm.load import llm_figures, prepare_llm_requests
-from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
+from tritongen.loadtest.llm.openai_server import prepare_openai_requests
+from tritongen.loadtest.llm.tokenizer import tokenizer_file
+from tritongen.loadtest.load_processes import (
+    ServiceRun,
+    StartedRun,
+    load_processes,
+    shares_process,
+    start_locust,
+)
+from tritongen.loadtest.locust_process import LocustArgs
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.sequences import (
     add_sequence_figures,
@@ -51,9 +61,10 @@ from tritongen.metrics.other_cpu import OtherCpu, OtherCpuSampler
 from tritongen.metrics.process_memory import is_loopback_url, local_server_pid
 from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import ServerBreakdown, breakdown
+from tritongen.metrics.vllm import parse_vllm_metrics, vllm_figures
 from tritongen.server.affinity import pinned_server
 
-POLL_S = 0.1
+POLL_S = 0.05
 REPORT_GRACE_S = 0.3
 """A window counts as complete this long after it ends once every worker has reported it..."""
 REPORT_GRACE_MAX_S = 2.0
@@ -177,6 +188,10 @@ def prepare_llm(spec: LoadSpec, endpoint: TritonEndpoint, path: Path) -> Prepare
         SourceError: the prompts file cannot be read.
     """
     assert spec.llm is not None
+    if spec.llm.openai:
+        key = api_key_from_env(spec.llm.api_key_env)
+        prepare_openai_requests(spec.llm, spec.model, spec.url, path, key, spec.seed)
+        return PreparedRequests(interface=ModelInterface(spec.model, 0, (), ()), rows=1, streaming=False)
     interface = endpoint.interface(spec.model)
     names = {tensor.name for tensor in interface.inputs}
     if "text_input" not in names:
@@ -205,9 +220,8 @@ def run_load_test(
     spec.check()
     endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
-    metrics_url = spec.metrics_url or metrics_url_for(spec.url)
     server_pid = local_server_pid(spec.url)
-    sampler = MetricsSampler(metrics_url, server_pid=server_pid, interval_s=spec.metrics_interval_s)
+    sampler = _sampler(spec, server_pid)
     try:
         inputs_path = workdir / ("llm_requests.jsonl" if spec.llm else "inputs.npz")
         requests = (
@@ -237,13 +251,25 @@ def run_load_test(
             expected=requests.expected,
             server_pid=server_pid,
         )
-        with pinned_server(server_pid, spec.cpus):
+        with pinned_server(server_pid, spec.cpus), load_processes():
             measure_levels(spec, report, lambda level, number: _LevelRun(test, level, number).execute())
     finally:
         sampler.stop()
         endpoint.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return report
+
+
+def _sampler(spec: LoadSpec, server_pid: int | None) -> MetricsSampler:
+    """The metrics endpoint's sampler: Triton's utilisation, or an OpenAI server's (vLLM's) ``/metrics``."""
+    if spec.llm is not None and spec.llm.openai:
+        host, port, prefix = split_base_url(spec.url)
+        url = spec.metrics_url or f"http://{host}:{port}{prefix}/metrics"
+        return MetricsSampler(
+            url, server_pid=server_pid, interval_s=spec.metrics_interval_s, parse=parse_vllm_metrics
+        )
+    url = spec.metrics_url or metrics_url_for(spec.url)
+    return MetricsSampler(url, server_pid=server_pid, interval_s=spec.metrics_interval_s)
 
 
 @dataclass(frozen=True)
@@ -281,6 +307,9 @@ class _Watch:
     """When Locust was started (monotonic clock)."""
     measure_start: int | None = None
     """First measured window, once the first active window and the warm-up are known."""
+    warmed_at: int | None = None
+    """A run whose load started as it was asked to (a process that stays up): the window that
+    begins as its warm-up ends (None: the first active window and the warm-up after it decide)."""
     measured: list[Window] = field(default_factory=list)
     health_failures: int = 0
     model_failures: int = 0
@@ -319,18 +348,26 @@ class _LevelRun:
         self.expected = test.expected
         self.server_pid = test.server_pid
         self.other_cpu: OtherCpuSampler | None = None
-        self.health = TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
+        self.kept = False
+        """Whether the run is in a Locust process that stays up (its windows all flushed as it ends)."""
+        self.openai = spec.llm is not None and spec.llm.openai
+        self.health: TritonEndpoint | OpenAiHealth = (
+            OpenAiHealth(spec.url, api_key_from_env(spec.llm.api_key_env) if spec.llm else None)
+            if self.openai
+            else TritonEndpoint(spec.url, spec.protocol, timeout_s=2)
+        )
         self.snapshots: dict[int, tuple[float, AllStats]] = {}
         """Every model's counters at the first poll of each window (one statistics call)."""
         self.configs = cached_lookup(self.endpoint.model_config)
 
     def execute(self) -> RunResult:
         """Run Locust until the measurement is done, the run fails or the user stops it."""
-        t0 = time.time()
-        locust = LocustProcess(self._locust_args(t0), self.log_path)
+        args, warmed_at = self._aligned_args()
+        locust = start_locust(args, self.log_path)
+        self.kept = isinstance(locust, ServiceRun)
         self.other_cpu = self._other_cpu_sampler(locust)
         log = WindowLog(self.results, keep_reports=self.distributed is not None)
-        watch = _Watch(log=log, t0=t0, started=time.monotonic())
+        watch = _Watch(log=log, t0=args.t0, started=time.monotonic(), warmed_at=warmed_at)
         watch.next_health = watch.started + 1.0
         status, reason = "ok", None
         try:
@@ -349,14 +386,32 @@ class _LevelRun:
             self.health.close()
         if watch.measure_start is not None and status != "ok":
             watch.measured = self._measured_before(watch, watch.measure_start, stopped_at)
-        result = self._result(watch.measured, watch.measure_start, t0, status, reason)
+        elif watch.measure_start is not None and self.kept:  # the stop flushed every window: all of them
+            watch.log.poll()
+            watch.measured = watch.log.span(watch.measure_start, watch.measure_start + len(watch.measured))
+        result = self._result(watch.measured, watch.measure_start, watch.t0, status, reason)
         if self.expected is not None:  # every response of the run, warm-up included
             result.validation = validation_figures(merge(list(watch.log.windows.values())), self.expected)
         if self.distributed is not None:
-            add_worker_figures(result, watch.measured, watch.log, self._locust_users(), t0)
+            add_worker_figures(result, watch.measured, watch.log, self._locust_users(), watch.t0)
         return result
 
-    def _other_cpu_sampler(self, locust: LocustProcess) -> OtherCpuSampler | None:
+    def _aligned_args(self) -> tuple[LocustArgs, int | None]:
+        """The run's Locust options, and the window that begins as its warm-up ends where that is known.
+
+        A run in a process that stays up starts its load as it is asked to: its windows are laid
+        so that one begins as the warm-up ends, and the measurement starts there. A new process
+        starts its load after its imports, at a time not known beforehand: its first active
+        window is partial, and the warm-up follows it.
+        """
+        args = self._locust_args(time.time())
+        if not shares_process(args):
+            return args, None
+        warm_windows = math.ceil(self.spec.warmup_s / self.window_s)
+        t0 = time.time() + self.spec.warmup_s - warm_windows * self.window_s
+        return replace(args, t0=t0), warm_windows
+
+    def _other_cpu_sampler(self, locust: StartedRun) -> OtherCpuSampler | None:
         """Other processes' CPU, sampled while the run goes on.
 
         None where the server's tree is unknown: a server on this machine whose process cannot
@@ -401,6 +456,8 @@ class _LevelRun:
             web_port=spec.web_port,
             cpus=spec.cpus.load if spec.cpus else None,
             llm=self._llm_options(),
+            # the windows are read here; a distributed run's master reports as it is stopped
+            report=self.distributed is not None,
         )
 
     def _llm_options(self) -> tuple[str, ...]:
@@ -411,6 +468,8 @@ class _LevelRun:
         options = ["--triton-llm-api", llm.api, "--triton-llm-requests", str(self.inputs)]
         options += ["--triton-llm-stream", "1" if llm.stream else "0"]
         options += ["--triton-llm-key-env", llm.api_key_env] if llm.api_key_env else []
+        if llm.tokenizer is not None:
+            options += ["--triton-llm-tokenizer", str(tokenizer_file(llm.tokenizer).resolve())]
         slo = llm.slo_option()
         return tuple(options + (["--triton-llm-slo", slo] if slo else []))
 
@@ -418,7 +477,7 @@ class _LevelRun:
         """Users of the level's Locust run: the concurrency, or one per process (rate)."""
         return int(self.level) if self.spec.mode == "concurrency" else self.processes
 
-    def _follow(self, locust: LocustProcess, watch: _Watch) -> tuple[str, str | None]:
+    def _follow(self, locust: StartedRun, watch: _Watch) -> tuple[str, str | None]:
         """Poll until the measurement is done (``ok``) or the run must stop (``aborted`` and why).
 
         Raises:
@@ -442,9 +501,11 @@ class _LevelRun:
             if watch.measure_start is not None and self._measure(watch, watch.measure_start, now):
                 return "ok", None
 
-    def _exit_reason(self, locust: LocustProcess, watch: _Watch) -> str | None:
-        """Why the run ends when Locust has exited on its own; None while it runs."""
+    def _exit_reason(self, locust: StartedRun, watch: _Watch) -> str | None:
+        """Why the run ends when Locust has exited or ended the test on its own; None while it runs."""
         if not locust.exited():
+            if watch.log.ended and isinstance(locust, ServiceRun):  # it stays up: its time cap ended the test
+                return "Locust ended the test before the measurement was done"
             return None
         watch.log.poll()
         if self.distributed is not None and not watch.log.windows:
@@ -480,8 +541,10 @@ class _LevelRun:
             if time.monotonic() - watch.started > limit:
                 return f"no request finished within {limit:.0f} s of starting Locust"
             return None
-        # The first active window is partial; warm-up starts after it.
-        watch.measure_start = first + 1 + math.ceil(self.spec.warmup_s / self.window_s)
+        if watch.warmed_at is not None and first < watch.warmed_at:
+            watch.measure_start = watch.warmed_at  # requests finished during the warm-up, as asked
+        else:  # the first active window is partial; warm-up starts after it
+            watch.measure_start = first + 1 + math.ceil(self.spec.warmup_s / self.window_s)
         return None
 
     def _measure(self, watch: _Watch, start: int, now: float) -> bool:
@@ -526,14 +589,17 @@ class _LevelRun:
             # A lost worker reports no more: stop waiting for its windows.
             expected = max(1, self.processes - len(log.lost))
             reported = window is not None and len(window.workers) >= expected
-            if over_for >= REPORT_GRACE_MAX_S or (over_for >= REPORT_GRACE_S and reported):
+            # A process that stays up flushes every window as its run ends, late pieces too
+            # (``execute`` reads them again then): a window every worker has sent is enough.
+            grace = 0.0 if self.kept else REPORT_GRACE_S
+            if over_for >= REPORT_GRACE_MAX_S or (over_for >= grace and reported):
                 end += 1
             else:
                 return end
 
     def _snapshot(self, window_index: int, t0: float) -> None:
         """Statistics at the first poll of each window: the boundaries of the measured span."""
-        if window_index in self.snapshots:
+        if window_index in self.snapshots or self.openai:  # Triton's statistics: not on other servers
             return
         try:
             stats = all_snapshots(self.endpoint.all_statistics())
@@ -626,7 +692,7 @@ class _LevelRun:
             server_models=self._server_models(start_index, end_index) if measured else {},
             stable=self._stability(measured)[0],
             client_us=client_split(total),
-            latency_stddev_us=float(total.histogram.get_stddev()) if total.ok else None,
+            latency_stddev_us=histogram_moments(total.histogram)[1] if total.ok else None,
             stability_latency_us=window_latency(total, spec.stability_percentile),
             gpu=_as_dict(self.sampler.summary("gpu", window_start, window_end)),
             cpu=_as_dict(self.sampler.summary("cpu", window_start, window_end)),
@@ -654,6 +720,8 @@ class _LevelRun:
             add_streaming_figures(result)
         if spec.llm is not None:
             add_llm_figures(result, self._locust_users())
+        if self.openai:
+            result.llm_server = vllm_figures(self.sampler.samples, *span)
         if result.status == "ok" and not result.stable:
             result.warnings.append(
                 f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "

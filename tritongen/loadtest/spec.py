@@ -149,8 +149,13 @@ class LoadSpec:
     def _check_llm(self, llm: LlmLoad) -> None:
         """An LLM load goes over HTTP from local load processes, one prompt per request."""
         llm.check()
+        grpc = llm.api == "triton-grpc"
+        if grpc != (self.protocol == "grpc"):
+            raise ConfigError(
+                f"--api {llm.api} goes over {'gRPC' if grpc else 'HTTP'}, not --protocol {self.protocol}",
+                "add --protocol grpc (--url HOST:8001)" if grpc else "drop --protocol grpc",
+            )
         clashes = [
-            ("--protocol grpc", self.protocol == "grpc"),
             ("--shared-memory", self.shared_memory != "none"),
             ("--sequences", self.sequences),
             ("--master", self.distributed is not None),
@@ -159,8 +164,8 @@ class LoadSpec:
         given = [name for name, clash in clashes if clash]
         if given:
             raise ConfigError(
-                f"--api {llm.api} does not go with {', '.join(given)}: its prompts go over HTTP, one per "
-                "request, from load processes on this machine",
+                f"--api {llm.api} does not go with {', '.join(given)}: its prompts go one per request, "
+                "from load processes on this machine",
                 f"drop {', '.join(given)}",
             )
 

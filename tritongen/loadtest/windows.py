@@ -19,6 +19,7 @@ from tritongen.io.loadgen_shared import (
     Mismatch,
     WindowLine,
     earliest_mismatches,
+    histogram_moments,
     is_stable_figures,
     latency_figures,
 )
@@ -110,6 +111,8 @@ class WindowLog:
     """Keep each worker's own reports in its windows (a distributed run's figures by worker)."""
     firsts: dict[str, int] = field(default_factory=dict)
     """Each worker's first window in which a request finished."""
+    ended: bool = False
+    """Whether the master's report of the run is in: its test has ended."""
     _offset: int = 0
 
     def poll(self) -> None:
@@ -127,6 +130,7 @@ class WindowLog:
                 continue
             entry = json.loads(line)
             if SUMMARY_KEY in entry:  # the master's report of the run, written as the test ends
+                self.ended = True
                 continue
             if "lost" in entry:  # a master's note that it lost ``worker`` (or that it is back): no window
                 self._lost_line(entry)
@@ -208,7 +212,7 @@ def window_latency(window: Window, percentile: float | None = 99.0) -> float | N
     if not window.ok:
         return None
     if percentile is None:
-        return float(window.histogram.get_mean_value())
+        return histogram_moments(window.histogram)[0]
     return float(window.histogram.get_value_at_percentile(percentile))
 
 

@@ -1,10 +1,17 @@
-"""CPU that other processes used during a run: the machine's busy time less that of our process trees.
+"""CPU that other processes used during a run: every process outside our process trees, summed.
 
 A measurement shares the machine with whatever else runs there (a package install, another
-test run). Every half second the sampler reads the machine's busy CPU time and the CPU time
-of the process trees that are the measurement's own (tritongen, the server with its backend
-stubs, the Locust processes); what is left over is other processes' use, in cores. A run
-whose other use is above the limit, on average or in any one second, is flagged.
+test run). Every half second the sampler reads the CPU time of each process on the machine
+that is not in the measurement's own trees (tritongen, the server with its backend stubs, the
+Locust processes), and adds up what each used since the last sample (a process that started
+since then counts from its start), in cores. A run whose other use is above the limit, on
+average or in any one second, is flagged.
+
+Counted process by process, not as the machine's busy time less our own: that difference
+also held the kernel's time for our own loopback traffic (softirq, charged to no process) and
+the clock-tick rounding of every one of our processes' times, together often more than a
+quarter of a core on a quiet machine. What this misses: a process that starts and ends
+between two samples.
 """
 
 from __future__ import annotations
@@ -31,29 +38,45 @@ class OtherCpu:
     samples: int
 
 
-def busy_seconds() -> float:
-    """The machine's busy CPU time so far, all cores (everything but idle and I/O wait)."""
-    times = psutil.cpu_times()
-    idle = times.idle + getattr(times, "iowait", 0.0)
-    return float(sum(times)) - idle
-
-
-def tree_seconds(roots: list[int]) -> dict[int, float]:
-    """The CPU time (user and system) of each live process in the trees under ``roots``, by pid."""
-    found: dict[int, float] = {}
+def tree_pids(roots: list[int]) -> set[int]:
+    """The live processes of the trees under ``roots``."""
+    found: set[int] = set()
     for root in roots:
         try:
             top = psutil.Process(root)
-            members = [top, *top.children(recursive=True)]
-        except psutil.Error:
+            found.update(p.pid for p in [top, *top.children(recursive=True)])
+        except (psutil.Error, ValueError):  # gone, or no process id at all
             continue
-        for process in members:
-            try:
-                times = process.cpu_times()
-            except psutil.Error:
-                continue
-            found[process.pid] = times.user + times.system
     return found
+
+
+def process_seconds() -> dict[int, tuple[float, float]]:
+    """Every process's CPU time (user and system) and start (epoch), by pid."""
+    found: dict[int, tuple[float, float]] = {}
+    for process in psutil.process_iter(["cpu_times", "create_time"]):
+        times, created = process.info.get("cpu_times"), process.info.get("create_time")
+        if times is not None and created is not None:
+            found[process.pid] = (times.user + times.system, float(created))
+    return found
+
+
+def others_used(
+    before: dict[int, tuple[float, float]], now: dict[int, tuple[float, float]], ours: set[int], since: float
+) -> float:
+    """CPU seconds the processes outside ``ours`` used between two readings (``since``: the first's epoch).
+
+    A process first seen now counts in full if it started after ``since``, else from now on.
+    """
+    used = 0.0
+    for pid, (seconds, created) in now.items():
+        if pid in ours:
+            continue
+        last = before.get(pid)
+        if last is not None and last[1] == created:
+            used += max(0.0, seconds - last[0])
+        elif created >= since:
+            used += seconds
+    return used
 
 
 @dataclass
@@ -80,13 +103,13 @@ class OtherCpuSampler:
             self._thread.join(timeout=5.0)
 
     def _run(self) -> None:
-        last_at, last_busy, last_ours = time.monotonic(), busy_seconds(), tree_seconds(self.roots())
+        last_at, last_epoch, last = time.monotonic(), time.time(), process_seconds()
         while not self._stop.wait(self.interval_s):
-            now, busy, ours = time.monotonic(), busy_seconds(), tree_seconds(self.roots())
-            ours_delta = sum(seconds - last_ours.get(pid, 0.0) for pid, seconds in ours.items())
-            elapsed = max(now - last_at, 1e-6)
-            self.samples.append((time.time(), max(0.0, (busy - last_busy - ours_delta) / elapsed)))
-            last_at, last_busy, last_ours = now, busy, ours
+            now, epoch, reading = time.monotonic(), time.time(), process_seconds()
+            ours = tree_pids(self.roots())  # after the reading: a child just started is ours
+            used = others_used(last, reading, ours, last_epoch)
+            self.samples.append((epoch, used / max(now - last_at, 1e-6)))
+            last_at, last_epoch, last = now, epoch, reading
 
     def summary(self, start: float, end: float) -> OtherCpu | None:
         """Other processes' use between the epochs ``start`` and ``end`` (None without a sample)."""

@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
@@ -93,6 +94,8 @@ class MetricsSampler:
     """The server's process (this machine): NVML counts the GPUs and memory of its process tree."""
     nvml: bool = True
     """Fill in GPU figures from NVML where the metrics endpoint has none."""
+    parse: Callable[[str], dict[str, float]] = parse_metrics
+    """What the figures of the endpoint's text are (Triton's utilisation by default; vLLM's)."""
     samples: list[Sample] = field(default_factory=list)
     failures: int = 0
     nvml_reason: str | None = None
@@ -130,7 +133,7 @@ class MetricsSampler:
             try:
                 with urllib.request.urlopen(self.url, timeout=2) as response:
                     text = response.read().decode("utf-8", errors="replace")
-                values = parse_metrics(text)
+                values = self.parse(text)
             except (urllib.error.URLError, OSError, ValueError):
                 self.failures += 1
             try:

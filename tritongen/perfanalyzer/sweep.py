@@ -25,6 +25,7 @@ from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import ModelInterface, numpy_dtype
 from tritongen.errors import ConfigError
 from tritongen.io.loadgen_shared import STABILITY_WINDOWS
+from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.sequences import is_sequence_model
@@ -156,7 +157,7 @@ def run_sweep(
     """
     report = LoadTestReport(model=options.model, protocol=options.protocol, url=options.target_url)
     sweep = Sweep(options, facts, report)
-    with input_source(options, facts.interface) as source:
+    with input_source(options, facts.interface) as source, load_processes():
         for level in options.levels():
             result = run_load_test(level_spec(options, facts, level, source), progress=progress, stop=stop)
             report.runs += result.runs

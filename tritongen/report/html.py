@@ -95,6 +95,7 @@ def _figure(caption: str, fig: Any) -> Figure:
 
 def loadtest_section(document: dict[str, Any], source: str) -> Section:
     """Runs table and latency-vs-throughput plot of a load test."""
+    from tritongen.report.llm_plots import is_llm_report, tokens_figure
     from tritongen.report.plots import latency_figure
 
     report = LoadTestReport.from_json(document)
@@ -131,6 +132,11 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
         if report.rounds > 1:
             caption = f"Latency against throughput: per level, median of {report.rounds} rounds and interval"
         section.figures.append(_figure(caption, latency_figure(report)))
+    if is_llm_report(report):
+        caption = (
+            "Time to first token and inter-token latency (P50, P99), and output tokens/s, against the load"
+        )
+        section.figures.append(_figure(caption, tokens_figure(report)))
     return section
 
 

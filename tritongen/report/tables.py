@@ -12,6 +12,7 @@ from tritongen.convert.accuracy import task_figure
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary
 from tritongen.loadtest.result import SweepStop, gpu_source_text
 from tritongen.loadtest.validation import validation_lines
+from tritongen.metrics.vllm import vllm_text
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,11 @@ def stopping_notes(stopping: Any, confidence: float) -> list[str]:
         f"pairs judged at {level:.2%} (spent at that look: stopping early keeps {confidence:.0%})"
     ]
     notes += [f"{pair['pair']}: {pair['text']}" for pair in stopping["pairs"]]
+    on = " and ".join(stopping.get("decided_on") or [])
+    notes += [
+        f"{pair['pair']}: {pair['text']} (not a stopping figure: the rounds stop on {on})"
+        for pair in stopping.get("other_pairs") or []
+    ]
     notes += [_repeated_note(entry) for entry in stopping.get("busy_rounds_repeated") or []]
     return notes
 
@@ -193,16 +199,18 @@ def _run_notes(run: dict[str, Any], level: str) -> list[str]:
 
 
 def _llm_note(run: dict[str, Any]) -> list[str]:
-    """An LLM run's token figures: TTFT, ITL, TPOT (P50 / P99 ms), tokens/s, goodput."""
+    """An LLM run's token figures: TTFT, ITL, TPOT (P50 / P99 ms), tokens/s, goodput; vLLM's figures."""
     if run.get("output_tokens_per_s") is None:
         return []
     parts = []
     for key, label in (("ttft_us", "TTFT"), ("itl_us", "ITL"), ("tpot_us", "TPOT")):
         figures = run.get(key) or {}
         parts.append(f"{label} {_ms(figures.get('p50'))} / {_ms(figures.get('p99'))} ms")
+    server = [vllm_text(run["llm_server"])] if run.get("llm_server") else []
     return [
         f"{', '.join(parts)} (P50 / P99); {run['output_tokens_per_s']:,.1f} output tokens/s, goodput "
-        f"{run.get('goodput_per_s') or 0:,.2f} req/s (tokens counted from {run.get('output_token_source')})"
+        f"{run.get('goodput_per_s') or 0:,.2f} req/s (tokens counted from {run.get('output_token_source')})",
+        *server,
     ]
 
 

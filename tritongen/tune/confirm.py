@@ -286,7 +286,10 @@ def _judged(rounds: Rounds, entry: Entry, base_figures: list[float | None] | Non
     ok = feasible(measured, how.slo_p99_ms, how.max_memory_mb)
     ratio, verdict = None, None
     if base_figures is not None and how.rule is not None:
-        verdict = stopping.judge(throughput, base_figures, how.confidence, how.rule.margin, final=how.final)
+        rule = how.rule
+        verdict = stopping.judge(
+            throughput, base_figures, how.confidence, rule.margin, final=how.final, last=rule.max_rounds
+        )
         ratio = verdict.ratio
     elif base_figures is not None:
         ratio = paired_ratio(_present(throughput), _present(base_figures), how.confidence)

@@ -34,6 +34,7 @@ from tritongen.intervals import (
 )
 from tritongen.io.files import atomic_write_text, write_output
 from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
+from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.rounds import Contender, Rounds, RoundStarted, measure_rounds
 from tritongen.loadtest.runner import ProgressCallback
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec, seconds_text
@@ -478,10 +479,11 @@ def run_tune(
     try:
         if background is not None:
             background.wait_until_measured(stop)  # the baseline, too, runs under the whole background
-        baseline = _search(tuning, report, strategy)
-        report.finalists = _finalists(report)
-        if report.finalists:
-            _confirm(tuning, report, baseline)
+        with load_processes():  # one set of Locust processes for every trial and round
+            baseline = _search(tuning, report, strategy)
+            report.finalists = _finalists(report)
+            if report.finalists:
+                _confirm(tuning, report, baseline)
     except KeyboardInterrupt:
         report.status = "interrupted"
         _check_background(report, background)

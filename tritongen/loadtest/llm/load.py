@@ -10,7 +10,8 @@ text), ``itl_us`` (every gap between two output events), ``tpot_us`` (the time a
 token over the tokens after it) and ``e2e_us`` (send to the answer's end), each P50…P99.9, mean
 and max; ``output_tokens_per_s`` (in total and per user), ``goodput_per_s`` (requests/s that met
 every ``--slo`` limit), and where the output token counts came from (``usage``: the server's
-report; ``events``: one per output event, the server giving none).
+report; ``tokenizer``: the answer's text counted with ``--tokenizer``, the server giving none;
+``events``: one per output event, neither).
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import ConfigError
+from tritongen.io.loadgen_shared import token_source
 from tritongen.loadtest.llm.prompts import Prompt, read_prompts, synthetic_prompts
 from tritongen.loadtest.llm.spec import Api, Slo, TokenCount
 from tritongen.loadtest.llm.tokenizer import load_tokenizer
 
 SYNTHETIC_REQUESTS = 256
 """Synthetic prompts prepared per test (sent in turn, each process starting elsewhere)."""
-AVAILABLE: tuple[Api, ...] = ("triton-generate",)
+AVAILABLE: tuple[Api, ...] = ("triton-generate", "triton-grpc", "openai-chat", "openai-completions")
 """The APIs this version load-tests end to end."""
+OPENAI_APIS: tuple[Api, ...] = ("openai-chat", "openai-completions")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,11 @@ class LlmLoad:
     api_key_env: str | None = None
     stream: bool = True
 
+    @property
+    def openai(self) -> bool:
+        """Whether the load goes to an OpenAI-compatible server (not Triton's own endpoints)."""
+        return self.api in OPENAI_APIS
+
     def check(self) -> None:
         """Refuse what cannot be measured.
 
@@ -54,13 +62,19 @@ class LlmLoad:
         if self.api not in AVAILABLE:
             raise ConfigError(
                 f"--api {self.api} is not available in this version: it load-tests Triton's "
-                "generate endpoint",
-                "use --api triton-generate",
+                "generate endpoint and OpenAI-compatible servers",
+                f"use --api {', '.join(AVAILABLE)}",
             )
         if self.prompts is None and self.tokenizer is None:
             raise ConfigError(
                 "synthetic prompts of --input-tokens need the model's tokenizer to count tokens",
                 "add --tokenizer DIR (the model's directory or its tokenizer.json), or give --prompts FILE",
+            )
+        if self.api == "triton-grpc" and not self.stream:
+            raise ConfigError(
+                "--api triton-grpc streams (a decoupled model answers over its gRPC stream): --no-stream "
+                "does not apply",
+                "drop --no-stream, or use --api triton-generate --no-stream for whole answers over HTTP",
             )
 
     def slo_option(self) -> str:
@@ -69,8 +83,20 @@ class LlmLoad:
         return "" if all(v is None for v in values) else ",".join(f"{v or 0:g}" for v in values)
 
 
-def prepare_llm_requests(load: LlmLoad, model: str, path: Path, seed: int = 0) -> int:
-    """Write the test's requests to ``path`` (JSON lines); how many.
+@dataclass(frozen=True)
+class PreparedLlm:
+    """The requests written for a test: how many, and the longest (prompt and output asked)."""
+
+    count: int
+    longest: dict[str, Any]
+    """The body of the request with the most prompt plus output tokens (prompt characters where
+    there is no tokenizer to count them)."""
+    longest_output: int
+    """Its ``max_tokens``."""
+
+
+def prepare_llm_requests(load: LlmLoad, model: str, path: Path, seed: int = 0) -> PreparedLlm:
+    """Write the test's requests to ``path`` (JSON lines); how many, and the longest.
 
     Raises:
         ConfigError: a tokenizer that cannot be read.
@@ -84,17 +110,22 @@ def prepare_llm_requests(load: LlmLoad, model: str, path: Path, seed: int = 0) -
             tokenizer, SYNTHETIC_REQUESTS, load.input_tokens, load.output_tokens, seed
         )
     rng = random.Random(seed)
+    longest: tuple[int, dict[str, Any], int] | None = None
     with path.open("w", encoding="utf-8") as out:
         for prompt in prompts:
             max_tokens = prompt.max_tokens or load.output_tokens.draw(rng)
-            entry = {"payload": payload(load.api, model, prompt, max_tokens, load.stream)}
-            out.write(json.dumps({**entry, "input_tokens": prompt.input_tokens or 0}) + "\n")
-    return len(prompts)
+            body = payload(load.api, model, prompt, max_tokens, load.stream)
+            out.write(json.dumps({"payload": body, "input_tokens": prompt.input_tokens or 0}) + "\n")
+            size = (prompt.input_tokens or len(prompt.as_text())) + max_tokens
+            if longest is None or size > longest[0]:
+                longest = (size, body, max_tokens)
+    assert longest is not None  # read_prompts and synthetic_prompts give at least one
+    return PreparedLlm(len(prompts), longest[1], longest[2])
 
 
 def payload(api: Api, model: str, prompt: Prompt, max_tokens: int, stream: bool) -> dict[str, Any]:
     """One request's body for ``api``."""
-    if api == "triton-generate":
+    if api in ("triton-generate", "triton-grpc"):  # the same inputs, as JSON or as gRPC tensors
         return {"text_input": prompt.as_text(), "max_tokens": max_tokens}
     body: dict[str, Any] = {
         "model": model,
@@ -116,8 +147,7 @@ def llm_figures(
 ) -> dict[str, Any]:
     """A run's token figures from the generator's histograms and counters (see the module)."""
     per_s = counts.get("output_tokens", 0) / duration_s if duration_s > 0 else 0.0
-    usage = counts.get("usage_counted", 0)
-    source = "events" if not usage else ("usage" if usage == ok else "mixed")
+    source = token_source(counts.get("usage_counted", 0), counts.get("tokenizer_counted", 0), ok)
     return {
         "ttft_us": latencies.get("ttft"),
         "itl_us": latencies.get("itl"),
