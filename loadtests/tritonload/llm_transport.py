@@ -100,7 +100,11 @@ class LlmTransport:
 def record_answer(
     recorder: Recorder, answer: Answer, input_tokens: int, limits: Limits, tokenizer: Any = None
 ) -> None:
-    """A finished answer's figures, in the window of its end."""
+    """A finished answer's figures: its latencies in the window of its end, its counts in its request's.
+
+    The user records the request a moment after the answer's end, possibly in the next window:
+    counted there too (deferred), a run's token counts are those of exactly its requests.
+    """
     end, first = answer.end, answer.first_token_s
     tokens, source = output_tokens(answer, tokenizer)
     if first is not None:
@@ -109,9 +113,9 @@ def record_answer(
             recorder.record_extra("tpot", end, (end - answer.start - first) / (tokens - 1))
     for gap in answer.gaps_s:
         recorder.record_extra("itl", end, gap)
-    recorder.count("output_tokens", end, tokens)
-    recorder.count("input_tokens", end, input_tokens)
+    recorder.defer_count("output_tokens", tokens)
+    recorder.defer_count("input_tokens", input_tokens)
     if source in ("usage", "tokenizer"):
-        recorder.count(f"{source}_counted", end, 1)
+        recorder.defer_count(f"{source}_counted", 1)
     if meets(answer, limits):
-        recorder.count("slo_met", end, 1)
+        recorder.defer_count("slo_met", 1)
