@@ -250,14 +250,20 @@ class LlmHttpClient:
         read_events(response.readline, self.api, answer)
 
     def _read_whole(self, response: http.client.HTTPResponse, answer: Answer) -> None:
-        """One answer: its text arrives at once (first token = the end)."""
+        """One answer: its tokens arrive at once (first token = the end).
+
+        Tokens without text (special tokens, a split character) still arrived: the usage says so.
+        """
         document = json.loads(response.read())
-        text = event_text(self.api, document) if isinstance(document, dict) else ""
-        if text:
-            answer.events.append(time.perf_counter())
+        arrived = time.perf_counter()
+        if not isinstance(document, dict):
+            return
+        text = event_text(self.api, document)
+        answer.output_tokens = usage_tokens(document)
+        if text or answer.output_tokens:
+            answer.events.append(arrived)
             answer.text_parts = 1
-            answer.texts.append(text)
-            answer.output_tokens = usage_tokens(document)
+            answer.texts.extend([text] if text else [])
 
     def close(self) -> None:
         """Close the connection."""

@@ -109,7 +109,7 @@ def record_answer(
     tokens, source = output_tokens(answer, tokenizer)
     if first is not None:
         recorder.record_extra("ttft", end, first)
-        if tokens > 1:
+        if tokens > 1 and len(answer.events) > 1:  # one event (a whole answer): no time per token
             recorder.record_extra("tpot", end, (end - answer.start - first) / (tokens - 1))
     for gap in answer.gaps_s:
         recorder.record_extra("itl", end, gap)

@@ -33,6 +33,7 @@ class _ClosingHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     connections: ClassVar[list[int]] = []
+    answer: ClassVar[dict[str, object]] = ANSWER
 
     def setup(self) -> None:
         super().setup()
@@ -40,7 +41,7 @@ class _ClosingHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
-        body = json.dumps(ANSWER).encode()
+        body = json.dumps(type(self).answer).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -53,8 +54,8 @@ class _ClosingHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def _closing_server() -> Iterator[int]:
-    _ClosingHandler.connections = []
+def _closing_server(answer: dict[str, object] = ANSWER) -> Iterator[int]:
+    _ClosingHandler.connections, _ClosingHandler.answer = [], answer
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ClosingHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -73,6 +74,19 @@ def test_a_request_on_a_connection_the_server_closed_is_sent_again_on_a_new_one(
     assert [a.error for a in answers] == [None, None, None]
     assert [a.output_tokens for a in answers] == [2, 2, 2]
     assert len(_ClosingHandler.connections) == 3  # one per request: each stale one was replaced
+
+
+def test_a_whole_answer_of_tokens_without_text_is_not_empty() -> None:
+    """A random model's tokens may all be special ones: no text, but the usage counts them."""
+    textless = {**ANSWER, "choices": [{"index": 0, "text": ""}]}
+    with _closing_server(textless) as port:
+        client = LlmHttpClient("127.0.0.1", port, "openai-completions", "m", timeout_s=10)
+        answer = client.send({"prompt": "hi", "max_tokens": 2}, stream=False)
+    assert answer.error is None and answer.output_tokens == 2 and answer.token_source == "usage"
+    assert answer.first_token_s is not None and answer.first_token_s <= answer.end - answer.start
+    with _closing_server({**textless, "usage": None}) as port:
+        nothing = LlmHttpClient("127.0.0.1", port, "openai-completions", "m", timeout_s=10)
+        assert nothing.send({"prompt": "hi"}, stream=False).error == "empty"
 
 
 def test_a_refused_first_connection_is_an_error_not_a_resend() -> None:

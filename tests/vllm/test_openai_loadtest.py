@@ -94,7 +94,7 @@ def test_completions_whole_answers_at_a_poisson_rate_in_rounds(
         assert run["errors"] == 0 and run["requests"] >= 1, run
         assert run["output_token_source"] == "usage"
         assert run["counts"]["output_tokens"] == 6 * run["requests"]
-        assert run["itl_us"] is None  # one answer, one event: no gap between tokens
+        assert run["itl_us"] is None and run["tpot_us"] is None  # one event: no gap, no time per token
         # Whole answers: the first token is the end. E2E counts from each scheduled send (the
         # open loop), TTFT from the send itself, so E2E may be longer by the sends' lag.
         ttft, e2e = run["ttft_us"]["p50"], run["e2e_us"]["p50"]
