@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import statistics
 import sys
+from pathlib import Path
 
 import pytest
 from tritongen.loadtests import __file__ as loadtests_file
 
 from tritongen.server.local import LocalTritonServer
 
-from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL
+from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL, whole_text_model
 
 sys.path.insert(0, str(__import__("pathlib").Path(loadtests_file).parent))
 from tritonload.llm_http import LlmHttpClient, event_text, request_path, usage_tokens
@@ -44,6 +45,23 @@ def test_a_streamed_answer_is_timed_token_by_token(triton_server: LocalTritonSer
     assert FIRST_MS <= first_ms <= FIRST_MS * (1 + TOLERANCE) + OVERHEAD_MS, first_ms
     assert GAP_MS * (1 - TOLERANCE) <= gap_ms <= GAP_MS * (1 + TOLERANCE) + OVERHEAD_MS, gap_ms
     assert all(len(a.gaps_s) == 5 for a in answers)  # every gap between the 6 tokens
+
+
+def test_a_whole_answer_from_generate_is_one_event_at_its_end(
+    triton_server: LocalTritonServer, served_repository: Path
+) -> None:
+    """``generate`` (no stream): the model's one response comes when its last token is due."""
+    with whole_text_model(triton_server, served_repository) as model:
+        client = _client(triton_server, model=model)
+        request = {"text_input": "one two three", "max_tokens": 6}
+        answers = [client.send(request, stream=False) for _ in range(3)]
+        client.close()
+    assert [a.error for a in answers] == [None] * 3
+    assert all(a.text_parts == 1 and not a.gaps_s and a.token_source == "events" for a in answers)
+    assert "".join(answers[0].texts).split() == ["one", "two", "three"] * 2
+    due_ms = FIRST_MS + 5 * GAP_MS
+    first_ms = statistics.median((a.first_token_s or 0) * 1000 for a in answers)
+    assert due_ms <= first_ms <= due_ms * (1 + TOLERANCE) + OVERHEAD_MS, first_ms
 
 
 def test_an_unknown_model_is_an_http_error(triton_server: LocalTritonServer) -> None:

@@ -20,7 +20,7 @@ from tritongen.server.local import LocalTritonServer
 
 from support.cli_output import error_line
 from support.llm_tokenizer import write_tokenizer
-from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL
+from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL, whole_text_model
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -30,12 +30,12 @@ TOKENS = 6
 
 
 def _loadtest(
-    server: LocalTritonServer, tmp_path: Path, *args: str
+    server: LocalTritonServer, tmp_path: Path, *args: str, model: str = TEXT_MODEL
 ) -> tuple[int, dict[str, Any] | None, str]:
     out = tmp_path / "llm.json"
     result = runner.invoke(
         app,
-        ["loadtest", TEXT_MODEL, "--url", server.http_url, "--metrics-url", server.metrics_url,
+        ["loadtest", model, "--url", server.http_url, "--metrics-url", server.metrics_url,
          "--api", "triton-generate", *QUICK, "--json", str(out), *args],
         env={"COLUMNS": "200"},
     )  # fmt: skip
@@ -110,6 +110,29 @@ def test_a_decoupled_text_model_over_grpc_streams_token_by_token(
     )
     assert run["counts"]["output_tokens"] == TOKENS * run["requests"]  # one response per token
     assert run["output_token_source"] == "events"
+
+
+def test_whole_answers_through_generate_at_a_poisson_rate(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
+) -> None:
+    """--no-stream: Triton's generate endpoint, each answer's tokens all at its end; no gaps, no TPOT."""
+    tokenizer = write_tokenizer(tmp_path / "model")
+    with whole_text_model(triton_server, served_repository) as model:
+        code, document, output = _loadtest(
+            triton_server, tmp_path, "--no-stream", "--tokenizer", str(tokenizer), "--input-tokens", "16",
+            "--output-tokens", str(TOKENS), "--rate", "8", model=model,
+        )  # fmt: skip
+    assert code == 0, output
+    assert document is not None
+    (run,) = document["runs"]
+    assert run["errors"] == 0 and run["requests"] >= 5, run
+    assert run["itl_us"] is None and run["tpot_us"] is None
+    assert run["output_token_source"] == "tokenizer"
+    assert run["counts"]["output_tokens"] >= TOKENS * run["requests"]
+    due_us = (FIRST_MS + (TOKENS - 1) * GAP_MS) * 1000
+    ttft = run["ttft_us"]["p50"]
+    assert due_us <= ttft <= due_us * (1 + TOLERANCE) + OVERHEAD_MS * 1000, ttft
+    assert ttft <= run["e2e_us"]["p50"] + 1000  # the end is the first token (E2E from each scheduled send)
 
 
 def test_limits_no_request_can_meet_leave_no_goodput(

@@ -7,17 +7,24 @@ is one word, the first ``first_ms`` after the request arrived and then one every
 not shift the ones after it), then the final flag. Requests stream from threads of their
 own, so requests in flight overlap as on a real server. Served through Triton's
 ``generate``/``generate_stream`` endpoints and gRPC streams alike; the truth its figures are
-checked against is known: time to first token ``first_ms``, every gap ``gap_ms``.
+checked against is known: time to first token ``first_ms``, every gap ``gap_ms``. Its
+``whole`` copy answers in one response, when the last token is due.
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from tritongen.server.local import LocalTritonServer
 from tritongen.triton.model_config import InstanceGroup, ModelConfig, ModelInput, ModelOutput
 from tritongen.triton.render import render_config
 
 TEXT_MODEL = "text_tokens"
+WHOLE_TEXT_MODEL = "text_whole"
+"""The text model answering each request in one response (:func:`whole_text_model`)."""
 DEFAULT_TOKENS = 8
 FIRST_MS, GAP_MS = 40, 15
 
@@ -37,6 +44,7 @@ class TritonPythonModel:
         parameters = json.loads(args["model_config"])["parameters"]
         self.first_s = float(parameters["first_ms"]["string_value"]) / 1000
         self.gap_s = float(parameters["gap_ms"]["string_value"]) / 1000
+        self.whole = parameters["whole"]["string_value"] == "1"
 
     def execute(self, requests):
         for request in requests:
@@ -49,6 +57,9 @@ class TritonPythonModel:
 
     def _stream(self, sender, text, count, start):
         words = (text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)).split() or ["x"]
+        if self.whole:
+            self._answer_whole(sender, words, count, start)
+            return
         for index in range(max(count, 0)):
             wait = start + self.first_s + index * self.gap_s - time.perf_counter()
             if wait > 0:
@@ -59,11 +70,25 @@ class TritonPythonModel:
             output = pb_utils.Tensor("text_output", np.array([word], dtype=np.object_))
             sender.send(pb_utils.InferenceResponse([output]))
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def _answer_whole(self, sender, words, count, start):
+        wait = start + self.first_s + (max(count, 1) - 1) * self.gap_s - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        text = "".join(f"{{words[index % len(words)]}} " for index in range(max(count, 0)))
+        output = pb_utils.Tensor("text_output", np.array([text.encode()], dtype=np.object_))
+        sender.send(pb_utils.InferenceResponse([output]), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 """
 
 
-def write_text_model(model_dir: Path, first_ms: int = FIRST_MS, gap_ms: int = GAP_MS) -> Path:
-    """The text model: decoupled, no batching, one instance (requests overlap in threads)."""
+def write_text_model(
+    model_dir: Path, first_ms: int = FIRST_MS, gap_ms: int = GAP_MS, whole: bool = False
+) -> Path:
+    """The text model: decoupled, no batching, one instance (requests overlap in threads).
+
+    ``whole``: each answer is one response holding every token, sent when the last is due
+    (what Triton's ``generate`` endpoint, which returns one response, takes).
+    """
     (model_dir / "1").mkdir(parents=True)
     (model_dir / "1" / "model.py").write_text(MODEL_PY.format(default_tokens=DEFAULT_TOKENS))
     config = ModelConfig(
@@ -76,8 +101,25 @@ def write_text_model(model_dir: Path, first_ms: int = FIRST_MS, gap_ms: int = GA
         ],
         output=[ModelOutput(name="text_output", data_type="TYPE_STRING", dims=[1])],
         instance_group=[InstanceGroup(count=1, kind="KIND_CPU")],
-        parameters={"first_ms": str(first_ms), "gap_ms": str(gap_ms)},
+        parameters={"first_ms": str(first_ms), "gap_ms": str(gap_ms), "whole": "1" if whole else "0"},
         passthrough="model_transaction_policy {\n  decoupled: true\n}",
     )
     (model_dir / "config.pbtxt").write_text(render_config(config))
     return model_dir
+
+
+@contextmanager
+def whole_text_model(server: LocalTritonServer, repository: Path) -> Iterator[str]:
+    """The ``whole`` text model served by ``server`` for the block, then unloaded and removed.
+
+    Loaded only where a test needs it: the shared server keeps one Python stub fewer.
+    """
+    model_dir = write_text_model(repository / WHOLE_TEXT_MODEL, whole=True)
+    try:
+        server.load_model(WHOLE_TEXT_MODEL)
+        yield WHOLE_TEXT_MODEL
+    finally:
+        try:
+            server.unload_model(WHOLE_TEXT_MODEL)
+        finally:
+            shutil.rmtree(model_dir)
