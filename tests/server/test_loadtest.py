@@ -262,22 +262,29 @@ def test_measurement_fidelity(
 
     # The overhead and the figures it corrects are measured back to back on a machine with CPU
     # to spare (the tail overhead of a calm run does not bound the tail of a starved one).
-    # A tail is compared only where no half second of either run saturated the CPUs.
+    # A tail is compared only where no half second of either run saturated the CPUs; failing
+    # that in every attempt, the last one with CPU to spare on average is compared by its P50.
+    kept: tuple[dict[str, float], np.ndarray, dict[str, float], np.ndarray] | None = None
     for _ in range(ATTEMPTS):
         with cpu_use() as use:
             constant, constant_true = measure("sleep_const")
             measured, true_us = measure("sleep_cycle")
+        if use.spare:
+            kept = constant, constant_true, measured, true_us
         if use.steady:
             break
-    else:
-        last = f"{use.busy:.0%} of the CPUs in use, {use.peak:.0%} at its peak"
+    last = f"{use.busy:.0%} of the CPUs in use, {use.peak:.0%} at its peak"
+    if kept is None:
         pytest.skip(f"busy machine in {ATTEMPTS} attempts (last: {last})")
+    constant, constant_true, measured, true_us = kept
     overhead = constant["p50"] - float(np.percentile(constant_true, 50))
     tail_overhead = max(overhead, constant["p99"] - float(np.percentile(constant_true, 99)))
     assert len(true_us) > 500
-    print(f"CPUs in use: {use.busy:.0%}, {use.peak:.0%} at the peak")
     print(f"overhead at a constant 12 ms sleep: P50 {overhead:.0f} µs, P99 {tail_overhead:.0f} µs")
     bands = {"p50": (50, overhead, overhead), "p99": (99, overhead, tail_overhead)}
+    if not use.steady:
+        print(f"no attempt without a saturated half second (last: {last}): P50 compared only")
+        del bands["p99"]
     for key, (pct, low, high) in bands.items():
         true = float(np.percentile(true_us, pct))
         band = (true + low - 0.05 * true, true + high + 0.05 * true)

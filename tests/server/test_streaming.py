@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 from collections.abc import Callable
@@ -66,6 +67,16 @@ class Truth:
     first: npt.NDArray[np.float64]
     gaps: npt.NDArray[np.float64]
     last: npt.NDArray[np.float64]
+    steady: bool = True
+    """Whether the machine had CPU to spare throughout the measurement, so means compare too."""
+
+    def statistics(self) -> dict[str, Callable[[npt.NDArray[np.float64]], float]]:
+        """What the reported times are compared by: the median, and the mean where ``steady``.
+
+        A mean is moved by the few requests whose client waited for a CPU in one saturated
+        half second; the median is not.
+        """
+        return STATISTICS if self.steady else {"p50": STATISTICS["p50"]}
 
     @classmethod
     def measure(cls, served_repository: Path, run: Callable[[], T], responses: int) -> tuple[T, Truth]:
@@ -96,18 +107,24 @@ class Truth:
         """``measure``, again while the machine is too busy for a comparison to mean anything (3 tries).
 
         The reported times are compared with what the model did only when the model kept to
-        its plan and the machine had CPU to spare throughout (``support.machine``): a model or
-        a load generator starved of CPU is late by amounts that differ, and that says nothing
-        of how the load generator times responses. A mean is moved by the few requests whose
-        client waited for a CPU in one saturated half second, so the peak counts too. A
-        machine that is that busy on every attempt skips the test, with the figures, rather
-        than failing it.
+        its plan and the machine had CPU to spare (``support.machine``): a model or a load
+        generator starved of CPU is late by amounts that differ, and that says nothing of how
+        the load generator times responses. A measurement with CPU to spare throughout
+        (``steady``) is tried for first; failing that, the last one with CPU to spare on
+        average is compared by its medians. A machine that is too busy on every attempt
+        skips the test, with the figures, rather than failing it.
         """
+        spare: tuple[T, Truth] | None = None
         for _ in range(ATTEMPTS):
             with cpu_use() as use:
                 result, truth = cls.measure(served_repository, run, responses)
-            if len(truth.first) and truth.kept_to(first_ms, gap_ms) and use.steady:
-                return result, truth
+            if len(truth.first) and truth.kept_to(first_ms, gap_ms) and use.spare:
+                if use.steady:
+                    return result, truth
+                spare = result, dataclasses.replace(truth, steady=False)
+        if spare is not None:
+            print(f"no steady measurement in {ATTEMPTS} (last peak {use.peak:.0%}): medians compared only")
+            return spare
         pytest.skip(
             f"busy machine in {ATTEMPTS} runs (last: {use.busy:.0%} of the CPUs in use, "
             f"{use.peak:.0%} at its peak; the model's first response "
@@ -143,7 +160,7 @@ def overhead_us(
     )
     assert run["errors"] == 0 and run["responses_per_request"] == 3
     first = run["latencies_us"]["first_response"]
-    overhead = {key: first[key] - stat(truth.first) for key, stat in STATISTICS.items()}
+    overhead = {key: first[key] - stat(truth.first) for key, stat in truth.statistics().items()}
     print(f"fixed overhead (time to first response over the model's own): {overhead}")
     return overhead
 
@@ -152,7 +169,9 @@ def _check_times(run: dict[str, Any], truth: Truth, overhead: dict[str, float]) 
     """First response, gaps and total within 5% of the model's own plus the fixed overhead; K responses."""
     reported = {name: run["latencies_us"][name] for name in ("first_response", "between_responses")}
     reported["total"] = run["latency_us"]
-    for key, stat in STATISTICS.items():
+    # a statistic is compared where both this run and the overhead's were measured steadily enough
+    compared = {key: stat for key, stat in truth.statistics().items() if key in overhead}
+    for key, stat in compared.items():
         # Both ends of a gap take the same path: the overhead cancels, only the 5% is allowed.
         expected = {
             "first_response": (stat(truth.first), overhead[key]),
