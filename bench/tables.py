@@ -917,9 +917,8 @@ def _summary_overhead(doc: Document) -> str:
     modes = doc.get("modes") or {}
     kept, fresh = (modes.get(m) or {} for m in ("kept", "fresh"))
     return (
-        f"| {_link('what a run costs beyond its measured time', 'run_overhead')} "
-        f"| {_num(kept.get('overhead_median_s'), 2)} s per run with Locust kept up across runs, "
-        f"{_num(fresh.get('overhead_median_s'), 2)} s with a new Locust per run (target at most 0.3 s) |"
+        f"{_num(kept.get('overhead_median_s'), 2)} s per run with Locust kept up across runs, "
+        f"{_num(fresh.get('overhead_median_s'), 2)} s with a new Locust per run (target at most 0.3 s)"
     )
 
 
@@ -934,9 +933,8 @@ def _summary_pinning(doc: Document) -> str:
         )
     between = (doc.get("pinned_over_unpinned") or {}).get("infer_per_s")
     return (
-        f"| {_link('A/A noise, server and load pinned apart or not', 'pinning')} "
-        f"| per-round spread of an A/A pair, {'; '.join(parts)}; pinned over not pinned: throughput "
-        f"{_paired(between)} |"
+        f"per-round spread of an A/A pair, {'; '.join(parts)}; pinned over not pinned: throughput "
+        f"{_paired(between)}"
     )
 
 
@@ -946,19 +944,13 @@ def _summary_loadgen(doc: Document) -> str:
     kept = next((g for name, g in generators.items() if "kept" in name), None) or {}
     cpu = kept.get("cpu_s_per_1000_requests")
     times = f"{cpu / wrk:.2f}× wrk's" if cpu and wrk else "–"
-    return (
-        f"| {_link('load generator against wrk', 'loadgen')} "
-        f"| {_ratio(kept.get('vs_wrk'))}× wrk's requests/s at {times} CPU per request (target at most 1.5×) |"
-    )
+    return f"{_ratio(kept.get('vs_wrk'))}× wrk's requests/s at {times} CPU per request (target at most 1.5×)"
 
 
 def _summary_demo(doc: Document) -> str:
     wall = float(doc["wall_s"])
     decided = "every verdict decided" if doc.get("all_decided") else "not every verdict decided"
-    return (
-        f"| {_link('`make demo`, once installed', 'demo')} "
-        f"| {wall / 60:.1f} min (target at most {float(doc['target_s']) / 60:g} min), {decided} |"
-    )
+    return f"{wall / 60:.1f} min (target at most {float(doc['target_s']) / 60:g} min), {decided}"
 
 
 def _summary_llm(doc: Document) -> str:
@@ -971,33 +963,33 @@ def _summary_llm(doc: Document) -> str:
     cpu, first = figures.get("cpu_s_per_1000_tokens") or {}, figures.get("first_request_s") or {}
     agree = all(entry.get("agree") for entry in figures.values() if "ratio" in entry)
     return (
-        f"| {_link('tritongen beside AIPerf on one vLLM server', 'llm')} "
-        f"| tritongen / AIPerf medians: {', '.join(ratios)} ({'all' if agree else 'not all'} within "
+        f"tritongen / AIPerf medians: {', '.join(ratios)} ({'all' if agree else 'not all'} within "
         f"{doc.get('agreement', 0.1):.0%}); CPU-s per 1000 output tokens {_num(cpu.get('tritongen'), 2)} "
         f"against {_num(cpu.get('aiperf'), 2)}; first request after {_num(first.get('tritongen'), 1)} s "
-        f"against {_num(first.get('aiperf'), 1)} s |"
+        f"against {_num(first.get('aiperf'), 1)} s"
     )
 
 
-SUMMARY_ROWS: tuple[tuple[str, Callable[[Document], str]], ...] = (
-    ("run_overhead", _summary_overhead),
-    ("pinning", _summary_pinning),
-    ("loadgen", _summary_loadgen),
-    ("demo", _summary_demo),
-    ("llm", _summary_llm),
+SUMMARY_ROWS: tuple[tuple[str, str, Callable[[Document], str]], ...] = (
+    ("run_overhead", "what a run costs beyond its measured time", _summary_overhead),
+    ("pinning", "A/A noise, server and load pinned apart or not", _summary_pinning),
+    ("loadgen", "load generator against wrk", _summary_loadgen),
+    ("demo", "`make demo`, once installed", _summary_demo),
+    ("llm", "tritongen beside AIPerf on one vLLM server", _summary_llm),
 )
+"""README's rows: each result's name, what it measured, and its figures' text."""
 
 
 def render_summary(results: Path = RESULTS) -> str:
     """README's block: one row per result, its headline figures and where its table is."""
     rows = ["| measured | figures |", "|---|---|"]
-    for name, render in SUMMARY_ROWS:
+    for name, label, render in SUMMARY_ROWS:
         doc = _load(results / f"{name}.json")
         if doc is None:
             rows.append(f"| {name} | no committed result (bench/results/{name}.json) |")
             continue
         try:
-            rows.append(render(doc))
+            rows.append(f"| {_link(label, name)} | {render(doc)} |")
         except (KeyError, TypeError, ValueError) as e:
             raise TablesError(f"bench/results/{name}.json: cannot render README's row ({e})") from e
     start, end = f"<!-- {SUMMARY} -->", f"<!-- /{SUMMARY} -->"

@@ -16,7 +16,7 @@ from typing import Any
 import gevent
 
 from .options import TritonOptions
-from .payloads import batch_rows, build_steps, grpc_request
+from .payloads import ModelMeta, batch_rows, build_steps, grpc_request
 from .recording import Recorder
 from .server_api import host_port, interface_grpc
 from .transports import MAX_GRPC_MESSAGE, StepStarts
@@ -181,25 +181,29 @@ class StreamSession:
         return self.call
 
 
+def open_channel(host: str, model: str) -> tuple[Any, ModelMeta, int]:
+    """A gRPC channel to ``host`` that cooperates with gevent, and ``model``'s interface and max batch."""
+    import grpc
+    from grpc.experimental import gevent as grpc_gevent
+    from tritonclient.grpc import service_pb2_grpc
+
+    grpc_gevent.init_gevent()
+    target = "{}:{}".format(*host_port(host, 8001))
+    channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE)])
+    meta, max_batch = interface_grpc(service_pb2_grpc.GRPCInferenceServiceStub(channel), model)
+    return channel, meta, max_batch
+
+
 class GrpcStreamTransport:
     """A decoupled model's request over gRPC streams: one stream per user, requests matched by id."""
 
     def __init__(
         self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None
     ) -> None:
-        import grpc
         from gevent.event import Event
-        from grpc.experimental import gevent as grpc_gevent
-        from tritonclient.grpc import service_pb2_grpc
 
-        grpc_gevent.init_gevent()
         self.timeout = options.timeout
-        target = "{}:{}".format(*host_port(host, 8001))
-        self.channel = grpc.insecure_channel(
-            target, options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE)]
-        )
-        stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
-        meta, max_batch = interface_grpc(stub, options.model)
+        self.channel, meta, max_batch = open_channel(host, options.model)
         steps = build_steps(meta, max_batch, options)
         outputs = [t["name"] for t in meta["outputs"]]
         self.requests = []  # serialised once; each send appends its request id

@@ -20,15 +20,14 @@ import gevent
 import numpy as np
 import numpy.typing as npt
 
-from .grpc_stream import EMPTY_FINAL_RESPONSE, PendingRequest, StreamSession, with_request_id
+from .grpc_stream import EMPTY_FINAL_RESPONSE, PendingRequest, StreamSession, open_channel, with_request_id
 from .llm_http import Answer
 from .llm_transport import parse_limits, read_requests, record_answer
 from .options import TritonOptions
 from .payloads import ModelMeta, grpc_request
 from .recording import Recorder
-from .server_api import host_port, interface_grpc
 from .shared import NUMPY_DTYPES
-from .transports import MAX_GRPC_MESSAGE, StepStarts
+from .transports import StepStarts
 
 TEXT_OUTPUT = "text_output"
 
@@ -95,20 +94,10 @@ class LlmGrpcTransport:
     def __init__(
         self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None
     ) -> None:
-        import grpc
         from gevent.event import Event
-        from grpc.experimental import gevent as grpc_gevent
-        from tritonclient.grpc import service_pb2_grpc
 
-        grpc_gevent.init_gevent()
         self.timeout = options.timeout
-        target = "{}:{}".format(*host_port(host, 8001))
-        self.channel = grpc.insecure_channel(
-            target, options=[("grpc.max_receive_message_length", MAX_GRPC_MESSAGE)]
-        )
-        meta, max_batch = interface_grpc(
-            service_pb2_grpc.GRPCInferenceServiceStub(self.channel), options.model
-        )
+        self.channel, meta, max_batch = open_channel(host, options.model)
         prepared = read_requests(options.llm_requests)
         self.requests = [
             (stream_request(options.model, p, meta, max_batch), tokens) for p, tokens in prepared

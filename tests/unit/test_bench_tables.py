@@ -121,7 +121,7 @@ def test_the_readme_summary_matches_the_committed_results(tmp_path: Path) -> Non
     assert tables.render_readme(readme) == readme, "README.md's bench-summary is stale: run make bench-tables"
     # each row comes from its result: without the files, each row says so
     empty = tables.render_summary(tmp_path)
-    for name, _ in tables.SUMMARY_ROWS:
+    for name, _, _ in tables.SUMMARY_ROWS:
         assert f"| {name} | no committed result (bench/results/{name}.json) |" in empty
     with pytest.raises(tables.TablesError, match="no <!-- bench-summary -->"):
         tables.render_readme("# a README without the block\n")

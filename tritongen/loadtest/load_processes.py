@@ -117,7 +117,9 @@ class LoadService:
         deadline = time.monotonic() + timeout_s
         while True:
             if self.exited():
-                raise ServerError(f"Locust exited before its first run: {self._last_line()}", self._hint())
+                raise ServerError(
+                    f"Locust exited before its first run: {self.locust.last_line()}", self._hint()
+                )
             state = self._state()
             if state is not None and self._idle(state):
                 return
@@ -178,10 +180,6 @@ class LoadService:
         except (OSError, ValueError) as e:
             raise ServerError(f"Locust's REST API did not answer {path}: {e}", self._hint()) from e
 
-    def _last_line(self) -> str:
-        lines = [line for line in self.locust.log_tail() if line.strip()]
-        return lines[-1] if lines else f"code {self.locust.process.returncode}"
-
     def _hint(self) -> str:
         return f"see its log {self.locust.log_path}; reinstall with `make install` if Locust is broken"
 
@@ -210,6 +208,10 @@ class ServiceRun:
     def log_tail(self, lines: int = 20) -> list[str]:
         """Last lines the process printed."""
         return self.service.locust.log_tail(lines)
+
+    def last_line(self) -> str:
+        """The last line the process printed (its exit code where it printed none)."""
+        return self.service.locust.last_line()
 
 
 class LoadProcesses:

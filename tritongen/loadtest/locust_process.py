@@ -66,6 +66,8 @@ ALWAYS_GIVEN = frozenset(
     ]
 )
 """``--triton-*`` options the command line names even at their default (the rest only when set)."""
+DEFAULTS = {option.name: str(option.default) for option in OPTIONS}
+"""Every ``--triton-*`` option's default, as the command line writes it."""
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,8 @@ class LocustArgs:
         """The command line's options after the locustfile (no Locust install needed to build them)."""
         argv = [*self.ui_options(), *self.process_options(), "--host", self.host]
         argv += ["-u", str(self.users), "-r", str(self.users), "--run-time", f"{self.run_time_s}s"]
-        defaults = {option.name: str(option.default) for option in OPTIONS}
         for name, value in self.run_options().items():
-            if name in ALWAYS_GIVEN or value != defaults[name]:
+            if name in ALWAYS_GIVEN or value != DEFAULTS[name]:
                 argv += [f"--triton-{name}", value]
         return argv
 
@@ -141,7 +142,7 @@ class LocustArgs:
         A Locust that stays up across runs (:mod:`.load_processes`) gets all of them with each
         run, so that none is left over from the run before.
         """
-        values = {option.name: str(option.default) for option in OPTIONS}
+        values = dict(DEFAULTS)
         values.update(
             {
                 "model": self.model,
@@ -237,6 +238,11 @@ class LocustProcess:
     def log_tail(self, lines: int = 20) -> list[str]:
         """Last lines Locust printed."""
         return [line.rstrip() for line in tail_lines(self.log_path, lines)]
+
+    def last_line(self) -> str:
+        """The last line Locust printed (its exit code where it printed none)."""
+        lines = [line for line in self.log_tail() if line.strip()]
+        return lines[-1] if lines else f"code {self.process.returncode}"
 
 
 def forked_workers(processes: int) -> list[str]:

@@ -510,8 +510,7 @@ class _LevelRun:
         watch.log.poll()
         if self.distributed is not None and not watch.log.windows:
             return self.distributed.exit_reason(locust.log_tail())
-        tail = [line for line in locust.log_tail() if line.strip()]
-        return "Locust exited early: " + (tail[-1] if tail else f"code {locust.process.returncode}")
+        return "Locust exited early: " + locust.last_line()
 
     def _health_reason(self, watch: _Watch) -> str | None:
         """Once a second: why the run ends when the server or the model has stopped answering."""
