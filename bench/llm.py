@@ -49,11 +49,12 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the tiny model and the server the vLLM tests use
+sys.path.insert(0, str(ROOT / "tests"))  # the vLLM server the vLLM tests start
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from support.tiny_llama import write_tiny_llama  # type: ignore[import-not-found]  # noqa: E402
+from tritongen.examples.tiny_llama import write_tiny_llama  # noqa: E402
+
 from support.vllm_server import (  # type: ignore[import-not-found]  # noqa: E402
     SERVED_MODEL,
     vllm_missing_reason,

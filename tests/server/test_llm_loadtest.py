@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.examples.tiny_llama import write_tokenizer
 from tritongen.server.local import LocalTritonServer
 
 from support.cli_output import error_line
-from support.llm_tokenizer import write_tokenizer
 from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL, whole_text_model
 
 pytestmark = pytest.mark.slow

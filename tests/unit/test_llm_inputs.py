@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from tritongen.errors import ConfigError, SourceError
+from tritongen.examples.tiny_llama import write_tokenizer
 from tritongen.loadtest.llm.prompts import read_prompts, synthetic_prompts
 from tritongen.loadtest.llm.spec import Slo, TokenCount, parse_api, parse_slo, parse_token_count
 from tritongen.loadtest.llm.tokenizer import count_tokens, load_tokenizer
-
-from support.llm_tokenizer import write_tokenizer
 
 
 @pytest.fixture(scope="module")

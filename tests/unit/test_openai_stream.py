@@ -9,9 +9,8 @@ from pathlib import Path
 
 from tritongen.loadtests.tritonload.llm_http import Answer, SseEvents, output_tokens, read_events
 
+from tritongen.examples.tiny_llama import write_tokenizer
 from tritongen.io.loadgen_shared import token_source
-
-from support.llm_tokenizer import write_tokenizer
 
 
 def _chunk(text: str | None = None, usage: int | None = None, chat: bool = False) -> bytes:

@@ -1,6 +1,6 @@
 """The vLLM tier: the real vLLM OpenAI-compatible server, started once for the session.
 
-Its model is the tiny random-weight Llama of :mod:`support.tiny_llama`, served as ``tiny-llama``
+Its model is the tiny random-weight Llama of :mod:`tritongen.examples.tiny_llama`, served as ``tiny-llama``
 with an API key; every test here runs ``tritongen loadtest --api openai-*`` against it.
 """
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from support.tiny_llama import write_tiny_llama
+from tritongen.examples.tiny_llama import write_tiny_llama
+
 from support.vllm_server import SERVED_MODEL, VllmServer, vllm_server
 
 

@@ -1,7 +1,10 @@
-"""``tritongen example``: write one of the small built-in ONNX models, or MiniLM sample inputs."""
+"""``tritongen example``: write a small built-in ONNX model, MiniLM sample inputs, or a tiny Llama."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -10,9 +13,11 @@ import typer
 from tritongen.cli.common import console, user_errors
 from tritongen.cli.groups import reworded
 from tritongen.cli.output_options import OutputPath
+from tritongen.errors import ConfigError
 from tritongen.examples.models import EXAMPLES, write_example
 
 MINILM = "minilm"
+TINY_LLAMA = "tiny-llama"
 
 
 def example_command(
@@ -20,24 +25,55 @@ def example_command(
         str,
         typer.Argument(
             help=f"Example model: {', '.join(EXAMPLES)}; or {MINILM} for tokenized sentences "
-            "(an .npz for --verify-data) to go with the tritongen.examples.minilm:encoder factory."
+            "(an .npz for --verify-data) to go with the tritongen.examples.minilm:encoder factory; "
+            f"or {TINY_LLAMA}, a random-weight Llama directory an LLM server (vLLM) serves."
         ),
     ],
     output: Annotated[
         Path | None,
-        reworded(OutputPath, "Where to write it (default NAME.onnx, or minilm.npz).", show_default=False),
+        reworded(
+            OutputPath,
+            "Where to write it (default NAME.onnx, minilm.npz, or the folder tiny-llama).",
+            show_default=False,
+        ),
     ] = None,
     count: Annotated[int, typer.Option("--count", help="Sentences to tokenize (minilm).", min=1)] = 32,
     # Not compare's --seq (the value of every dynamic dim of the requests it measures): the
     # length the written sample sentences are padded to.
     seq: Annotated[int, typer.Option("--seq", help="Sequence length to pad to (minilm).", min=2)] = 128,
 ) -> None:
-    """Write a small example ONNX model built in code, or MiniLM inputs (nothing is downloaded)."""
+    """Write a small example model built in code, or MiniLM inputs (nothing is downloaded)."""
     with user_errors():
-        if name == MINILM:
+        if name not in (*EXAMPLES, MINILM, TINY_LLAMA):
+            raise ConfigError(
+                f"unknown example {name!r}", f"choose from: {', '.join((*EXAMPLES, MINILM, TINY_LLAMA))}"
+            )
+        if name == TINY_LLAMA:
+            path = _tiny_llama(output or Path(TINY_LLAMA))
+        elif name == MINILM:
             from tritongen.examples.minilm import write_sample_data
 
             path = write_sample_data(output or Path(f"{MINILM}.npz"), count=count, seq_len=seq)
         else:
             path = write_example(name, output or Path(f"{name}.onnx"))
     console.print(f"wrote {path}", highlight=False, markup=False)
+
+
+def _tiny_llama(directory: Path) -> Path:
+    """The tiny Llama's folder; a folder that holds anything already is refused (nothing is overwritten).
+
+    Raises:
+        ConfigError: ``directory`` is a file or a folder that is not empty.
+    """
+    from tritongen.examples.tiny_llama import write_tiny_llama
+
+    if directory.is_file() or (directory.is_dir() and any(directory.iterdir())):
+        raise ConfigError(f"{directory} already exists", "give --output a new or empty folder")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        write_tiny_llama(partial)
+        os.replace(partial, directory)  # whole or not at all
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return directory
