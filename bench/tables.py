@@ -955,16 +955,20 @@ def _summary_demo(doc: Document) -> str:
 
 def _summary_llm(doc: Document) -> str:
     figures: dict[str, Any] = doc["figures"]
+
+    def short(label: str) -> str:
+        return label.split(" (")[0].split(":")[0]
+
+    compared = {label: entry for label, entry in figures.items() if "ratio" in entry}
     ratios = [
-        f"{label.split(' (')[0].split(':')[0]} {_ratio(entry['ratio'])}×"
-        for label, entry in figures.items()
-        if "ratio" in entry
+        f"{short(label)} " + (f"{_ratio(e['ratio'])}×" if e["ratio"] is not None else "not compared (near 0)")
+        for label, e in compared.items()
     ]
     cpu, first = figures.get("cpu_s_per_1000_tokens") or {}, figures.get("first_request_s") or {}
     agree = all(entry.get("agree") for entry in figures.values() if "ratio" in entry)
     return (
-        f"tritongen / AIPerf medians: {', '.join(ratios)} ({'all' if agree else 'not all'} within "
-        f"{doc.get('agreement', 0.1):.0%}); CPU-s per 1000 output tokens {_num(cpu.get('tritongen'), 2)} "
+        f"tritongen / AIPerf medians: {', '.join(ratios)}; {'all' if agree else 'not all'} within "
+        f"{doc.get('agreement', 0.1):.0%}; CPU-s per 1000 output tokens {_num(cpu.get('tritongen'), 2)} "
         f"against {_num(cpu.get('aiperf'), 2)}; first request after {_num(first.get('tritongen'), 1)} s "
         f"against {_num(first.get('aiperf'), 1)} s"
     )
