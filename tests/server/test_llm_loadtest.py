@@ -64,6 +64,9 @@ def test_time_to_first_token_gaps_and_tokens_per_second(
         itl
     )
     assert run["e2e_us"] == run["latency_us"]
+    # Triton's own per-model statistics over the run, as for any model
+    stats = run["server_models"][TEXT_MODEL]
+    assert stats["requests"] > 0 and stats["queue_us"] is not None and run["server_us"]["queue"] is not None
     # Triton's generate gives no usage count: with --tokenizer, each answer's text is counted with
     # it (the model's TOKENS words make at least TOKENS tokens), and TPOT spreads the time after
     # the first event, (TOKENS - 1) gaps, over the tokens after the first.
