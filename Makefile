@@ -66,11 +66,15 @@ demo: install $(EXAMPLES)/mlp.onnx
 	$(BIN)/tritongen report $(DEMO)/mlp/compare.json $$(ls $(DEMO)/minilm/compare.json 2>/dev/null) \
 		$(DEMO)/tune.json -o $(DEMO)/report.html
 
-# The vLLM tier (tests marked vllm) is not part of it: `make test-vllm` runs it.
+# The vLLM tier (tests marked vllm) is not part of it: `make test-vllm` runs it. The tests marked
+# quiet (timing compared with what happened, a quiet machine told apart from a busy one) run
+# alone, after the rest, so that the other workers' tests are not the machine's load.
+QUIET_PYTEST = $(BIN)/pytest -m "quiet and not vllm"
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not vllm"
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not vllm and not quiet"
+	$(QUIET_PYTEST)
 
 lint: install
 	$(BIN)/ruff check .
@@ -79,7 +83,8 @@ typecheck: install
 	$(BIN)/mypy
 
 pytest: install
-	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not vllm"
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not vllm and not quiet"
+	$(QUIET_PYTEST)
 
 # Regenerate the committed example repository and compose.yaml (a test checks they are current).
 example-repository: install

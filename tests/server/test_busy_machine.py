@@ -90,6 +90,7 @@ def test_a_cpu_burner_beside_the_run_is_flagged(triton_server: LocalTritonServer
     assert "other processes used" in stderr and "the machine was busy" in stderr
 
 
+@pytest.mark.quiet
 def test_a_quiet_run_is_not_flagged(triton_server: LocalTritonServer, tmp_path: Path) -> None:
     seen = []
     for _ in range(ATTEMPTS):

@@ -235,6 +235,7 @@ def test_server_down_at_start() -> None:
     assert len(lines) == 1 and "cannot reach Triton" in lines[0]
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_measurement_fidelity(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path

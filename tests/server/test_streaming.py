@@ -184,6 +184,7 @@ def _check_times(run: dict[str, Any], truth: Truth, overhead: dict[str, float]) 
     assert run["responses_per_request"] == RESPONSES
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_closed_loop_streams_report_first_response_and_gaps(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, overhead_us: dict[str, float]
@@ -211,6 +212,7 @@ def test_closed_loop_streams_report_first_response_and_gaps(
     assert float(row["first_response_p50_us"]) == run["latencies_us"]["first_response"]["p50"]
 
 
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_open_loop_puts_several_requests_in_flight_on_one_stream(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path, overhead_us: dict[str, float]
