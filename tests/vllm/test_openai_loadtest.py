@@ -8,6 +8,8 @@ must take. The server asks for an API key, which must never show in any output o
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from tritongen.cli.main import app
 from tritongen.metrics.vllm import parse_vllm_metrics
 
 from support.cli_output import error_line
-from support.cutting_proxy import cutting_proxy
+from support.cutting_proxy import cutting_proxy, relay
 from support.vllm_server import KEY_ENV, SERVED_MODEL, VllmServer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -164,6 +166,28 @@ def test_a_cut_stream_is_a_stream_error_of_each_request(vllm: VllmServer, tmp_pa
     (run,) = document["runs"]
     assert run["requests"] >= 1 and run["errors"] == run["requests"], run
     assert run["errors_by_kind"] == {"stream": run["requests"]}
+
+
+def test_a_server_that_goes_away_mid_run_ends_it_aborted_with_what_was_measured(
+    vllm: VllmServer, tmp_path: Path
+) -> None:
+    """The server's port closes 5 s into a 60 s run: the run stops within seconds, in one line."""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"text": "the quick brown fox", "max_tokens": 8}) + "\n")
+    with relay(vllm.port) as server:
+        threading.Timer(5.0, server.kill).start()
+        started = time.monotonic()
+        code, document, output = _loadtest(
+            vllm, tmp_path, "openai-completions", "--prompts", str(prompts), "--concurrency", "1",
+            "--duration", "60s", "--max-duration", "60s", url=f"http://127.0.0.1:{server.port}",
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert code != 0 and document is not None, output
+    assert took < 30, took  # the health checks end it, not the run's 60 s
+    assert document["status"] == "aborted"
+    (run,) = document["runs"]
+    assert run["status"] == "aborted" and run["requests"] > run["errors"] > 0, run
+    assert f"the server at 127.0.0.1:{server.port} stopped answering" in output
 
 
 def test_the_servers_metrics_hold_every_figure_sampled(vllm: VllmServer) -> None:

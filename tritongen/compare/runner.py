@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import http.client
 import json
 import threading
 import urllib.error
@@ -280,7 +281,7 @@ def describe_server(server: ServerHandle) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
             gpus = server_gpus(response.read().decode("utf-8", errors="replace"))
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
         gpus = []
     if not gpus:  # no DCGM figures: the GPUs NVML sees the server use (server on this machine)
         gpus = nvml_server_gpus(server.pid, server.http_url)

@@ -7,6 +7,7 @@ every sample and summary says where its GPU figures came from.
 
 from __future__ import annotations
 
+import http.client
 import threading
 import time
 import urllib.error
@@ -134,8 +135,8 @@ class MetricsSampler:
                 with urllib.request.urlopen(self.url, timeout=2) as response:
                     text = response.read().decode("utf-8", errors="replace")
                 values = self.parse(text)
-            except (urllib.error.URLError, OSError, ValueError):
-                self.failures += 1
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+                self.failures += 1  # down, or cut mid-answer (IncompleteRead): a sample lost, not the thread
             try:
                 sample = self._sample(values or {}, time.time())
             except Exception:  # a GPU reading gone wrong costs this sample, not the thread

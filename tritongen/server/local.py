@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http.client
 import json
 import os
 import shutil
@@ -412,7 +413,7 @@ class LocalTritonServer:
         try:
             with urllib.request.urlopen(f"http://{self.http_url}/v2/health/live", timeout=1) as response:
                 return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
+        except (urllib.error.URLError, OSError, http.client.HTTPException):
             return False
 
     def _request(self, method: str, path: str, body: dict[str, Any]) -> Any:
@@ -431,7 +432,7 @@ class LocalTritonServer:
             except ValueError:
                 message = str(e)
             raise ServerError(message.split("\n\nAt:")[0], "see the server log") from e
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:  # down, or cut mid-answer
             raise ServerError(
                 f"cannot reach the Triton server at {self.http_url}: {e}", "is it running?"
             ) from e
