@@ -115,10 +115,14 @@ def test_a_decoupled_text_model_over_grpc_streams_token_by_token(
     assert run["output_token_source"] == "events"
 
 
+@pytest.mark.quiet
 def test_whole_answers_through_generate_at_a_poisson_rate(
     triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
 ) -> None:
-    """--no-stream: Triton's generate endpoint, each answer's tokens all at its end; no gaps, no TPOT."""
+    """--no-stream: Triton's generate endpoint, each answer's tokens all at its end; no gaps, no TPOT.
+
+    Run alone (``quiet``), as the HTTP client's own check of the whole-answer model's timing.
+    """
     tokenizer = write_tokenizer(tmp_path / "model")
     with whole_text_model(triton_server, served_repository) as model:
         code, document, output = _loadtest(
