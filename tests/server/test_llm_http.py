@@ -32,6 +32,7 @@ def _client(server: LocalTritonServer, model: str = TEXT_MODEL) -> LlmHttpClient
     return LlmHttpClient(host, int(port), "triton-generate", model, timeout_s=10)
 
 
+@pytest.mark.quiet
 def test_a_streamed_answer_is_timed_token_by_token(triton_server: LocalTritonServer) -> None:
     client = _client(triton_server)
     answers = [

@@ -43,6 +43,7 @@ def _loadtest(
     return result.exit_code, document, result.stdout + result.stderr
 
 
+@pytest.mark.quiet
 def test_time_to_first_token_gaps_and_tokens_per_second(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_time_to_first_token_gaps_and_tokens_per_second(
     assert (tmp_path / "llm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.quiet
 def test_a_decoupled_text_model_over_grpc_streams_token_by_token(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
