@@ -40,3 +40,12 @@ def test_an_unknown_example_names_every_one() -> None:
     assert result.exit_code != 0
     line = error_line(result.stderr)
     assert "unknown example 'gpt'" in line and "minilm" in line and "tiny-llama" in line
+
+
+def test_a_folder_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = runner.invoke(app, ["example", "tiny-llama", "--output", str(blocker / "tiny")])
+    assert result.exit_code != 0 and "cannot write under" in error_line(result.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

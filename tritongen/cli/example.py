@@ -15,6 +15,7 @@ from tritongen.cli.groups import reworded
 from tritongen.cli.output_options import OutputPath
 from tritongen.errors import ConfigError
 from tritongen.examples.models import EXAMPLES, write_example
+from tritongen.io.files import STAGING_PREFIX
 
 MINILM = "minilm"
 TINY_LLAMA = "tiny-llama"
@@ -63,17 +64,22 @@ def _tiny_llama(directory: Path) -> Path:
     """The tiny Llama's folder; a folder that holds anything already is refused (nothing is overwritten).
 
     Raises:
-        ConfigError: ``directory`` is a file or a folder that is not empty.
+        ConfigError: ``directory`` is a file or a folder that is not empty, or cannot be written.
     """
     from tritongen.examples.tiny_llama import write_tiny_llama
 
     if directory.is_file() or (directory.is_dir() and any(directory.iterdir())):
         raise ConfigError(f"{directory} already exists", "give --output a new or empty folder")
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
-        write_tiny_llama(partial)
-        os.replace(partial, directory)  # whole or not at all
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory.parent))
+        try:
+            write_tiny_llama(partial)
+            os.replace(partial, directory)  # whole or not at all
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot write under {directory.parent}: {e.strerror}", "choose a writable --output"
+        ) from e
     return directory
