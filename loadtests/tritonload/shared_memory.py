@@ -15,7 +15,7 @@ import urllib.request
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import gevent.lock
 
@@ -26,6 +26,10 @@ from .recording import real_lock
 from .server_api import host_port, interface_grpc, interface_http
 from .shared import Array, tensor_byte_size
 from .transports import GrpcTransport, HttpTransport, StepStarts
+
+if TYPE_CHECKING:
+    from .loops import TransportLoad
+    from .state import ProcessState
 
 # Regions are named ``<prefix><pid>_in`` and ``<prefix><pid>_out<k>``: whoever set the prefix
 # (``--triton-shm-prefix``; tritongen puts its own pid and a random token in it) finds and
@@ -489,3 +493,11 @@ def make_shm_transport(
     if options.protocol == "grpc":
         return ShmGrpcTransport(host, options, starts, sessions)
     return ShmHttpTransport(host, options, starts, sessions)
+
+
+def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> TransportLoad:
+    """The shared-memory kind's load of one user: tensors in regions registered with the server."""
+    from .loops import TransportLoad
+
+    transport = make_shm_transport(host, options, process.step_starts, process.shm)
+    return TransportLoad(transport, options, process, environment)

@@ -18,11 +18,14 @@ else:
     from tritongen.loadtests.tritonload.shared import *  # noqa: F403
     from tritongen.loadtests.tritonload.shared import __all__ as _shared_names
 
-# The locustfile's option table (tritonload/options.py imports nothing but dataclasses): what a
-# Locust that stays up across runs is given with each run.
+# The locustfile's option table (tritonload/options.py imports nothing but dataclasses and the
+# kinds' names): what a Locust that stays up across runs is given with each run. The load kinds
+# by name (tritonload/kinds.py, the standard library only): tritongen finds its side of each.
 if TYPE_CHECKING:
+    from tritonload.kinds import KINDS
     from tritonload.options import OPTIONS
 else:
+    from tritongen.loadtests.tritonload.kinds import KINDS
     from tritongen.loadtests.tritonload.options import OPTIONS
 
-__all__ = [*_shared_names, "OPTIONS"]
+__all__ = [*_shared_names, "KINDS", "OPTIONS"]

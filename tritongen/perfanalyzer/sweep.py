@@ -115,8 +115,7 @@ def level_spec(options: PaOptions, facts: ModelFacts, level: float, input_data: 
         values = {s.name: options.string_data for s in facts.interface.inputs if s.datatype == "BYTES"}
     return LoadSpec(
         model=options.model,
-        url=options.target_url,
-        protocol=options.protocol,  # type: ignore[arg-type]
+        address=options.address,
         mode=options.mode,  # type: ignore[arg-type]
         levels=(level,),
         arrival=options.distribution,  # type: ignore[arg-type]
@@ -129,7 +128,6 @@ def level_spec(options: PaOptions, facts: ModelFacts, level: float, input_data: 
         warmup_s=0.0,
         max_duration_s=COUNT_CAP_S if count else options.max_trials * window_s,
         window_s=window_s,
-        metrics_url=options.metrics_url,
         metrics_interval_s=options.metrics_interval_ms / 1000,
         shared_memory=options.shared_memory,  # type: ignore[arg-type]
         output_shared_memory_size=options.output_shm_size,
