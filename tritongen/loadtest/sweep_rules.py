@@ -16,7 +16,7 @@ why). The load test then leaves the levels above out (later rounds measure up to
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from tritongen.loadtest.result import RunResult, SweepStop, run_level
 
@@ -52,6 +52,7 @@ class LatencyLimit:
     """
 
     limit_ms: float
+    rule: ClassVar[str] = "latency-threshold"
 
     def check(self, previous: RunResult | None, current: RunResult, label: str) -> SweepStop | None:
         """A stop when ``current``'s stability latency exceeds the limit."""
@@ -60,7 +61,7 @@ class LatencyLimit:
         if latency is None or latency <= self.limit_ms * 1000:
             return None
         return SweepStop(
-            "latency-threshold",
+            self.rule,
             run_level(current),
             f"{label}'s latency {latency / 1000:.2f} ms exceeds the limit {self.limit_ms:g} ms",
         )
@@ -70,9 +71,11 @@ class LatencyLimit:
 class StableOnly:
     """perf_analyzer's stop at the first level that did not stabilise within its windows."""
 
+    rule: ClassVar[str] = "unstable"
+
     def check(self, previous: RunResult | None, current: RunResult, label: str) -> SweepStop | None:
         """A stop when ``current`` is not stable."""
         del previous  # each level is judged on its own
         if current.stable:
             return None
-        return SweepStop("unstable", run_level(current), f"{label} did not stabilise")
+        return SweepStop(self.rule, run_level(current), f"{label} did not stabilise")
