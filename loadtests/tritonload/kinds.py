@@ -31,7 +31,7 @@ KINDS: dict[str, str] = {
 }
 """Each kind's name and the module of this package that sends its load, in the order
 ``--load-kind auto`` asks them whether a load is theirs."""
-AUTO = "auto"
+AUTO_KIND = "auto"
 
 
 class UserLoad(Protocol):
@@ -47,7 +47,7 @@ def kind_of(options: TritonOptions) -> str:
     Raises:
         ValueError: a kind this load generator does not have.
     """
-    if options.kind != AUTO:
+    if options.kind != AUTO_KIND:
         if options.kind not in KINDS:
             raise ValueError(f"--triton-kind {options.kind!r} is not one of {', '.join(KINDS)}")
         return options.kind

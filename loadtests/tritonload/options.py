@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .kinds import AUTO, KINDS
+from .kinds import AUTO_KIND, KINDS
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,10 @@ OPTIONS = (
     _Option("model", "", "Model to load."),
     _Option(
         "kind",
-        AUTO,
+        AUTO_KIND,
         "The load kind (tritonload/kinds.py); auto: from --triton-llm-api, --triton-sequences, "
         "--triton-streaming and --triton-shared-memory.",
-        choices=(AUTO, *KINDS),
+        choices=(AUTO_KIND, *KINDS),
     ),
     _Option("protocol", "http", choices=("http", "grpc")),
     _Option("inputs", "", ".npz with one array per input (full shape), or request steps sent round-robin."),

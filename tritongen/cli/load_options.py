@@ -18,7 +18,9 @@ from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
+from tritongen.io.loadgen_shared import AUTO_KIND
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
+from tritongen.loadtest.kinds.registry import kind_names
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
@@ -237,6 +239,14 @@ class LoadFlags:
             show_default=False,
         ),
     ] = None
+    load_kind: Annotated[
+        str,
+        typer.Option(
+            "--load-kind",
+            help=f"What the requests are, one of {', '.join(kind_names())}: auto is what the options and "
+            "the model call for; a kind by name takes only its own options.",
+        ),
+    ] = AUTO_KIND
 
     def input_plan(self) -> InputPlan:
         """The data options (``--input-data``, ``--string-length``, ``--input-value``), parsed.
@@ -523,6 +533,7 @@ def load_spec(
         web_port=run.web_ui_port(),
         cpus=parse_cpus(run.cpus) if run.cpus else None,
         llm=llm,
+        kind=load.load_kind,
         stop_at=stop_at,
     )
 

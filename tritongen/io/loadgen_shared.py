@@ -22,10 +22,10 @@ else:
 # kinds' names): what a Locust that stays up across runs is given with each run. The load kinds
 # by name (tritonload/kinds.py, the standard library only): tritongen finds its side of each.
 if TYPE_CHECKING:
-    from tritonload.kinds import KINDS
+    from tritonload.kinds import AUTO_KIND, KINDS
     from tritonload.options import OPTIONS
 else:
-    from tritongen.loadtests.tritonload.kinds import KINDS
+    from tritongen.loadtests.tritonload.kinds import AUTO_KIND, KINDS
     from tritongen.loadtests.tritonload.options import OPTIONS
 
-__all__ = [*_shared_names, "KINDS", "OPTIONS"]
+__all__ = [*_shared_names, "AUTO_KIND", "KINDS", "OPTIONS"]

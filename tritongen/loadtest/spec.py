@@ -14,11 +14,11 @@ from tritongen.client.inputs import DEFAULT_STRING_LENGTH
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
-from tritongen.io.loadgen_shared import STABILITY_TOLERANCE
+from tritongen.io.loadgen_shared import AUTO_KIND, KINDS, STABILITY_TOLERANCE
 from tritongen.loadtest.distributed import Distributed
-from tritongen.loadtest.kinds.registry import AUTO, check_kind_options
 from tritongen.loadtest.llm.load import LlmLoad
-from tritongen.loadtest.shared_memory import SharedMemory
+from tritongen.loadtest.sequences import check_sequence_settings
+from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 from tritongen.loadtest.sweep_rules import SweepRule
 from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
 from tritongen.server.affinity import CpuPlan
@@ -109,7 +109,7 @@ class LoadSpec:
     """An LLM load (``--api``): prompts to a text model, token figures (None: tensors)."""
     cpus: CpuPlan | None = None
     """``--cpus``: the server's tree and the load processes on cores of their own (None: not pinned)."""
-    kind: str = AUTO
+    kind: str = AUTO_KIND
     """``--load-kind``: the kind of load by name (:mod:`tritongen.loadtest.kinds`); ``auto``: the one
     the options and the model call for."""
     stop_at: SweepRule | None = None
@@ -151,9 +151,45 @@ class LoadSpec:
         if self.atol < 0 or self.rtol < 0:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         check_rounds(self.rounds)
+        check_shared_memory(self.shared_memory, self.address, self.output_shared_memory_size)
+        check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
         if self.distributed is not None:
             self.distributed.check(self.mode, self.levels, self.sequences, self.shared_memory)
-        check_kind_options(self)
+        if self.llm is not None:
+            self._check_llm(self.llm)
+        if self.kind != AUTO_KIND and self.kind not in KINDS:
+            raise ConfigError(
+                f"--load-kind {self.kind!r} is unknown", f"use one of {', '.join((AUTO_KIND, *KINDS))}"
+            )
+
+    def _check_llm(self, llm: LlmLoad) -> None:
+        """An LLM load goes over its API's protocol from local load processes, one prompt per request."""
+        llm.check()
+        if llm.openai and self.address.path:
+            raise ConfigError(
+                f"--url {self.address.base_url}: a base URL with a path ({self.address.path}) is not "
+                "supported for OpenAI loads",
+                "give http://HOST:PORT, the server's own address",
+            )
+        grpc = llm.api == "triton-grpc"
+        if grpc != (self.protocol == "grpc"):
+            raise ConfigError(
+                f"--api {llm.api} goes over {'gRPC' if grpc else 'HTTP'}, not --protocol {self.protocol}",
+                "add --protocol grpc (--url HOST:8001)" if grpc else "drop --protocol grpc",
+            )
+        clashes = [
+            ("--shared-memory", self.shared_memory != "none"),
+            ("--sequences", self.sequences),
+            ("--master", self.distributed is not None),
+            ("--batch-size", self.batch_size != 1),
+        ]
+        given = [name for name, clash in clashes if clash]
+        if given:
+            raise ConfigError(
+                f"--api {llm.api} does not go with {', '.join(given)}: its prompts go one per request, "
+                "from load processes on this machine",
+                f"drop {', '.join(given)}",
+            )
 
     @property
     def effective_window_s(self) -> float:

@@ -5,9 +5,8 @@ a sequence model's sequences, a decoupled model's streams, prompts to a language
 tensors through shared memory, the null load that measures the client's own floor. The
 engine never asks which kind it drives; it asks the kind (:class:`LoadKind`):
 
-- ``check``: refuse the kind's own options that cannot work, whatever the model (every spec,
-  as it is made, is checked by every kind);
-- ``claims``: whether ``--load-kind auto`` picks it, from the options and the model's config;
+- ``claims``: whether ``--load-kind auto`` picks it, from the options and the model's config
+  (``given``: the option that asks for it, by which a kind asked by name is held to its own);
 - ``prepare``: check the spec against the model and write the requests the load processes
   read (:class:`Requests`: rows per request, the file, the kind's ``--triton-*`` options);
 - ``add_figures``: what each run's result gains from the kind (streams, sequences, tokens);
@@ -100,14 +99,6 @@ class LoadKind:
         """The option of ``spec`` that asks for this kind, as given (None: none asks for it)."""
         del spec
         return None
-
-    def check(self, spec: LoadSpec) -> None:
-        """Refuse this kind's options in ``spec`` that cannot work, whatever the model.
-
-        Raises:
-            ConfigError: what is wrong, in one line.
-        """
-        del spec
 
     def claims(self, spec: LoadSpec, config: ModelConfig) -> bool:
         """Whether ``--load-kind auto`` picks this kind (asked in the registry's order)."""

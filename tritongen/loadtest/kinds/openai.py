@@ -21,7 +21,6 @@ from tritongen.loadtest.llm.openai_server import prepare_openai_requests
 from tritongen.loadtest.llm.runs import (
     LLM_REQUESTS_FILE,
     add_llm_figures,
-    check_llm_spec,
     llm_note,
     llm_options,
 )
@@ -43,22 +42,6 @@ class OpenAiKind(LoadKind):
     def given(self, spec: LoadSpec) -> str | None:
         """``--api openai-…``, when given."""
         return f"--api {spec.llm.api}" if spec.llm is not None and spec.llm.openai else None
-
-    def check(self, spec: LoadSpec) -> None:
-        """The LLM options, a base URL without a path, and none that does not go with prompts.
-
-        Raises:
-            ConfigError: what is wrong, in one line.
-        """
-        if spec.llm is None or self.given(spec) is None:
-            return
-        if spec.address.path:
-            raise ConfigError(
-                f"--url {spec.address.base_url}: a base URL with a path ({spec.address.path}) is not "
-                "supported for OpenAI loads",
-                "give http://HOST:PORT, the server's own address",
-            )
-        check_llm_spec(spec, spec.llm)
 
     def claims(self, spec: LoadSpec, config: ModelConfig) -> bool:
         """``--api openai-chat`` or ``--api openai-completions``."""

@@ -2,7 +2,8 @@
 
 One line there registers a kind: its name finds ``tritongen/loadtest/kinds/<name>.py`` (dashes
 as underscores), whose ``KIND`` is the kind. ``--load-kind auto`` asks the kinds in that
-order whether a load is theirs (:func:`resolve_kind`).
+order whether a load is theirs (:func:`resolve_kind`); a kind asked by name goes with its own
+options only.
 """
 
 from __future__ import annotations
@@ -12,14 +13,12 @@ import importlib
 from typing import TYPE_CHECKING
 
 from tritongen.errors import ConfigError
-from tritongen.io.loadgen_shared import KINDS
+from tritongen.io.loadgen_shared import AUTO_KIND, KINDS
 from tritongen.loadtest.kinds.base import LoadKind, ModelConfig
 
 if TYPE_CHECKING:
     from tritongen.loadtest.result import RunResult
     from tritongen.loadtest.spec import LoadSpec
-
-AUTO = "auto"
 
 
 @functools.cache
@@ -37,41 +36,30 @@ def load_kinds() -> dict[str, LoadKind]:
 
 def kind_names() -> tuple[str, ...]:
     """``auto`` and every kind's name: what ``--load-kind`` takes."""
-    return (AUTO, *KINDS)
+    return (AUTO_KIND, *KINDS)
 
 
-def check_kind_options(spec: LoadSpec) -> None:
-    """Every kind's check of its options; a kind asked by name goes with its own options only.
+def resolve_kind(spec: LoadSpec, config: ModelConfig) -> LoadKind:
+    """The kind of ``spec``'s load: the one asked by name, else the first whose claim it is.
 
     Raises:
-        ConfigError: a kind's option that cannot work, an unknown kind, or options of another kind.
+        ConfigError: a kind asked by name with options of another kind, or without its own.
     """
     kinds = load_kinds()
-    for kind in kinds.values():
-        kind.check(spec)
-    if spec.kind == AUTO:
-        return
-    named = kinds.get(spec.kind)
-    if named is None:
-        raise ConfigError(f"--load-kind {spec.kind!r} is unknown", f"use one of {', '.join(kind_names())}")
+    if spec.kind == AUTO_KIND:
+        return next(kind for kind in kinds.values() if kind.claims(spec, config))
+    named = kinds[spec.kind]
     others = [option for kind in kinds.values() if kind is not named and (option := kind.given(spec))]
     if others:
         raise ConfigError(
             f"--load-kind {spec.kind} does not go with {', '.join(others)}",
-            f"drop {', '.join(others)}, or use --load-kind {AUTO}",
+            f"drop {', '.join(others)}, or use --load-kind {AUTO_KIND}",
         )
     if named.option is not None and named.given(spec) is None:
         raise ConfigError(
             f"--load-kind {spec.kind} takes its load from {named.option}", f"add {named.option}"
         )
-
-
-def resolve_kind(spec: LoadSpec, config: ModelConfig) -> LoadKind:
-    """The kind of ``spec``'s load: the one asked by name, else the first whose claim it is."""
-    kinds = load_kinds()
-    if spec.kind != AUTO:
-        return kinds[spec.kind]
-    return next(kind for kind in kinds.values() if kind.claims(spec, config))
+    return named
 
 
 def run_notes(run: RunResult) -> list[str]:

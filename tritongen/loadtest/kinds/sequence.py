@@ -21,7 +21,6 @@ from tritongen.loadtest.sequences import (
     add_sequence_figures,
     check_id_range,
     check_sequence_model,
-    check_sequence_settings,
     id_range_text,
     is_sequence_model,
     sequence_length,
@@ -44,14 +43,6 @@ class SequenceKind(LoadKind):
     def given(self, spec: LoadSpec) -> str | None:
         """``--sequences``, when given."""
         return "--sequences" if spec.sequences else None
-
-    def check(self, spec: LoadSpec) -> None:
-        """A closed loop, a positive length, and the sequence options only with ``--sequences``.
-
-        Raises:
-            ConfigError: what is wrong, in one line.
-        """
-        check_sequence_settings(spec.sequences, spec.mode, spec.sequence_length, spec.sequence_id_range)
 
     def claims(self, spec: LoadSpec, config: ModelConfig) -> bool:
         """``--sequences``, or a sequence model (refused in :meth:`prepare` without ``--sequences``)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.loadtest.kinds.base import LoadKind, ModelConfig, Requests
 from tritongen.loadtest.kinds.tensors import INPUTS_FILE, model_interface, write_tensor_requests
-from tritongen.loadtest.shared_memory import check_shared_memory, prepare_shared_memory, release_regions
+from tritongen.loadtest.shared_memory import prepare_shared_memory, release_regions
 
 if TYPE_CHECKING:
     from tritongen.loadtest.spec import LoadSpec
@@ -30,14 +30,6 @@ class SharedMemoryKind(LoadKind):
     def given(self, spec: LoadSpec) -> str | None:
         """``--shared-memory system``, when given."""
         return self.option if spec.shared_memory == "system" else None
-
-    def check(self, spec: LoadSpec) -> None:
-        """A known ``--shared-memory``, a server on this host, a positive output size.
-
-        Raises:
-            ConfigError: what is wrong, in one line.
-        """
-        check_shared_memory(spec.shared_memory, spec.address, spec.output_shared_memory_size)
 
     def claims(self, spec: LoadSpec, config: ModelConfig) -> bool:
         """``--shared-memory system`` (a sequence or decoupled model is claimed before)."""

@@ -19,7 +19,6 @@ from tritongen.loadtest.llm.load import prepare_llm_requests
 from tritongen.loadtest.llm.runs import (
     LLM_REQUESTS_FILE,
     add_llm_figures,
-    check_llm_spec,
     llm_note,
     llm_options,
 )
@@ -38,16 +37,6 @@ class TritonLlmKind(LoadKind):
     def given(self, spec: LoadSpec) -> str | None:
         """``--api triton-…``, when given."""
         return f"--api {spec.llm.api}" if spec.llm is not None and not spec.llm.openai else None
-
-    def check(self, spec: LoadSpec) -> None:
-        """The LLM options, and none that does not go with prompts.
-
-        Raises:
-            ConfigError: what is wrong, in one line.
-        """
-        if self.given(spec) is not None:
-            assert spec.llm is not None
-            check_llm_spec(spec, spec.llm)
 
     def claims(self, spec: LoadSpec, config: ModelConfig) -> bool:
         """``--api triton-generate`` or ``--api triton-grpc``."""

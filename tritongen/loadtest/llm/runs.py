@@ -1,48 +1,17 @@
-"""What both LLM kinds share: their option checks, their ``--triton-llm-*`` options, figures and notes."""
+"""What both LLM kinds share: their ``--triton-llm-*`` options, their figures and their notes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tritongen.errors import ConfigError
 from tritongen.loadtest.llm.load import LlmLoad, llm_figures
 from tritongen.loadtest.llm.tokenizer import tokenizer_file
 
 if TYPE_CHECKING:
     from tritongen.loadtest.result import RunResult
-    from tritongen.loadtest.spec import LoadSpec
 
 LLM_REQUESTS_FILE = "llm_requests.jsonl"
-
-
-def check_llm_spec(spec: LoadSpec, llm: LlmLoad) -> None:
-    """An LLM load goes over HTTP (gRPC for ``triton-grpc``) from local load processes, one prompt a request.
-
-    Raises:
-        ConfigError: an API not available, a protocol that is not the API's, or options that
-            do not go with prompts (shared memory, sequences, ``--master``, a batch size).
-    """
-    llm.check()
-    grpc = llm.api == "triton-grpc"
-    if grpc != (spec.protocol == "grpc"):
-        raise ConfigError(
-            f"--api {llm.api} goes over {'gRPC' if grpc else 'HTTP'}, not --protocol {spec.protocol}",
-            "add --protocol grpc (--url HOST:8001)" if grpc else "drop --protocol grpc",
-        )
-    clashes = [
-        ("--shared-memory", spec.shared_memory != "none"),
-        ("--sequences", spec.sequences),
-        ("--master", spec.distributed is not None),
-        ("--batch-size", spec.batch_size != 1),
-    ]
-    given = [name for name, clash in clashes if clash]
-    if given:
-        raise ConfigError(
-            f"--api {llm.api} does not go with {', '.join(given)}: its prompts go one per request, "
-            "from load processes on this machine",
-            f"drop {', '.join(given)}",
-        )
 
 
 def llm_options(llm: LlmLoad, requests: Path) -> dict[str, str]:
