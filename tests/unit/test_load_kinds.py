@@ -24,6 +24,8 @@ from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.spec import LoadSpec
 
+from support.paths import ROOT
+
 SPEC = LoadSpec(model="m", address=ServerAddress.parse("127.0.0.1:8000"))
 SEQUENCE_CONFIG = {"sequence_batching": {"direct": {}}}
 DECOUPLED_CONFIG = {"model_transaction_policy": {"decoupled": True}}
@@ -131,3 +133,8 @@ def test_the_load_generator_runs_the_kind_named_or_the_one_its_older_options_cal
 def test_the_load_generator_refuses_a_kind_it_does_not_have() -> None:
     with pytest.raises(ValueError, match="--triton-kind 'bursty' is not one of"):
         kind_of(_options(kind="bursty"))
+
+
+def test_every_registered_kind_has_its_page() -> None:
+    pages = {page.stem for page in (ROOT / "docs" / "kinds").glob("*.md")} - {"README"}
+    assert pages == set(KINDS)
