@@ -28,6 +28,7 @@ KINDS: dict[str, str] = {
     "stream": "grpc_stream",
     "shared-memory": "shared_memory",
     "tensor": "transports",
+    "null": "null_load",
 }
 """Each kind's name and the module of this package that sends its load, in the order
 ``--load-kind auto`` asks them whether a load is theirs."""
