@@ -20,8 +20,8 @@ from .http_wire import RawHttpConnection
 from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, http_body, read_streams
 from .recording import Recorder
+from .request_data import Array
 from .server_api import host_port, interface_http
-from .shared import Array
 from .transports import GrpcTransport, StepStarts, error_kind
 from .validation import make_validator
 

@@ -16,8 +16,8 @@ from .http_wire import RawHttpConnection
 from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, grpc_request, http_request
 from .recording import Recorder
+from .request_data import Array
 from .server_api import host_port, interface_grpc, interface_http
-from .shared import Array
 from .validation import Validator, make_validator
 
 if TYPE_CHECKING:
