@@ -8,7 +8,6 @@ import pytest
 
 from tritongen.client.address import ServerAddress, normalise_url
 from tritongen.errors import ConfigError
-from tritongen.metrics.process_memory import local_server_pid
 
 from support.network import free_port
 
@@ -74,5 +73,5 @@ def test_which_addresses_are_this_machine() -> None:
 
 
 def test_the_process_listening_at_a_local_address() -> None:
-    assert local_server_pid(ServerAddress.parse("example.com:8000")) is None  # not this machine
-    assert local_server_pid(ServerAddress.parse(f"127.0.0.1:{free_port()}")) in (os.getpid(), None)
+    assert ServerAddress.parse("example.com:8000").listening_pid() is None  # not this machine
+    assert ServerAddress.parse(f"127.0.0.1:{free_port()}").listening_pid() in (os.getpid(), None)

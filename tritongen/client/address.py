@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
+import psutil
+
 from tritongen.errors import ConfigError
 
 Protocol = Literal["http", "grpc"]
@@ -110,6 +112,19 @@ class ServerAddress:
     def on_this_machine(self) -> bool:
         """Whether connecting to the address reaches this machine (its loopback, or ``0.0.0.0``)."""
         return self.is_loopback or self.host == ANY_ADDRESS
+
+    def listening_pid(self) -> int | None:
+        """The process listening at this address when it is on this machine; ``None`` otherwise."""
+        if not self.on_this_machine:
+            return None
+        try:
+            connections = psutil.net_connections(kind="tcp")
+        except (psutil.AccessDenied, OSError):
+            return None
+        for conn in connections:
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == self.port and conn.pid:
+                return int(conn.pid)
+        return None
 
     def beside(self, protocol: Protocol) -> ServerAddress:
         """The same server over ``protocol`` at its default port (the gRPC address of an HTTP one)."""

@@ -159,6 +159,29 @@ class TritonEndpoint:
         found: dict[str, Any] = self._call(f"model '{model}'", client.get_model_config, model, as_json=True)
         return dict(found.get("config", {}))
 
+    def require_ready(self, models: tuple[str, ...], what: str) -> None:
+        """Refuse a model the server does not have ready, naming the ones it has (``what``: whose models).
+
+        Raises:
+            ServerError: a model is not ready, or the server does not answer.
+        """
+        for model in models:
+            if self.is_model_ready(model):
+                continue
+            if not self.is_live():
+                raise ServerError(
+                    f"cannot reach Triton at {self.url} ({self.protocol})",
+                    "start it with `tritongen serve REPO` or pass --url",
+                )
+            try:
+                ready = self.ready_models()
+            except ServerError:  # its repository index is closed
+                ready = []
+            raise ServerError(
+                f"model '{model}' of {what} is not ready on {self.url} (ready: {', '.join(ready) or 'none'})",
+                "load it, or name only models the server has ready",
+            )
+
     def ready_models(self) -> list[str]:
         """Names of the models the server has READY (repository index), sorted.
 

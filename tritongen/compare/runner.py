@@ -43,7 +43,6 @@ from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, seconds_text
 from tritongen.metrics.hardware import describe_host, nvml_server_gpus, server_gpus
-from tritongen.metrics.process_memory import local_server_pid
 from tritongen.pipeline.request import BuildRequest, BuildResult, FormatOutcome, build_plan, model_dir_name
 from tritongen.pipeline.run import build_models
 from tritongen.server.local import LocalTritonServer
@@ -260,7 +259,7 @@ def _serving(request: CompareRequest, say: Say) -> Iterator[ServerHandle]:
             http_url=address.url,
             grpc_url=address.beside("grpc").url,
             metrics_url=address.metrics_url,
-            pid=local_server_pid(address),
+            pid=address.listening_pid(),
             admin_key=request.admin_key,
         )
         return

@@ -24,7 +24,7 @@ from typing import Any
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError
 from tritongen.loadtest.level import FollowHooks, LevelRun
-from tritongen.loadtest.mix import Mix, check_served
+from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.model_run import Launch, ModelRun
 from tritongen.loadtest.prepared import prepare_test
 from tritongen.loadtest.spec import LoadSpec, Mode
@@ -111,7 +111,7 @@ class BackgroundLoad:
                 scheduler, batch size or inputs), or its inputs cannot be built.
         """
         try:
-            check_served(self._endpoint, self.spec.models, what="the background load")
+            self._endpoint.require_ready(self.spec.models, "the background load")
             sampler = MetricsSampler(self.load.address.metrics_url)  # never started: no figures asked of it
             parts = []
             for index, (model, part) in enumerate(zip(self.spec.models, self.spec.parts(), strict=True)):

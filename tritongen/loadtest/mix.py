@@ -10,31 +10,25 @@ own windows over that same span.
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from tritongen.client.endpoint import TritonEndpoint
-from tritongen.errors import ConfigError, ServerError
+from tritongen.errors import ConfigError
 from tritongen.loadtest.kinds.base import LoadKind
 from tritongen.loadtest.level import FollowHooks, LevelRun, Measurement
 from tritongen.loadtest.model_run import Launch, ModelRun
-from tritongen.loadtest.prepared import LoadTest, prepare_test
+from tritongen.loadtest.prepared import LoadTest
 from tritongen.loadtest.progress import ProgressCallback
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.run_figures import run_result
-from tritongen.loadtest.runner import Told, level_label, measure_levels
+from tritongen.loadtest.runner import LoadPlan, Told, level_label, run_plan
 from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.spec import LoadSpec, Mode
 from tritongen.metrics.composing import ServerModels, ensemble_tree
-from tritongen.metrics.process_memory import local_server_pid
-from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import PHASES
-from tritongen.server.affinity import pinned_server
 
 MODEL_SEPARATOR = ","
 SHARE_SEPARATOR = ":"
@@ -140,36 +134,6 @@ def split_streams(total: int, shares: tuple[float, ...]) -> list[int]:
     return counts
 
 
-def check_served(endpoint: TritonEndpoint, models: tuple[str, ...], what: str = "the mix") -> None:
-    """Refuse a model the server does not have ready, naming the ones it has (``what``: whose model it is).
-
-    Raises:
-        ServerError: a model is not ready (or the server does not answer).
-    """
-    for model in models:
-        if endpoint.is_model_ready(model):
-            continue
-        if not endpoint.is_live():
-            raise ServerError(
-                f"cannot reach Triton at {endpoint.url} ({endpoint.protocol})",
-                "start it with `tritongen serve REPO` or pass --url",
-            )
-        ready = ready_models(endpoint)
-        listed = ", ".join(ready) if ready else "none"
-        raise ServerError(
-            f"model '{model}' of {what} is not ready on {endpoint.url} (ready: {listed})",
-            "load it, or name only models the server has ready",
-        )
-
-
-def ready_models(endpoint: TritonEndpoint) -> list[str]:
-    """The names of the models the server has ready (empty when its repository index is closed)."""
-    try:
-        return endpoint.ready_models()
-    except ServerError:
-        return []
-
-
 def run_mix_test(
     spec: LoadSpec,
     mix: Mix,
@@ -188,34 +152,17 @@ def run_mix_test(
     mix.check(spec.mode, spec.levels)
     if spec.shared_memory != "none":
         raise ConfigError("--shared-memory system loads one model at a time", "drop --mix or --shared-memory")
-    endpoint = TritonEndpoint.at(spec.address, timeout_s=10)
-    model = MODEL_SEPARATOR.join(mix.models)
-    report = LoadTestReport(model=model, protocol=spec.protocol, url=spec.address.url, rounds=spec.rounds)
-    workdir = Path(tempfile.mkdtemp(prefix="tritongen-mix-"))
-    server_pid = local_server_pid(spec.address)
-    sampler = MetricsSampler(spec.address.metrics_url, server_pid=server_pid)
-    report.cpus = spec.cpus.to_json() if spec.cpus else None
-    told = Told(progress, stop, on_run)
-    try:
-        check_served(endpoint, mix.models)
-        tests = [
-            prepare_test(s, endpoint, workdir / f"m{i}", server_pid, sampler)
-            for i, s in enumerate(model_specs(spec, mix, endpoint))
-        ]
-        sampler.start()
-        with pinned_server(server_pid, spec.cpus):
-            measure_levels(
-                spec,
-                report,
-                lambda level, n: MixLevel(mix, tests, level, n).run(told),
-                label=lambda level: tests[0].kind.level_text(spec, level),
-                on_run=on_run,
-            )
-    finally:
-        sampler.stop()
-        endpoint.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return report
+
+    def specs(endpoint: TritonEndpoint) -> list[LoadSpec]:
+        endpoint.require_ready(mix.models, "the mix")
+        return model_specs(spec, mix, endpoint)
+
+    plan = LoadPlan(
+        model=MODEL_SEPARATOR.join(mix.models),
+        specs=specs,
+        level=lambda tests, level, number, told: MixLevel(mix, tests, level, number).run(told),
+    )
+    return run_plan(spec, plan, Told(progress, stop, on_run))
 
 
 def model_specs(spec: LoadSpec, mix: Mix, endpoint: TritonEndpoint) -> list[LoadSpec]:

@@ -11,11 +11,10 @@ Mixes (:mod:`.mix`), background loads (:mod:`.background`) and interleaved round
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,19 +31,19 @@ from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.validation import validation_figures
 from tritongen.loadtest.windows import merge
-from tritongen.metrics.process_memory import local_server_pid
 from tritongen.server.affinity import pinned_server
 
 __all__ = [
+    "LoadPlan",
     "LoadTest",
     "Progress",
     "ProgressCallback",
     "Told",
     "level_label",
     "measure_levels",
-    "opened_test",
     "run_level",
     "run_load_test",
+    "run_plan",
 ]
 
 RunEnded = Callable[[RunResult], None]
@@ -77,43 +76,60 @@ def run_load_test(
         TritongenError: the load does not fit the model, or the server or model cannot be reached
             before the first run starts.
     """
-    told = Told(progress, stop, on_run)
-    with opened_test(spec) as test:
-        report = LoadTestReport(
-            model=spec.model, protocol=spec.protocol, url=spec.address.url, rounds=spec.rounds
-        )
-        report.shared_memory = spec.shared_memory
-        report.cpus = spec.cpus.to_json() if spec.cpus else None
-        test.sampler.start()
-        with pinned_server(test.server_pid, spec.cpus), load_processes():
+    plan = LoadPlan(
+        model=spec.model,
+        specs=lambda _endpoint: [spec],
+        level=lambda tests, level, number, told: run_level(tests[0], level, number, told),
+    )
+    return run_plan(spec, plan, Told(progress, stop, on_run))
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """What a load test measures: its models' loads, and how one level of them runs."""
+
+    model: str
+    """The report's model: the model, or the models of a mix."""
+    specs: Callable[[TritonEndpoint], list[LoadSpec]]
+    """Each model's load, checked with the server where it must be."""
+    level: Callable[[list[LoadTest], float, int, Told], RunResult]
+    """One level (and round) of the prepared loads, measured."""
+
+
+def run_plan(spec: LoadSpec, plan: LoadPlan, told: Told) -> LoadTestReport:
+    """Prepare every model's load once (one endpoint, one input file each, one sampler), measure each level.
+
+    Raises:
+        TritongenError: a load does not fit its model, or the server or a model cannot be reached.
+    """
+    report = LoadTestReport(
+        model=plan.model, protocol=spec.protocol, url=spec.address.url, rounds=spec.rounds
+    )
+    report.shared_memory = spec.shared_memory
+    report.cpus = spec.cpus.to_json() if spec.cpus else None
+    endpoint = TritonEndpoint.at(spec.address, timeout_s=10)
+    workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
+    server_pid = spec.address.listening_pid()
+    tests: list[LoadTest] = []
+    try:
+        for index, model_spec in enumerate(plan.specs(endpoint)):  # one sampler: the first model's kind's
+            sampler = tests[0].sampler if tests else None
+            tests.append(prepare_test(model_spec, endpoint, workdir / f"m{index}", server_pid, sampler))
+        tests[0].sampler.start()
+        with pinned_server(server_pid, spec.cpus), load_processes():
             measure_levels(
                 spec,
                 report,
-                lambda level, number: run_level(test, level, number, told),
-                label=lambda level: test.kind.level_text(spec, level),
-                on_run=on_run,
+                lambda level, number: plan.level(tests, level, number, told),
+                label=lambda level: tests[0].kind.level_text(spec, level),
+                on_run=told.on_run,
             )
-    return report
-
-
-@contextlib.contextmanager
-def opened_test(spec: LoadSpec) -> Iterator[LoadTest]:
-    """``spec``'s load, prepared (one endpoint, one input file, one sampler), removed at the end.
-
-    Raises:
-        TritongenError: the load does not fit the model, or the server cannot be reached.
-    """
-    endpoint = TritonEndpoint.at(spec.address, timeout_s=10)
-    workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
-    test: LoadTest | None = None
-    try:
-        test = prepare_test(spec, endpoint, workdir, local_server_pid(spec.address))
-        yield test
     finally:
-        if test is not None:
-            test.sampler.stop()
+        if tests:
+            tests[0].sampler.stop()
         endpoint.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    return report
 
 
 def measure_levels(

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import psutil
 
-from tritongen.client.address import ServerAddress
 from tritongen.server.distribution import STUB_NAME
 
 
@@ -98,17 +97,3 @@ class ProcessMemorySampler:
         while not self._stop.is_set():
             self.sample()
             self._stop.wait(self.interval_s)
-
-
-def local_server_pid(address: ServerAddress) -> int | None:
-    """The process listening at ``address`` when it is on this machine; ``None`` otherwise."""
-    if not address.on_this_machine:
-        return None
-    try:
-        connections = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return None
-    for conn in connections:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == address.port and conn.pid:
-            return int(conn.pid)
-    return None
