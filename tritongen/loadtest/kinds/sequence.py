@@ -16,7 +16,7 @@ from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.input_data import json_stream_lengths
 from tritongen.errors import ConfigError
 from tritongen.loadtest.kinds.base import LoadKind, ModelConfig, Requests, RunView
-from tritongen.loadtest.kinds.tensors import INPUTS_FILE, model_interface, write_tensor_requests
+from tritongen.loadtest.kinds.tensor_requests import INPUTS_FILE, model_interface, write_tensor_requests
 from tritongen.loadtest.sequences import (
     add_sequence_figures,
     check_id_range,

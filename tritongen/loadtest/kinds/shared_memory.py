@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.loadtest.kinds.base import LoadKind, ModelConfig, Requests
-from tritongen.loadtest.kinds.tensors import INPUTS_FILE, model_interface, write_tensor_requests
+from tritongen.loadtest.kinds.tensor_requests import INPUTS_FILE, model_interface, write_tensor_requests
 from tritongen.loadtest.shared_memory import prepare_shared_memory, release_regions
 
 if TYPE_CHECKING:

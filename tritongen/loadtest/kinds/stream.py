@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError
 from tritongen.loadtest.kinds.base import LoadKind, ModelConfig, Requests, RunView
-from tritongen.loadtest.kinds.tensors import INPUTS_FILE, model_interface, write_tensor_requests
+from tritongen.loadtest.kinds.tensor_requests import INPUTS_FILE, model_interface, write_tensor_requests
 from tritongen.loadtest.sequences import check_sequence_model
 from tritongen.loadtest.shared_memory import refuse_shared_memory
 from tritongen.loadtest.streaming import add_streaming_figures, check_streaming, is_decoupled

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.loadtest.kinds.base import LoadKind, ModelConfig, Requests
-from tritongen.loadtest.kinds.tensors import INPUTS_FILE, model_interface, write_tensor_requests
+from tritongen.loadtest.kinds.tensor_requests import INPUTS_FILE, model_interface, write_tensor_requests
 from tritongen.loadtest.sequences import check_sequence_model
 from tritongen.loadtest.streaming import refuse_decoupled
 
