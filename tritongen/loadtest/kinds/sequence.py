@@ -71,14 +71,14 @@ class SequenceKind(LoadKind):
             processes = min(spec.processes or auto_processes(spec.mode, level), int(level))
             check_id_range(spec.sequence_id_range, int(level), processes)
         path = folder / INPUTS_FILE
-        rows, steps, _ = write_tensor_requests(spec, interface, path, streams=sequence_streams(spec))
+        rows, steps, expected = write_tensor_requests(spec, interface, path, streams=sequence_streams(spec))
         refuse_shared_memory(spec.model, spec.shared_memory)
         options = {
             "sequences": "1",
             "sequence-length": str(sequence_length(spec.sequence_length, steps)),
             "sequence-ids": id_range_text(spec.sequence_id_range),
         }
-        return Requests(interface=interface, rows=rows, path=path, options=options)
+        return Requests(interface=interface, rows=rows, path=path, options=options, expected=expected)
 
     def level_text(self, spec: LoadSpec, level: float) -> str:
         """``sequences N``: sequences in flight."""
