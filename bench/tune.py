@@ -29,6 +29,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.control import ModelControl
 from tritongen.intervals import DEFAULT_ROUNDS, paired_ratio, summarise
 from tritongen.loadtest.rounds import Contender, measure_rounds
@@ -176,13 +177,12 @@ def main() -> None:
                 for strategy in ("grid", "adaptive"):
                     load = LoadSpec(
                         model=name,
-                        url=server.http_url,
+                        address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
                         levels=(model.concurrency,),
                         shapes=model.shapes,
                         duration_s=args.duration,
                         warmup_s=1.0,
                         max_duration_s=args.duration,
-                        metrics_url=server.metrics_url,
                     )
                     request = TuneRequest(
                         model=name,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.inputs import InputSpec, ModelInterface
 from tritongen.compare.measure import MeasureSettings, ServerHandle, engine_spec, request_shapes
 from tritongen.compare.recommend import rank, recommend
@@ -21,7 +22,7 @@ from tritongen.compare.result import SCHEMA, CompareReport, EngineResult, Recomm
 from tritongen.compare.runner import apply_metadata
 from tritongen.errors import ConfigError
 from tritongen.metrics.hardware import describe_host, server_gpus
-from tritongen.metrics.process_memory import backend_processes, local_server_pid
+from tritongen.metrics.process_memory import backend_processes
 from tritongen.report.tables import compare_table, to_markdown
 from tritongen.triton.repository import METADATA_FILE
 
@@ -339,14 +340,16 @@ def test_server_gpus_and_local_pid_lookup() -> None:
     )
     assert server_gpus(text) == [{"uuid": "GPU-1", "memory_bytes": 80_000_000_000}]
     assert server_gpus("") == []
-    assert local_server_pid("example.com:8000") is None  # not this machine: no /proc figures
+    assert (
+        ServerAddress.parse("example.com:8000").listening_pid() is None
+    )  # not this machine: no /proc figures
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        assert local_server_pid(f"127.0.0.1:{port}") in (os.getpid(), None)
+        assert ServerAddress.parse(f"127.0.0.1:{port}").listening_pid() in (os.getpid(), None)
 
 
 def test_recommendations_weigh_speed_against_drift() -> None:

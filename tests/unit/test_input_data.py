@@ -403,7 +403,7 @@ PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
 from tritonload import options as opts, payloads
-from tritonload.shared import STEPS_KEY, STRING_ALPHABET
+from tritonload.request_data import STEPS_KEY, STRING_ALPHABET
 import numpy as np
 
 steps = payloads.read_steps(sys.argv[2], "steps")

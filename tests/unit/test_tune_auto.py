@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
 from tritongen.loadtest.spec import LoadSpec
@@ -199,7 +200,9 @@ def test_the_rounds_stopped_when_the_last_round_decided_everything() -> None:
 
 
 def _request(tmp: Path, **changes: object) -> TuneRequest:
-    load = LoadSpec(model="m", url="localhost:8000", levels=(8,), duration_s=2.0, warmup_s=1.0)
+    load = LoadSpec(
+        model="m", address=ServerAddress.parse("localhost:8000"), levels=(8,), duration_s=2.0, warmup_s=1.0
+    )
     fields: dict[str, object] = {
         "model": "m",
         "space": SearchSpace((16,), (None,), (0, 500), (1,)),

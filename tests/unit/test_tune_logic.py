@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
@@ -714,7 +715,9 @@ def test_equal_finalists_are_applied_rarely_and_a_real_gain_is_found() -> None:
 
 
 def _request(tmp: Path | None = None, **changes: object) -> TuneRequest:
-    load = LoadSpec(model="m", url="localhost:8000", levels=(8,), duration_s=2.0, warmup_s=1.0)
+    load = LoadSpec(
+        model="m", address=ServerAddress.parse("localhost:8000"), levels=(8,), duration_s=2.0, warmup_s=1.0
+    )
     request = TuneRequest(
         model="m", space=SearchSpace((16,), (None, (8, 16)), (0, 500, 2000), (1, 2)), load=load,
         slo_p99_ms=10.0, strategy="grid", out_dir=tmp or Path("unused"),

@@ -208,8 +208,8 @@ def kubernetes_command(
         )
         url = f"{service_host(spec)}:{DEFAULT_PORTS[load.protocol.value]}"
         workers = cluster_load_flags.load_workers
-        if not (load.concurrency or load.rate):  # one user per worker pod, none idle
-            load = replace(load, concurrency=str(workers))
+        if not (load.concurrency or load.rate):  # one user per worker pod, none idle (the count is checked)
+            load = replace(load, concurrency=str(max(workers, 1)))
         spec = replace(spec, load=cluster_load(load_spec(model, url, load, run), workers))
         result = write_kubernetes(spec)
     _print_result(spec, result)

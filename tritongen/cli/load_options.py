@@ -12,16 +12,20 @@ from tritongen.cli.common import parse_int_list
 from tritongen.cli.engine_options import Atol, Rtol
 from tritongen.cli.groups import reworded
 from tritongen.cli.options import MetricsUrl, Protocol, ProtocolChoice, Shapes
-from tritongen.client.endpoint import DEFAULT_PORTS
+from tritongen.client.address import DEFAULT_PORTS, ServerAddress
 from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
+from tritongen.io.loadgen_shared import AUTO_KIND
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
+from tritongen.loadtest.kinds.registry import kind_names
+from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.spec import LoadSpec, parse_duration
+from tritongen.loadtest.sweep_rules import SweepRule
 from tritongen.server.affinity import parse_cpus
 from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.stopping import (
@@ -235,6 +239,14 @@ class LoadFlags:
             show_default=False,
         ),
     ] = None
+    load_kind: Annotated[
+        str,
+        typer.Option(
+            "--load-kind",
+            help=f"What the requests are, one of {', '.join(kind_names())}: auto is what the options and "
+            "the model call for; a kind by name takes only its own options.",
+        ),
+    ] = AUTO_KIND
 
     def input_plan(self) -> InputPlan:
         """The data options (``--input-data``, ``--string-length``, ``--input-value``), parsed.
@@ -465,8 +477,16 @@ class AutoRoundsFlags(RoundsFlags):
         return (DEFAULT_ROUNDS if given is None else given), None
 
 
-def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, rounds: int = 1) -> LoadSpec:
-    """The load spec of ``loadtest`` and ``tune`` from their option groups.
+def load_spec(
+    model: str,
+    url: str | None,
+    load: LoadFlags,
+    run: RunFlags,
+    rounds: int = 1,
+    llm: LlmLoad | None = None,
+    stop_at: SweepRule | None = None,
+) -> LoadSpec:
+    """The load spec of ``loadtest`` and ``tune`` from their option groups (checked as it is made).
 
     Raises:
         ConfigError: contradictory or malformed values.
@@ -478,10 +498,13 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
     if run.processes != "auto" and not run.processes.isdigit():
         raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")
     protocol = load.protocol.value
+    given = url or f"localhost:{DEFAULT_PORTS[protocol]}"
+    openai = llm is not None and llm.openai
     return LoadSpec(
         model=model,
-        url=url or f"localhost:{DEFAULT_PORTS[protocol]}",
-        protocol=protocol,  # type: ignore[arg-type]
+        address=ServerAddress.openai(given, run.metrics_url)
+        if openai
+        else ServerAddress.parse(given, protocol, run.metrics_url),
         mode=mode,  # type: ignore[arg-type]
         levels=levels,
         arrival=run.arrival,  # type: ignore[arg-type]
@@ -497,7 +520,6 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         max_duration_s=parse_duration(run.max_duration, "--max-duration") if run.max_duration else None,
         window_s=parse_duration(run.window, "--window") if run.window else None,
         processes=None if run.processes == "auto" else int(run.processes),
-        metrics_url=run.metrics_url,
         request_timeout_s=parse_duration(run.request_timeout, "--request-timeout"),
         other_cpu_limit=parse_other_cpu_limit(run.other_cpu_limit),
         seed=load.seed,
@@ -510,6 +532,9 @@ def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, round
         distributed=run.distributed(),
         web_port=run.web_ui_port(),
         cpus=parse_cpus(run.cpus) if run.cpus else None,
+        llm=llm,
+        kind=load.load_kind,
+        stop_at=stop_at,
     )
 
 

@@ -20,7 +20,7 @@ from tritongen.cli.load_worker import given_options, run_worker_mode
 from tritongen.cli.options import Serve, SkipFailed, SloP99, Url
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import serving_hooks
-from tritongen.client.openai_api import openai_address
+from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
@@ -93,13 +93,10 @@ def loadtest_command(
         if model is None:
             raise ConfigError("MODEL is missing", "e.g. tritongen loadtest mlp_onnx --concurrency 1,8")
         check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
-        spec = load_spec(model, url, load, run, rounds=rounds.count(default=1))
-        spec = replace(spec, llm=llm.load())
-        if spec.llm is not None and spec.llm.openai:
-            spec = replace(spec, url=openai_address(spec.url))
-        if run.stop_at_saturation:
-            spec = replace(spec, stop_at=SaturationRule(gates.slo_p99_ms, rounds.confidence))
-        spec.check()
+        saturation = SaturationRule(gates.slo_p99_ms, rounds.confidence) if run.stop_at_saturation else None
+        spec = load_spec(
+            model, url, load, run, rounds=rounds.count(default=1), llm=llm.load(), stop_at=saturation
+        )
         _check_master(spec, serve, skip_failed)
         mix = Mix.parse(model, run.mix)
         mix.check(spec.mode, spec.levels)
@@ -141,7 +138,7 @@ def _check_master(spec: LoadSpec, serve: Path | None, skip_failed: bool = False)
             "loopback, which workers on other machines cannot reach",
             "serve the model where the workers reach it and give its address with --url",
         )
-    warning = loopback_warning(spec.url)
+    warning = loopback_warning(spec.address)
     if warning is not None:
         err_console.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
 
@@ -164,11 +161,8 @@ def _server(
         yield spec
         return
     with embedded_server(serve, models, serving_hooks(), skip_failed=skip_failed) as server:
-        yield replace(
-            spec,
-            url=server.http_url if spec.protocol == "http" else server.grpc_url,
-            metrics_url=server.metrics_url,
-        )
+        url = server.http_url if spec.protocol == "http" else server.grpc_url
+        yield replace(spec, address=ServerAddress.parse(url, spec.protocol, server.metrics_url))
 
 
 def _run(spec: LoadSpec, mix: Mix) -> LoadTestReport:

@@ -40,7 +40,7 @@ def perf_analyzer_command(ctx: typer.Context) -> None:
         return
     with user_errors():
         options = parse_pa_args(args)
-        endpoint = TritonEndpoint(options.target_url, options.protocol_name, timeout_s=10)
+        endpoint = TritonEndpoint.at(options.address, timeout_s=10)
         try:
             facts = model_facts(options, endpoint)
         finally:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tritongen.client.endpoint import normalise_url
+from tritongen.client.address import ServerAddress
 from tritongen.client.repository import RepositoryControl
 from tritongen.compare import decisions
 from tritongen.compare.measure import (
@@ -40,10 +40,9 @@ from tritongen.errors import ConfigError, TritongenError, first_line
 from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
-from tritongen.loadtest.runner import Progress, metrics_url_for
+from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, seconds_text
 from tritongen.metrics.hardware import describe_host, nvml_server_gpus, server_gpus
-from tritongen.metrics.process_memory import local_server_pid
 from tritongen.pipeline.request import BuildRequest, BuildResult, FormatOutcome, build_plan, model_dir_name
 from tritongen.pipeline.run import build_models
 from tritongen.server.local import LocalTritonServer
@@ -255,12 +254,12 @@ def apply_metadata(report: CompareReport, repo: Path) -> None:
 @contextlib.contextmanager
 def _serving(request: CompareRequest, say: Say) -> Iterator[ServerHandle]:
     if request.url is not None:
-        http = normalise_url(request.url)
+        address = ServerAddress.parse(request.url, "http", request.metrics_url)
         yield ServerHandle(
-            http_url=http,
-            grpc_url=f"{http.rpartition(':')[0]}:8001",
-            metrics_url=request.metrics_url or metrics_url_for(http),
-            pid=local_server_pid(http),
+            http_url=address.url,
+            grpc_url=address.beside("grpc").url,
+            metrics_url=address.metrics_url,
+            pid=address.listening_pid(),
             admin_key=request.admin_key,
         )
         return

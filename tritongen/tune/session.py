@@ -16,8 +16,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.control import ModelControl
-from tritongen.client.endpoint import grpc_url_beside
 from tritongen.errors import TritongenError
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.pipeline.rerender import Rerender, model_target, plan_rerender, write_rerender
@@ -129,7 +129,11 @@ def _server(
     spec = request.load
     if session.url is not None:
         url = session.url
-        yield url, replace(spec, url=url if spec.protocol == "http" else grpc_url_beside(url))
+        address = ServerAddress.parse(url, "http", spec.address.given_metrics_url)
+        yield (
+            url,
+            replace(spec, address=address.beside(spec.protocol) if spec.protocol == "grpc" else address),
+        )
         return
     # The model under load, and the composing model tuned (a model called through BLS is not
     # loaded with its caller, as an ensemble's steps are).
@@ -140,6 +144,7 @@ def _server(
     ) as server:
         target = server.http_url if spec.protocol == "http" else server.grpc_url
         try:
-            yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
+            address = ServerAddress.parse(target, spec.protocol, server.metrics_url)
+            yield server.http_url, replace(spec, address=address)
         except ServerGoneError as e:  # the embedded server died: its log says why
             raise ServerGoneError(e.url, e.key, e.out_dir, server.log_path) from e
