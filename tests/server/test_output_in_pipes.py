@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from tritongen.compare.result import CompareReport
-from tritongen.report.tables import compare_table, tune_table
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.tune_tables import tune_table
 from tritongen.server.local import LocalTritonServer
 
 from support.piped_output import WIDTHS, assert_table_whole, assert_whole, run_piped

@@ -22,7 +22,8 @@ from tritongen.compare.runner import apply_metadata
 from tritongen.errors import ConfigError
 from tritongen.metrics.hardware import describe_host, server_gpus
 from tritongen.metrics.process_memory import backend_processes, local_server_pid
-from tritongen.report.tables import compare_table, to_markdown
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.table_data import to_markdown
 from tritongen.triton.repository import METADATA_FILE
 
 SPREAD = (-1.2, -0.5, 0.0, 0.5, 1.2)

@@ -20,7 +20,7 @@ from tritongen.metrics.composing import (
     touched_models,
     tree_parents,
 )
-from tritongen.report.tables import server_models_table, tree_labels
+from tritongen.report.loadtest_tables import server_models_table, tree_labels
 from tritongen.tune.composing import composing_models, tuned_model, untouched_warning
 
 from support.composing_models import (

@@ -7,7 +7,7 @@ import pytest
 from tritongen.loadtest.result import CSV_COLUMNS, LoadTestReport, csv_cells
 from tritongen.metrics.nvml import GpuReading, attribute, is_local_url, open_nvml, visible_devices
 from tritongen.metrics.prometheus import MetricsSampler, Sample
-from tritongen.report.tables import loadtest_table
+from tritongen.report.loadtest_tables import loadtest_table
 
 GIB = 1 << 30
 

@@ -33,7 +33,7 @@ from tritongen.loadtest.sequences import (
     sequence_length,
 )
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.report.tables import sequence_table
+from tritongen.report.kind_tables import sequence_table
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 from tritongen.loadtest.result import LATENCY_KEYS, LoadTestReport, RunResult
 from tritongen.loadtest.streaming import add_streaming_figures, check_streaming, is_decoupled
 from tritongen.report.html import loadtest_section
-from tritongen.report.tables import streaming_table
+from tritongen.report.kind_tables import streaming_table
 
 RESPONSES, FIRST_MS, GAP_MS = 4, 60, 40
 """The plan of the fidelity runs: 4 responses at 60, 100, 140 and 180 ms."""

@@ -19,7 +19,7 @@ from tritongen.cli.main import app
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.report.tables import tune_table
+from tritongen.report.tune_tables import tune_table
 from tritongen.stopping import MIN_ROUNDS, Ending, StopRule, judge, record, spent_confidence
 from tritongen.tune.confirm import Confirmation, Entry
 from tritongen.tune.confirm import judge as judge_rounds

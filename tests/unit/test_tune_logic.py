@@ -814,7 +814,7 @@ def test_report_without_finalists_keeps_the_current_config() -> None:
 def test_tune_table_and_plot_show_the_confirmation() -> None:
     from tritongen.report.html import render_report
     from tritongen.report.plots import confirmed_points, tune_figure, tune_points
-    from tritongen.report.tables import tune_table
+    from tritongen.report.tune_tables import tune_table
 
     report = _report(5, {QUICK: [1.88, 1.95, 1.90, 1.86, 1.93], SLOW_TAIL: [1.0, 1.02, 0.99, 1.01, 0.98]})
     doc = json.loads(json.dumps(report.to_json()))

@@ -331,8 +331,9 @@ def _print_build(report: CompareReport) -> None:
 
 def print_report(report: CompareReport) -> None:
     """The ranked table, the accuracy of reduced-precision engines, their notes, and the recommendations."""
-    from tritongen.report.html import precision_tables
-    from tritongen.report.tables import compare_table, to_rich
+    from tritongen.report.compare_tables import compare_table
+    from tritongen.report.convert_tables import precision_tables
+    from tritongen.report.table_data import to_rich
 
     tables = [
         compare_table(report),
@@ -353,7 +354,8 @@ def print_report(report: CompareReport) -> None:
 def _write_outputs(report: CompareReport, markdown: Path | None, html: Path | None) -> None:
     if markdown is not None:
         from tritongen.io.files import write_output
-        from tritongen.report.tables import compare_table, to_markdown
+        from tritongen.report.compare_tables import compare_table
+        from tritongen.report.table_data import to_markdown
 
         lines = [to_markdown(compare_table(report)), ""]
         lines += [f"- **{r.title}**: {r.reason}" for r in report.recommendations]

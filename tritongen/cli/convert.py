@@ -184,8 +184,8 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
 
 def print_precision(result: BuildResult) -> None:
     """The accuracy of every reduced-precision variant and the steps of each mixed-precision search."""
-    from tritongen.report.html import precision_tables
-    from tritongen.report.tables import to_rich
+    from tritongen.report.convert_tables import precision_tables
+    from tritongen.report.table_data import to_rich
 
     entries = [(o.label, o.precision.to_json()) for o in result.outcomes if o.precision is not None]
     for table in precision_tables(entries):

@@ -209,15 +209,14 @@ def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | Non
 
 
 def _print_report(report: LoadTestReport) -> None:
-    from tritongen.report.tables import (
+    from tritongen.report.kind_tables import sequence_table, streaming_table
+    from tritongen.report.loadtest_tables import (
         loadtest_models_table,
         loadtest_rounds_table,
         loadtest_table,
-        sequence_table,
         server_models_table,
-        streaming_table,
-        to_rich,
     )
+    from tritongen.report.table_data import to_rich
 
     document = report.to_json()
     console.print(to_rich(loadtest_table(document)))

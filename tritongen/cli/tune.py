@@ -526,12 +526,13 @@ def _outputs(report: TuneReport, output: OutputFlags) -> None:
 
 
 def _print(report: TuneReport) -> None:
-    from tritongen.report.tables import to_rich, tune_table
+    from tritongen.report.table_data import to_rich
+    from tritongen.report.tune_tables import tune_table
 
     console.print(to_rich(tune_table(report.to_json())))
     console.print(report.verdict(), highlight=False, markup=False, soft_wrap=True)
     if report.background is not None:
-        from tritongen.report.tables import background_text
+        from tritongen.report.tune_tables import background_text
 
         console.print(background_text(report.background), highlight=False, markup=False, soft_wrap=True)
     for warning in report.warnings:
@@ -551,7 +552,7 @@ def _print(report: TuneReport) -> None:
 
 def _print_stopping(report: TuneReport) -> None:
     """``--rounds auto``: why the confirmation's rounds stopped, and each finalist's verdict."""
-    from tritongen.report.tables import stopping_notes
+    from tritongen.report.rounds_notes import stopping_notes
 
     confirmation = report.confirmation
     if confirmation is None or confirmation.rule is None:

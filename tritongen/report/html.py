@@ -21,21 +21,17 @@ from tritongen.io.files import write_output
 from tritongen.io.loadgen_shared import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.pipeline.request import CONVERT_SCHEMA
-from tritongen.report.tables import (
-    TableData,
-    accuracy_table,
-    background_facts,
-    compare_table,
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.convert_tables import precision_tables, verification_table
+from tritongen.report.kind_tables import sequence_table, streaming_table
+from tritongen.report.loadtest_tables import (
     loadtest_models_table,
     loadtest_rounds_table,
     loadtest_table,
-    mixed_precision_table,
-    sequence_table,
     server_models_table,
-    streaming_table,
-    tune_table,
-    verification_table,
 )
+from tritongen.report.table_data import TableData
+from tritongen.report.tune_tables import background_facts, tune_table
 from tritongen.tune.runner import READABLE_SCHEMAS as TUNE_SCHEMAS
 
 REPORT_TEMPLATE = "report.html.j2"
@@ -257,18 +253,6 @@ def compare_section(document: dict[str, Any], source: str) -> Section:
     if report.status != "ok":
         section.warnings.append(f"the comparison ended early ({report.status}): the figures are partial")
     return section
-
-
-def precision_tables(entries: list[tuple[str, dict[str, Any]]]) -> list[TableData]:
-    """The accuracy table of reduced variants, then each mixed-precision search: ``(label, report)`` each."""
-    if not entries:
-        return []
-    tables = [accuracy_table(entries)]
-    for label, report in entries:
-        mixed = report.get("auto_mixed_precision")
-        if isinstance(mixed, dict):
-            tables.append(mixed_precision_table(label, mixed))
-    return tables
 
 
 def convert_section(document: dict[str, Any], source: str) -> Section:
