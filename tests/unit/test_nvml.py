@@ -135,4 +135,4 @@ def test_a_run_with_nvml_figures_has_its_source_in_the_csv() -> None:
     }  # fmt: skip
     (run,) = LoadTestReport.from_json(document).runs
     assert "gpu_source" in CSV_COLUMNS and csv_cells(run)["gpu_source"] == "nvml"
-    assert "GPU figures from NVML, whole device" in loadtest_table(document).notes
+    assert "GPU figures from NVML, whole device" in loadtest_table(LoadTestReport.from_json(document)).notes

@@ -23,13 +23,7 @@ from tritongen.loadtest.result import LoadTestReport
 from tritongen.pipeline.request import CONVERT_SCHEMA
 from tritongen.report.compare_tables import compare_table
 from tritongen.report.convert_tables import precision_tables, verification_table
-from tritongen.report.kind_tables import sequence_table, streaming_table
-from tritongen.report.loadtest_tables import (
-    loadtest_models_table,
-    loadtest_rounds_table,
-    loadtest_table,
-    server_models_table,
-)
+from tritongen.report.loadtest_tables import loadtest_report_tables
 from tritongen.report.table_data import TableData
 from tritongen.report.tune_tables import background_facts, tune_table
 from tritongen.tune.runner import READABLE_SCHEMAS as TUNE_SCHEMAS
@@ -89,12 +83,11 @@ def _figure(caption: str, fig: Any) -> Figure:
     return Figure(caption, base64.b64encode(png_bytes(fig)).decode("ascii"))
 
 
-def loadtest_section(document: dict[str, Any], source: str) -> Section:
+def loadtest_section(report: LoadTestReport, source: str) -> Section:
     """Runs table and latency-vs-throughput plot of a load test."""
     from tritongen.report.llm_plots import is_llm_report, tokens_figure
     from tritongen.report.plots import latency_figure
 
-    report = LoadTestReport.from_json(document)
     section = Section(
         kind="load test",
         title=f"Load test of {report.model}",
@@ -106,23 +99,8 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
             ("runs", str(len(report.runs))),
             ("rounds", f"{report.rounds} per level, levels interleaved"),
         ],
-        tables=[loadtest_table(document)],
+        tables=loadtest_report_tables(report),
     )
-    over_rounds = loadtest_rounds_table(document)
-    if over_rounds is not None:
-        section.tables.append(over_rounds)
-    streams = streaming_table(document)
-    if streams is not None:
-        section.tables.append(streams)
-    sequences = sequence_table(document)
-    if sequences is not None:
-        section.tables.append(sequences)
-    mixed = loadtest_models_table(document)
-    if mixed is not None:
-        section.tables.append(mixed)
-    per_model = server_models_table(document)
-    if per_model is not None:
-        section.tables.append(per_model)
     if any(r.latency_us for r in report.runs):
         caption = "Latency against throughput, one point per run"
         if report.rounds > 1:
@@ -290,7 +268,7 @@ def section_for(document: dict[str, Any], source: str) -> Section:
     if schema == CONVERT_SCHEMA:
         return convert_section(document, source)
     if schema == LOADTEST_SCHEMA:
-        return loadtest_section(document, source)
+        return loadtest_section(LoadTestReport.from_json(document), source)
     if schema in TUNE_SCHEMAS:
         return tune_section(document, source)
     return compare_section(document, source)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from tritongen.loadtest.result import RunResult
 
 
 @dataclass(frozen=True)
@@ -44,13 +47,28 @@ def us_cell(value: Any) -> str:
     return f"{float(value):,.0f}" if isinstance(value, int | float) else "–"
 
 
-def run_level(run: dict[str, Any]) -> str:
+def percentile_ms(figures: Mapping[str, float] | None, key: str) -> str:
+    """One figure of a latency object (``p50`` … ``max``, µs) in ms (``–`` where it has none)."""
+    return ms_cell(None if figures is None else figures.get(key))
+
+
+def run_level(run: RunResult) -> str:
     """A run's level: ``c=8``, ``seq=4`` (sequences in flight) or ``500/s``."""
-    if run.get("mode") == "rate":
-        return f"{run.get('target_rate'):g}/s"
-    if run.get("sequences_per_s") is not None:  # a sequence model: N sequences in flight
-        return f"seq={run.get('concurrency')}"
-    return f"c={run.get('concurrency')}"
+    if run.mode == "rate":
+        return f"{run.target_rate:g}/s"
+    if run.sequences_per_s is not None:  # a sequence model: N sequences in flight
+        return f"seq={run.concurrency}"
+    return f"c={run.concurrency}"
+
+
+def run_label(run: RunResult, rounds: int) -> str:
+    """A run's level, with its round where the levels were measured in several (``c=8 r2``)."""
+    return run_level(run) + (f" r{run.round}" if rounds > 1 else "")
+
+
+def run_style(run: RunResult) -> str | None:
+    """``bad`` for a run with errors or that did not finish, else no style."""
+    return "bad" if run.errors or run.status != "ok" else None
 
 
 def to_markdown(table: TableData) -> str:
