@@ -337,7 +337,7 @@ def print_report(report: CompareReport) -> None:
 
     tables = [
         compare_table(report),
-        *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy]),
+        *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy is not None]),
     ]
     for table in tables:
         console.print(to_rich(table))

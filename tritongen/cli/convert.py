@@ -187,7 +187,7 @@ def print_precision(result: BuildResult) -> None:
     from tritongen.report.convert_tables import precision_tables
     from tritongen.report.table_data import to_rich
 
-    entries = [(o.label, o.precision.to_json()) for o in result.outcomes if o.precision is not None]
+    entries = [(o.label, o.precision) for o in result.outcomes if o.precision is not None]
     for table in precision_tables(entries):
         console.print(to_rich(table))
         for note in table.notes:

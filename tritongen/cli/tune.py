@@ -553,9 +553,10 @@ def _print(report: TuneReport) -> None:
 def _print_stopping(report: TuneReport) -> None:
     """``--rounds auto``: why the confirmation's rounds stopped, and each finalist's verdict."""
     from tritongen.report.rounds_notes import stopping_notes
+    from tritongen.stopping import read_stopping
 
     confirmation = report.confirmation
     if confirmation is None or confirmation.rule is None:
         return
-    for line in stopping_notes(confirmation.stopping_record(), report.request.confidence):
+    for line in stopping_notes(read_stopping(confirmation.stopping_record()), report.request.confidence):
         console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -18,7 +18,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,9 @@ from tritongen.compare.measure import (
     engine_spec,
 )
 from tritongen.compare.recommend import RANK_KEYS, rank, recommend
-from tritongen.compare.result import CompareReport, EngineResult, build_note
+from tritongen.compare.result import CompareReport, EngineResult, LatencyRun, build_note
 from tritongen.convert.precision import FP32, Variant
+from tritongen.convert.result_json import read_precision_report
 from tritongen.errors import ConfigError, TritongenError, first_line
 from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.result import RunResult
@@ -201,7 +202,7 @@ def apply_build(report: CompareReport, build: BuildResult) -> None:
             engine.build = build_note(outcome.format, outcome.model.engine)
         _apply_verification(engine, outcome)
         if outcome.precision is not None:
-            engine.apply_precision(outcome.precision.to_json())
+            engine.apply_precision(outcome.precision)
         if outcome.status == "built":
             engine.precision = outcome.variant.key
         elif outcome.status == "unavailable":
@@ -240,7 +241,7 @@ def apply_metadata(report: CompareReport, repo: Path) -> None:
         engine.precision = _precision(facts)
         engine.build = build_note(engine.format, facts)
         if isinstance(meta.get("precision"), dict):
-            engine.apply_precision(meta["precision"])
+            engine.apply_precision(read_precision_report(meta["precision"]))
         verification = meta.get("verification")
         if isinstance(verification, dict) and verification.get("outputs"):
             outputs = verification["outputs"]
@@ -443,9 +444,9 @@ def _apply_rounds(engines: Ramped, rounds: Rounds, confidence: float) -> None:
         b1 = rounds.runs.get(f"{engine.model}|b1", [])
         b32 = rounds.runs.get(f"{engine.model}|b32", [])
         engine.rounds = min(len(b1), len(b32))
-        engine.latency_runs = [r for r in engine.latency_runs if r.get("figure") == "ramp"]
-        engine.latency_runs += [{**asdict(r), "figure": "p99_ms_b1"} for r in b1]
-        engine.latency_runs += [{**asdict(r), "figure": "infer_per_s_b32"} for r in b32]
+        engine.latency_runs = [r for r in engine.latency_runs if r.figure == "ramp"]
+        engine.latency_runs += [LatencyRun("p99_ms_b1", r) for r in b1]
+        engine.latency_runs += [LatencyRun("infer_per_s_b32", r) for r in b32]
         figures: dict[str, list[float | None]] = {
             name: rounds.figures(f"{engine.model}|b1", functools.partial(_ms, key=key))
             for name, key in FIGURES_B1.items()
@@ -456,7 +457,7 @@ def _apply_rounds(engines: Ramped, rounds: Rounds, confidence: float) -> None:
         engine.round_figures = figures
         engine.summarise(confidence)
         errors = sum(r.errors for r in b1 + b32)
-        ramp_errors = sum(int(r.get("errors") or 0) for r in engine.latency_runs if r.get("figure") == "ramp")
+        ramp_errors = sum(r.run.errors for r in engine.latency_runs if r.figure == "ramp")
         engine.errors = ramp_errors + errors
         if engine.errors:
             engine.status = "failed"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tritongen.compare.recommend import rank_labels
-from tritongen.compare.result import CompareReport
+from tritongen.compare.result import CompareReport, CompareSettings
 from tritongen.compare.result import EngineResult as CompareEngine
-from tritongen.intervals import DEFAULT_CONFIDENCE, format_summary
+from tritongen.intervals import format_summary
 from tritongen.loadtest.result import gpu_source_text
 from tritongen.report.rounds_notes import stopping_notes
 from tritongen.report.table_data import TableData, number_cell
@@ -13,7 +13,8 @@ from tritongen.report.table_data import TableData, number_cell
 
 def compare_table(report: CompareReport) -> TableData:
     """Engines in ranked order: latency, throughput, memory, cold start, precision, error."""
-    batch = report.settings.get("batch_size_throughput", 32)
+    settings = report.compare_settings()
+    batch = settings.batch_size_throughput
     kinds = {e.memory_kind for e in report.engines if e.memory_kind}
     memory = "memory MB" + (" (GPU)" if kinds == {"gpu"} else " (RSS)" if kinds == {"cpu_rss"} else "")
     headers = (
@@ -31,8 +32,7 @@ def compare_table(report: CompareReport) -> TableData:
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
     notes = []
-    ranked_by = report.settings.get("rank_by", "throughput")
-    confidence = float(report.settings.get("confidence", DEFAULT_CONFIDENCE))
+    ranked_by = settings.rank_by
     ranks = rank_labels(report.engines, ranked_by, report.verdict_confidence())
     for engine, rank in zip(report.engines, ranks, strict=True):
         rows.append(
@@ -56,7 +56,7 @@ def compare_table(report: CompareReport) -> TableData:
             notes.append(
                 f"{engine.label}: throughput at batch {engine.batch_size_throughput} (its max batch)"
             )
-    notes += _gpu_memory_note(report.engines) + _rounds_notes(report, confidence)
+    notes += _gpu_memory_note(report.engines) + _rounds_notes(report, settings)
     return TableData(
         title=f"{report.name}: engines ranked by {ranked_by}",
         headers=headers,
@@ -67,16 +67,17 @@ def compare_table(report: CompareReport) -> TableData:
     )
 
 
-def _rounds_notes(report: CompareReport, confidence: float) -> list[str]:
+def _rounds_notes(report: CompareReport, settings: CompareSettings) -> list[str]:
     """What the figures are over, and with ``--rounds auto`` why the rounds stopped."""
     rounds = max((e.rounds for e in report.engines), default=0)
     if not rounds:
         return []
     notes = [
-        f"P99 and throughput: median ± half the {confidence:.0%} interval over {rounds} interleaved "
-        f"round(s); '=' ranks an engine level with the one above (their paired ratio's interval holds 1)"
+        f"P99 and throughput: median ± half the {settings.confidence:.0%} interval over {rounds} "
+        f"interleaved round(s); '=' ranks an engine level with the one above (their paired ratio's "
+        "interval holds 1)"
     ]
-    return notes + stopping_notes(report.settings.get("stopping"), confidence)
+    return notes + stopping_notes(settings.stopping, settings.confidence)
 
 
 def _over_rounds(engine: CompareEngine, metric: str) -> str:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tritongen.convert.accuracy import task_figure
+from tritongen.convert.mixed_precision import MixedResult
+from tritongen.convert.reduced import PrecisionReport
+from tritongen.convert.result_json import CalibrationFacts
 from tritongen.report.table_data import TableData
 
 
@@ -48,84 +51,77 @@ def verification_table(outcomes: list[dict[str, Any]]) -> TableData:
     )
 
 
-def accuracy_table(entries: list[tuple[str, dict[str, Any]]]) -> TableData:
-    """Drift of reduced-precision variants from FP32: ``(label, precision report JSON)`` each."""
+ACCURACY_HEADERS = ("variant", "output", "task figure", "rel RMS", "max abs", "samples", "calibrated on",
+                    "FP32 nodes")  # fmt: skip
+
+
+def accuracy_table(entries: list[tuple[str, PrecisionReport]]) -> TableData:
+    """Drift of reduced-precision variants from FP32: ``(label, precision report)`` each."""
     rows: list[tuple[str, ...]] = []
     notes: list[str] = []
     for label, report in entries:
-        accuracy = report.get("accuracy") or {}
-        calibration = report.get("calibration") or {}
-        kept = report.get("kept_fp32") or []
-        calibrated = (
-            f"{calibration.get('samples')} ({report.get('calibration_method')})"
-            + (", random" if calibration.get("random") else "")
-            if calibration
-            else "–"
-        )
-        outputs = accuracy.get("outputs") or []
+        calibration = CalibrationFacts.from_json(report.calibration) if report.calibration else None
+        kept = report.kept_fp32
+        calibrated = "–"
+        if calibration is not None:
+            calibrated = f"{calibration.samples} ({report.calibration_method})"
+            calibrated += ", random" if calibration.random else ""
+        outputs = report.accuracy.outputs if report.accuracy is not None else ()
         if not outputs:
             rows.append((label, "–", "–", "–", "–", "–", calibrated, str(len(kept))))
         for i, output in enumerate(outputs):
+            first = i == 0
+            samples = str(report.accuracy.samples) if report.accuracy is not None and first else ""
             rows.append(
-                (
-                    label if i == 0 else "",
-                    str(output["name"]),
-                    task_figure(output),
-                    f"{output['rel_rms_err']:.2e}",
-                    f"{output['max_abs_err']:.2e}",
-                    str(accuracy.get("samples", "–")) if i == 0 else "",
-                    calibrated if i == 0 else "",
-                    str(len(kept)) if i == 0 else "",
-                )
-            )
-        if report.get("accuracy_data"):
-            of = report.get("accuracy_of")
-            where = f" ({of})" if of and of != "the artifact" else ""
-            notes.append(f"{label}: measured on {report['accuracy_data']}{where}")
-        if calibration.get("random"):
-            notes.append(
-                f"{label}: calibrated on random noise, not on real inputs; expect drift on real data"
-            )
-        if kept:
-            shown = ", ".join(kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else "")
-            notes.append(f"{label}: kept in FP32: {shown}")
+                (label if first else "", output.name, task_figure(output), f"{output.rel_rms_err:.2e}",
+                 f"{output.max_abs_err:.2e}", samples, calibrated if first else "",
+                 str(len(kept)) if first else "")
+            )  # fmt: skip
+        notes += _accuracy_notes(label, report, calibration)
     return TableData(
         title="accuracy against FP32",
-        headers=(
-            "variant",
-            "output",
-            "task figure",
-            "rel RMS",
-            "max abs",
-            "samples",
-            "calibrated on",
-            "FP32 nodes",
-        ),
+        headers=ACCURACY_HEADERS,
         rows=rows,
         right=(False, False, False, True, True, True, False, True),
         notes=notes,
     )
 
 
-def mixed_precision_table(label: str, mixed: dict[str, Any]) -> TableData:
+def _accuracy_notes(label: str, report: PrecisionReport, calibration: CalibrationFacts | None) -> list[str]:
+    """What a variant's accuracy was measured on, a calibration on noise, the nodes kept in FP32."""
+    notes = []
+    if report.accuracy_data:
+        of = report.accuracy_of
+        where = f" ({of})" if of and of != "the artifact" else ""
+        notes.append(f"{label}: measured on {report.accuracy_data}{where}")
+    if calibration is not None and calibration.random:
+        notes.append(f"{label}: calibrated on random noise, not on real inputs; expect drift on real data")
+    kept = report.kept_fp32
+    if kept:
+        shown = ", ".join(kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else "")
+        notes.append(f"{label}: kept in FP32: {shown}")
+    return notes
+
+
+def mixed_precision_table(label: str, mixed: MixedResult) -> TableData:
     """The steps of the mixed-precision search: nodes kept in FP32, error and latency at each."""
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
-    budget = float(mixed.get("max_error") or 0.0)
-    for index, step in enumerate(mixed.get("steps") or []):
+    budget = float(mixed.max_error or 0.0)
+    for index, step in enumerate(mixed.steps):
         rows.append(
             (
                 str(index),
-                str(step.get("added") or "(all reduced)"),
-                str(len(step.get("kept") or [])),
-                f"{float(step['error']):.3g}",
-                f"{float(step['latency_ms']):.3f}",
+                str(step.added or "(all reduced)"),
+                str(len(step.kept)),
+                f"{float(step.error):.3g}",
+                f"{float(step.latency_ms):.3f}",
             )
         )
-        styles.append("good" if float(step["error"]) <= budget else None)
+        styles.append("good" if float(step.error) <= budget else None)
     return TableData(
-        title=f"{label}: mixed precision, budget {mixed.get('metric')} ≤ {budget:g} "
-        f"({mixed.get('candidates')} candidate nodes)",
+        title=f"{label}: mixed precision, budget {mixed.metric} ≤ {budget:g} "
+        f"({mixed.candidates} candidate nodes)",
         headers=("step", "node kept in FP32", "FP32 nodes", "error", "latency ms"),
         rows=rows,
         right=(True, False, True, True, True),
@@ -133,13 +129,10 @@ def mixed_precision_table(label: str, mixed: dict[str, Any]) -> TableData:
     )
 
 
-def precision_tables(entries: list[tuple[str, dict[str, Any]]]) -> list[TableData]:
+def precision_tables(entries: list[tuple[str, PrecisionReport]]) -> list[TableData]:
     """The accuracy table of reduced variants, then each mixed-precision search: ``(label, report)`` each."""
     if not entries:
         return []
     tables = [accuracy_table(entries)]
-    for label, report in entries:
-        mixed = report.get("auto_mixed_precision")
-        if isinstance(mixed, dict):
-            tables.append(mixed_precision_table(label, mixed))
+    tables += [mixed_precision_table(label, r.mixed) for label, r in entries if r.mixed is not None]
     return tables

@@ -16,6 +16,7 @@ from typing import Any
 from tritongen import __version__
 from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
 from tritongen.compare.result import CompareReport
+from tritongen.convert.result_json import read_precision_report
 from tritongen.errors import ConfigError
 from tritongen.io.files import write_output
 from tritongen.io.loadgen_shared import SCHEMA as LOADTEST_SCHEMA
@@ -181,33 +182,28 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
     return section
 
 
-def compare_section(document: dict[str, Any], source: str) -> Section:
+def compare_section(report: CompareReport, source: str) -> Section:
     """Engines table, recommendations, bars and per-engine latency curves of a comparison."""
     from tritongen.report.plots import compare_latency_figure, engines_figure
 
-    report = CompareReport.from_json(document)
-    host = report.hardware.get("host") or {}
-    server = report.hardware.get("server") or {}
-    gpus = server.get("gpus") or host.get("gpus") or []
-    settings = report.settings
+    hardware = report.hardware_facts()
+    settings = report.compare_settings()
     facts = [
         ("source", report.source),
         (
             "hardware",
-            f"{host.get('cpu', '?')}, {host.get('cpus', '?')} CPUs"
-            + (f", {len(gpus)} GPU(s)" if gpus else ", no GPU"),
+            f"{hardware.cpu or '?'}, {hardware.cpus or '?'} CPUs"
+            + (f", {len(hardware.gpus)} GPU(s)" if hardware.gpus else ", no GPU"),
         ),
-        ("server", f"Triton {server.get('triton_version') or '?'} at {server.get('url') or '?'}"),
+        ("server", f"Triton {hardware.triton_version or '?'} at {hardware.server_url or '?'}"),
         (
             "load",
-            f"{settings.get('duration_s')} s per measurement after {settings.get('warmup_s')} s warm-up; "
-            f"concurrency {settings.get('concurrency_levels')} "
-            f"at batch {settings.get('batch_size_throughput')}",
+            f"{settings.duration_s} s per measurement after {settings.warmup_s} s warm-up; "
+            f"concurrency {settings.concurrency_levels} at batch {settings.batch_size_throughput}",
         ),
         (
             "rounds",
-            f"{settings.get('rounds', 1)} interleaved round(s) per figure, "
-            f"{float(settings.get('confidence') or 0.95):.0%} intervals",
+            f"{settings.rounds} interleaved round(s) per figure, {settings.confidence:.0%} intervals",
         ),
         ("status", report.status),
     ]
@@ -218,7 +214,7 @@ def compare_section(document: dict[str, Any], source: str) -> Section:
         facts=facts,
         tables=[
             compare_table(report),
-            *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy]),
+            *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy is not None]),
         ],
         recommendations=[(r.title, r.reason) for r in report.recommendations],
     )
@@ -246,7 +242,11 @@ def convert_section(document: dict[str, Any], source: str) -> Section:
         facts.append(
             ("calibration", f"{settings['calibration_data']} ({settings.get('calibration_method')})")
         )
-    entries = [(str(o["label"]), o["precision"]) for o in outcomes if isinstance(o.get("precision"), dict)]
+    entries = [
+        (str(o["label"]), read_precision_report(o["precision"]))
+        for o in outcomes
+        if isinstance(o.get("precision"), dict)
+    ]
     section = Section(
         kind="convert",
         title=f"Conversion of {document.get('name')}",
@@ -271,7 +271,7 @@ def section_for(document: dict[str, Any], source: str) -> Section:
         return loadtest_section(LoadTestReport.from_json(document), source)
     if schema in TUNE_SCHEMAS:
         return tune_section(document, source)
-    return compare_section(document, source)
+    return compare_section(CompareReport.from_json(document), source)
 
 
 def render_report(documents: list[tuple[str, dict[str, Any]]], templates_dir: Path | None = None) -> str:

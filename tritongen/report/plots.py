@@ -296,16 +296,16 @@ def compare_latency_figure(report: CompareReport) -> Any:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for engine in report.engines:
-        runs = [r for r in engine.latency_runs if r.get("latency_us") and r.get("figure", "ramp") == "ramp"]
+        runs = [r.run for r in engine.latency_runs if r.figure == "ramp" and r.run.latency_us]
         if not runs:
             continue
-        ramp = [r for r in runs if r.get("batch_size", 1) > 1] or runs
-        xs = [float(r["infer_per_s"]) for r in ramp]
-        ys = [float(r["latency_us"]["p99"]) / 1000 for r in ramp]
-        line = ax.plot(xs, ys, "o-", label=f"{engine.label} (batch {ramp[0].get('batch_size', 1)})")[0]
+        ramp = [r for r in runs if r.batch_size > 1] or runs
+        xs = [float(r.infer_per_s) for r in ramp]
+        ys = [float((r.latency_us or {})["p99"]) / 1000 for r in ramp]
+        line = ax.plot(xs, ys, "o-", label=f"{engine.label} (batch {ramp[0].batch_size})")[0]
         for r, x, y in zip(ramp, xs, ys, strict=True):
             ax.annotate(
-                f"c={r.get('concurrency')}",
+                f"c={r.concurrency}",
                 (x, y),
                 textcoords="offset points",
                 xytext=(4, 4),

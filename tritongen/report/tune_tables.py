@@ -7,6 +7,7 @@ from typing import Any
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary
 from tritongen.report.rounds_notes import stopping_notes
 from tritongen.report.table_data import TableData, ms_cell
+from tritongen.stopping import read_stopping
 
 
 def tune_table(document: dict[str, Any]) -> TableData:
@@ -46,7 +47,7 @@ def tune_table(document: dict[str, Any]) -> TableData:
             f"rounds: median ± half the {level:.0%} interval over interleaved rounds; vs current: throughput "
             "over the current config's, paired by round, with its interval"
         )
-        notes += stopping_notes(confirmation.get("stopping"), level)
+        notes += stopping_notes(read_stopping(confirmation.get("stopping")), level)
     return TableData(
         title=title,
         headers=headers,
