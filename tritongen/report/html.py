@@ -27,7 +27,8 @@ from tritongen.report.convert_tables import precision_tables, verification_table
 from tritongen.report.loadtest_tables import loadtest_report_tables
 from tritongen.report.table_data import TableData
 from tritongen.report.tune_tables import background_facts, tune_table
-from tritongen.tune.runner import READABLE_SCHEMAS as TUNE_SCHEMAS
+from tritongen.tune.document import READABLE_SCHEMAS as TUNE_SCHEMAS
+from tritongen.tune.document import ConfirmationEntry, SearchBest, TuneDocument
 
 REPORT_TEMPLATE = "report.html.j2"
 SCHEMAS = (LOADTEST_SCHEMA, *TUNE_SCHEMAS, COMPARE_SCHEMA, CONVERT_SCHEMA)
@@ -115,54 +116,50 @@ def loadtest_section(report: LoadTestReport, source: str) -> Section:
     return section
 
 
-def _confirmation_text(confirmation: dict[str, Any]) -> str:
+def _confirmation_text(confirmation: ConfirmationEntry) -> str:
     """``2 finalist(s) and the current config, 4 of 5 interleaved rounds, 95% intervals``."""
-    finalists = len(confirmation.get("contenders") or {}) - 1
-    stopping = confirmation.get("stopping")
-    most = "at most " if isinstance(stopping, dict) else ""
-    stopped = f" (--rounds auto: {stopping.get('stopped')})" if isinstance(stopping, dict) else ""
+    finalists = len(confirmation.contenders) - 1
+    stopping = confirmation.stopping
+    most = "at most " if stopping is not None else ""
+    stopped = f" (--rounds auto: {stopping.stopped})" if stopping is not None else ""
     return (
-        f"{finalists} finalist(s) and the current config, {confirmation.get('completed_rounds')} of "
-        f"{most}{confirmation.get('rounds')} interleaved rounds{stopped}, "
-        f"{float(confirmation['confidence']):.0%} intervals"
+        f"{finalists} finalist(s) and the current config, {confirmation.completed_rounds} of "
+        f"{most}{confirmation.rounds} interleaved rounds{stopped}, {confirmation.confidence:.0%} intervals"
     )
 
 
-def tune_section(document: dict[str, Any], source: str) -> Section:
+def tune_section(document: TuneDocument, source: str) -> Section:
     """Trials table, verdict and throughput/P99 plot of a tune (confirmed configs with their intervals)."""
     from tritongen.report.plots import confirmed_points, tune_figure, tune_points
 
-    best = document.get("best")
-    slo = document.get("slo_p99_ms")
-    confirmation = document.get("confirmation") or {}
+    best, slo = document.best, document.slo_p99_ms
     facts = [
-        ("model", str(document.get("model"))),
+        ("model", document.model),
         ("P99 budget", f"{slo:g} ms" if slo is not None else "none"),
         (
             "strategy",
-            f"{document.get('strategy')} ({len(document.get('trials') or [])} trials "
-            f"of {document.get('grid_size')} legal configs)",
+            f"{document.strategy} ({len(document.trials)} trials of {document.grid_size} legal configs)",
         ),
-        ("status", str(document.get("status"))),
+        ("status", document.status),
     ]
-    if document.get("load_model") not in (None, document.get("model")):
-        facts.insert(1, ("load on", f"{document['load_model']} (the model tuned is one it calls)"))
-    if confirmation:
-        facts.append(("confirmation", _confirmation_text(confirmation)))
-    if document.get("verdict"):
-        facts.append(("verdict", str(document["verdict"])))
-    elif isinstance(best, dict):  # tritongen.tune/1: one measurement per config
-        gain = best.get("gain_over_baseline")
+    if document.load_model not in (None, document.model):
+        facts.insert(1, ("load on", f"{document.load_model} (the model tuned is one it calls)"))
+    if document.confirmation is not None:
+        facts.append(("confirmation", _confirmation_text(document.confirmation)))
+    if document.verdict:
+        facts.append(("verdict", document.verdict))
+    elif isinstance(best, SearchBest):  # tritongen.tune/1: one measurement per config
+        gain = best.gain_over_baseline
         facts.append(
             (
                 "best",
-                f"{best['key']}: {float(best['infer_per_s']):,.0f} infer/s"
-                + (f", {gain:.2f}× the baseline" if isinstance(gain, int | float) else ""),
+                f"{best.key}: {best.infer_per_s:,.0f} infer/s"
+                + (f", {gain:.2f}× the baseline" if gain is not None else ""),
             )
         )
     section = Section(
         kind="tune",
-        title=f"Tuning of {document.get('model')}",
+        title=f"Tuning of {document.model}",
         source=source,
         facts=facts + background_facts(document),
         tables=[tune_table(document)],
@@ -174,7 +171,7 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
             _figure(
                 "Throughput against P99 per trial; the front joins the configs nothing beats on both"
                 + ("; diamonds: configs confirmed in rounds, bars their intervals" if confirmed else ""),
-                tune_figure(points, f"tune {document.get('model')}", slo, baseline, confirmed),
+                tune_figure(points, f"tune {document.model}", slo, baseline, confirmed),
             )
         )
     if best is None:
@@ -270,7 +267,7 @@ def section_for(document: dict[str, Any], source: str) -> Section:
     if schema == LOADTEST_SCHEMA:
         return loadtest_section(LoadTestReport.from_json(document), source)
     if schema in TUNE_SCHEMAS:
-        return tune_section(document, source)
+        return tune_section(TuneDocument.from_json(document), source)
     return compare_section(CompareReport.from_json(document), source)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from tritongen.compare.result import CompareReport
 from tritongen.errors import RepositoryError
 from tritongen.loadtest.result import LoadTestReport
+from tritongen.tune.document import TuneDocument
 
 TunePoint = tuple[str, float, float, bool, bool]
 """(label, infer_per_s, p99_ms, feasible, on_front) of one measured trial."""
@@ -70,29 +71,29 @@ def latency_figure(report: LoadTestReport, slo_p99_ms: float | None = None) -> A
     return fig
 
 
-def tune_points(document: dict[str, Any]) -> tuple[list[TunePoint], tuple[float, float] | None]:
-    """The measured trials of a tune document, and its current config's measurement (infer/s, P99 ms)."""
-    front = set(document.get("front") or [])
+def tune_points(document: TuneDocument) -> tuple[list[TunePoint], tuple[float, float] | None]:
+    """The measured trials of a tune, and its current config's measurement (infer/s, P99 ms)."""
+    front = set(document.front)
     points = [
-        (t["key"], t["infer_per_s"], t["p99_us"] / 1000, bool(t["feasible"]), t["key"] in front)
-        for t in document.get("trials") or []
-        if t.get("p99_us") is not None
+        (t.key, t.infer_per_s, t.p99_us / 1000, t.feasible, t.key in front)
+        for t in document.trials
+        if t.p99_us is not None
     ]
-    base = document.get("baseline")
+    base = document.baseline
     reference = None
-    if isinstance(base, dict) and base.get("p99_us") is not None:
-        reference = (float(base["infer_per_s"]), float(base["p99_us"]) / 1000)
+    if base is not None and base.p99_us is not None:
+        reference = (float(base.infer_per_s), float(base.p99_us) / 1000)
     return points, reference
 
 
-def confirmed_points(document: dict[str, Any]) -> list[ConfirmedPoint]:
-    """The contenders of a tune document's confirmation (none for ``tritongen.tune/1``)."""
-    confirmed = (document.get("confirmation") or {}).get("contenders") or {}
-    best = (document.get("best") or {}).get("key")
+def confirmed_points(document: TuneDocument) -> list[ConfirmedPoint]:
+    """The contenders of a tune's confirmation (none for ``tritongen.tune/1``)."""
+    confirmed = {} if document.confirmation is None else document.confirmation.contenders
+    best = None if document.best is None else document.best.key
     points = []
     for key, entry in confirmed.items():
-        infer, p99 = entry.get("infer_per_s"), entry.get("p99_us")
-        if not infer or not p99:
+        infer, p99 = entry.infer_per_s, entry.p99_us
+        if infer is None or p99 is None:
             continue
 
         def ms(value: float | None) -> float | None:
@@ -100,14 +101,14 @@ def confirmed_points(document: dict[str, Any]) -> list[ConfirmedPoint]:
 
         points.append(
             ConfirmedPoint(
-                label=str(key),
-                infer_per_s=float(infer["median"]),
-                infer_low=infer.get("ci_low"),
-                infer_high=infer.get("ci_high"),
-                p99_ms=float(p99["median"]) / 1000,
-                p99_low=ms(p99.get("ci_low")),
-                p99_high=ms(p99.get("ci_high")),
-                current=bool(entry.get("current")),
+                label=key,
+                infer_per_s=infer.median,
+                infer_low=infer.low,
+                infer_high=infer.high,
+                p99_ms=p99.median / 1000,
+                p99_low=ms(p99.low),
+                p99_high=ms(p99.high),
+                current=entry.current,
                 best=key == best,
             )
         )
