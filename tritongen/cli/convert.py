@@ -115,13 +115,13 @@ def write_results(
 
     from tritongen.io.files import write_output
 
-    document = result.to_json(request)
+    document = result.document(request)
     if json_path is not None:
-        write_output(json_path, json.dumps(document, indent=2) + "\n")
+        write_output(json_path, json.dumps(document.to_json(), indent=2) + "\n")
     if html is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(request.name, document)], html)
+        write_documents([(request.name, document.to_json())], html)
 
 
 def print_summary(result: BuildResult, request: BuildRequest) -> None:

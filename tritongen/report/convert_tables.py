@@ -2,45 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tritongen.convert.accuracy import task_figure
 from tritongen.convert.mixed_precision import MixedResult
 from tritongen.convert.reduced import PrecisionReport
 from tritongen.convert.result_json import CalibrationFacts
+from tritongen.pipeline.document import ConvertOutcome
 from tritongen.report.table_data import TableData
 
 
-def verification_table(outcomes: list[dict[str, Any]]) -> TableData:
-    """Each model directory of a ``tritongen.convert/1`` document against the source."""
+def verification_table(outcomes: list[ConvertOutcome]) -> TableData:
+    """Each model directory of a conversion against the source."""
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
     for outcome in outcomes:
-        check = outcome.get("verification") or {}
-        outputs = check.get("outputs") or []
-        tolerance = (
-            f"rel RMS ≤ {check['rms']:g}"
-            if check.get("rms") is not None
-            else f"{check.get('atol', 0):g} + {check.get('rtol', 0):g}·|ref|"
-            if check
-            else ""
-        )
-        style = {"built": None, "kept": "bad", "failed": "bad"}.get(outcome["status"], "muted")
+        check = outcome.verification
+        outputs = check.outputs if check is not None else ()
+        tolerance = check.tolerance.describe() if check is not None else ""
+        style = {"built": None, "kept": "bad", "failed": "bad"}.get(outcome.status, "muted")
         if not outputs:
-            rows.append((str(outcome["label"]), str(outcome["status"]), "–", "–", "–", "–", ""))
+            rows.append((outcome.label, outcome.status, "–", "–", "–", "–", ""))
             styles.append(style)
         for i, output in enumerate(outputs):
+            first = i == 0
             rows.append(
-                (
-                    str(outcome["label"]) if i == 0 else "",
-                    str(outcome["status"]) if i == 0 else "",
-                    str(output["name"]),
-                    f"{output['max_abs_err']:.2e}",
-                    f"{output['max_rel_err']:.2e}",
-                    f"{output.get('rel_rms_err', 0.0):.2e}",
-                    tolerance if i == 0 else "",
-                )
-            )
+                (outcome.label if first else "", outcome.status if first else "", output.name,
+                 f"{output.max_abs:.2e}", f"{output.max_rel:.2e}", f"{output.rel_rms:.2e}",
+                 tolerance if first else "")
+            )  # fmt: skip
             styles.append(style)
     return TableData(
         title="verification against the source",

@@ -16,12 +16,11 @@ from typing import Any
 from tritongen import __version__
 from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
 from tritongen.compare.result import CompareReport
-from tritongen.convert.result_json import read_precision_report
 from tritongen.errors import ConfigError
 from tritongen.io.files import write_output
 from tritongen.io.loadgen_shared import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
-from tritongen.pipeline.request import CONVERT_SCHEMA
+from tritongen.pipeline.document import CONVERT_SCHEMA, ConvertDocument
 from tritongen.report.compare_tables import compare_table
 from tritongen.report.convert_tables import precision_tables, verification_table
 from tritongen.report.loadtest_tables import loadtest_report_tables
@@ -226,35 +225,25 @@ def compare_section(report: CompareReport, source: str) -> Section:
     return section
 
 
-def convert_section(document: dict[str, Any], source: str) -> Section:
+def convert_section(document: ConvertDocument, source: str) -> Section:
     """Verification of every model directory a conversion wrote, and the drift of reduced variants."""
-    outcomes = document.get("outcomes") or []
-    settings = document.get("precision_settings") or {}
+    settings = document.precision()
     facts = [
-        ("source", str(document.get("source"))),
-        ("signature", str(document.get("signature"))),
-        ("repository", f"{document.get('repo')} (target {document.get('target')})"),
+        ("source", document.source),
+        ("signature", document.signature),
+        ("repository", f"{document.repo} (target {document.target})"),
     ]
-    if settings.get("calibration_data"):
-        facts.append(
-            ("calibration", f"{settings['calibration_data']} ({settings.get('calibration_method')})")
-        )
-    entries = [
-        (str(o["label"]), read_precision_report(o["precision"]))
-        for o in outcomes
-        if isinstance(o.get("precision"), dict)
-    ]
+    if settings.calibration_data:
+        facts.append(("calibration", f"{settings.calibration_data} ({settings.calibration_method})"))
     section = Section(
         kind="convert",
-        title=f"Conversion of {document.get('name')}",
+        title=f"Conversion of {document.name}",
         source=source,
         facts=facts,
-        tables=[verification_table(outcomes), *precision_tables(entries)],
+        tables=[verification_table(document.outcomes), *precision_tables(document.precision_entries())],
     )
     section.warnings += [
-        f"{o['label']} {o['status']}: {o['reason']}"
-        for o in outcomes
-        if o.get("status") in ("failed", "kept")
+        f"{o.label} {o.status}: {o.reason}" for o in document.outcomes if o.status in ("failed", "kept")
     ]
     return section
 
@@ -263,7 +252,7 @@ def section_for(document: dict[str, Any], source: str) -> Section:
     """The section of one document, by its schema."""
     schema = document.get("schema")
     if schema == CONVERT_SCHEMA:
-        return convert_section(document, source)
+        return convert_section(ConvertDocument.from_json(document), source)
     if schema == LOADTEST_SCHEMA:
         return loadtest_section(LoadTestReport.from_json(document), source)
     if schema in TUNE_SCHEMAS:
