@@ -839,7 +839,7 @@ def test_tune_table_and_plot_show_the_confirmation() -> None:
     figure = tune_figure(trials, "tune m", 10.0, reference, points)
     assert len(figure.axes[0].containers) == 3  # one error bar per confirmed config
     figure.clf()
-    page = render_report([("tune.json", doc)])
+    page = render_report([("tune.json", typed)])
     assert "best: mb16-pbauto-qd500-i1 1,880 ±" in page and "rounds infer/s" in page
     # A tritongen.tune/1 document (no confirmation) still reads.
     old = {
@@ -856,7 +856,9 @@ def test_tune_table_and_plot_show_the_confirmation() -> None:
         "front",
     )
     assert confirmed_points(TuneDocument.from_json(old)) == []
-    assert "1.50× the baseline" in render_report([("old.json", {**old, "verdict": None})])
+    assert "1.50× the baseline" in render_report(
+        [("old.json", TuneDocument.from_json({**old, "verdict": None}))]
+    )
 
 
 def test_request_checks_rounds_confidence_and_finalists() -> None:

@@ -363,7 +363,7 @@ def _write_outputs(report: CompareReport, markdown: Path | None, html: Path | No
     if html is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(report.name, report.to_json())], html)
+        write_documents([(report.name, report)], html)
 
 
 def _finish(report: CompareReport) -> None:

@@ -121,7 +121,7 @@ def write_results(
     if html is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(request.name, document.to_json())], html)
+        write_documents([(request.name, document)], html)
 
 
 def print_summary(result: BuildResult, request: BuildRequest) -> None:

@@ -205,7 +205,7 @@ def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | Non
     if output.html_path is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(report.model, report.to_json())], output.html_path)
+        write_documents([(report.model, report)], output.html_path)
 
 
 def _print_report(report: LoadTestReport) -> None:

@@ -523,7 +523,7 @@ def _outputs(report: TuneReport, output: OutputFlags) -> None:
     if html_path is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(report.request.model, report.to_json())], html_path)
+        write_documents([(report.request.model, report.document())], html_path)
 
 
 def _print(report: TuneReport) -> None:

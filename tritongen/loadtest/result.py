@@ -315,12 +315,12 @@ class SweepStop:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SweepStop:
-        """Read what :meth:`to_json` wrote."""
+        """Read what :meth:`to_json` wrote (levels as written: a level written as 16 stays 16)."""
         return cls(
             rule=data["rule"],
-            level=float(data["level"]),
+            level=data["level"],
             text=str(data.get("text", "")),
-            skipped=tuple(float(x) for x in data.get("skipped") or ()),
+            skipped=tuple(data.get("skipped") or ()),
         )
 
 

@@ -1,4 +1,4 @@
-"""One self-contained HTML page from loadtest, tune and compare JSON: tables and embedded plots.
+"""One self-contained HTML page from convert, loadtest, tune and compare results: tables and plots.
 
 The page has no external assets: its style is inline and every plot is a PNG inside an
 ``data:`` URI, so the file can be mailed, attached to a CI run or opened offline.
@@ -8,29 +8,24 @@ from __future__ import annotations
 
 import base64
 import datetime
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
-from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
 from tritongen.compare.result import CompareReport
-from tritongen.errors import ConfigError
 from tritongen.io.files import write_output
-from tritongen.io.loadgen_shared import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
-from tritongen.pipeline.document import CONVERT_SCHEMA, ConvertDocument
+from tritongen.pipeline.document import ConvertDocument
 from tritongen.report.compare_tables import compare_table
 from tritongen.report.convert_tables import precision_tables, verification_table
+from tritongen.report.documents import ResultReport, read_result
 from tritongen.report.loadtest_tables import loadtest_report_tables
 from tritongen.report.table_data import TableData
 from tritongen.report.tune_tables import background_facts, tune_table
-from tritongen.tune.document import READABLE_SCHEMAS as TUNE_SCHEMAS
 from tritongen.tune.document import ConfirmationEntry, SearchBest, TuneDocument
 
 REPORT_TEMPLATE = "report.html.j2"
-SCHEMAS = (LOADTEST_SCHEMA, *TUNE_SCHEMAS, COMPARE_SCHEMA, CONVERT_SCHEMA)
 
 
 @dataclass
@@ -53,29 +48,6 @@ class Section:
     recommendations: list[tuple[str, str]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def read_document(path: Path) -> dict[str, Any]:
-    """Read a result JSON written by tritongen.
-
-    Raises:
-        ConfigError: the file is missing, not JSON, or not a convert, loadtest, tune or compare result.
-    """
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise ConfigError(
-            f"{path} does not exist", "pass a JSON written by convert, loadtest, tune or compare"
-        ) from e
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"{path} is not a JSON document: {e}", "pass the file written by --json") from e
-    schema = document.get("schema") if isinstance(document, dict) else None
-    if schema not in SCHEMAS:
-        raise ConfigError(
-            f"{path} is not a tritongen result (schema {schema!r})",
-            f"report reads {', '.join(SCHEMAS)}",
-        )
-    return dict(document)
 
 
 def _figure(caption: str, fig: Any) -> Figure:
@@ -248,23 +220,22 @@ def convert_section(document: ConvertDocument, source: str) -> Section:
     return section
 
 
-def section_for(document: dict[str, Any], source: str) -> Section:
-    """The section of one document, by its schema."""
-    schema = document.get("schema")
-    if schema == CONVERT_SCHEMA:
-        return convert_section(ConvertDocument.from_json(document), source)
-    if schema == LOADTEST_SCHEMA:
-        return loadtest_section(LoadTestReport.from_json(document), source)
-    if schema in TUNE_SCHEMAS:
-        return tune_section(TuneDocument.from_json(document), source)
-    return compare_section(CompareReport.from_json(document), source)
+def section_for(report: ResultReport, source: str) -> Section:
+    """The section of one result, by its kind."""
+    if isinstance(report, ConvertDocument):
+        return convert_section(report, source)
+    if isinstance(report, LoadTestReport):
+        return loadtest_section(report, source)
+    if isinstance(report, TuneDocument):
+        return tune_section(report, source)
+    return compare_section(report, source)
 
 
-def render_report(documents: list[tuple[str, dict[str, Any]]], templates_dir: Path | None = None) -> str:
-    """The HTML page of ``documents`` ((source name, document) each), in the order given."""
+def render_report(reports: list[tuple[str, ResultReport]], templates_dir: Path | None = None) -> str:
+    """The HTML page of ``reports`` ((source name, report) each), in the order given."""
     from tritongen.triton.templates import render_template
 
-    sections = [section_for(document, source) for source, document in documents]
+    sections = [section_for(report, source) for source, report in reports]
     return render_template(
         REPORT_TEMPLATE,
         templates_dir,
@@ -275,18 +246,18 @@ def render_report(documents: list[tuple[str, dict[str, Any]]], templates_dir: Pa
 
 
 def write_report(paths: list[Path], output: Path, templates_dir: Path | None = None) -> Path:
-    """Read result JSON files and write their report page to ``output`` (atomically).
+    """Read result JSON files, each once into its typed report, and write their page to ``output``.
 
     Raises:
         ConfigError: an input is missing or not a tritongen result.
         RepositoryError: ``output`` cannot be written.
     """
-    documents = [(path.name, read_document(path)) for path in paths]
-    return write_documents(documents, output, templates_dir)
+    reports = [(path.name, read_result(path)) for path in paths]
+    return write_documents(reports, output, templates_dir)
 
 
 def write_documents(
-    documents: list[tuple[str, dict[str, Any]]], output: Path, templates_dir: Path | None = None
+    reports: list[tuple[str, ResultReport]], output: Path, templates_dir: Path | None = None
 ) -> Path:
-    """Write the report page of in-memory documents to ``output`` (atomically)."""
-    return write_output(output, render_report(documents, templates_dir))
+    """Write the report page of results in memory ((source name, report) each) to ``output`` (atomically)."""
+    return write_output(output, render_report(reports, templates_dir))
