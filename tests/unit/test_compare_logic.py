@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from tritongen.client.inputs import InputSpec, ModelInterface
+from tritongen.compare.build_facts import apply_metadata
 from tritongen.compare.measure import MeasureSettings, ServerHandle, engine_spec, request_shapes
 from tritongen.compare.recommend import rank, recommend
 from tritongen.compare.result import SCHEMA, CompareReport, EngineResult, Recommendation, build_note
-from tritongen.compare.runner import apply_metadata
 from tritongen.convert.result_json import read_precision_report
 from tritongen.errors import ConfigError
 from tritongen.metrics.hardware import describe_host, server_gpus
