@@ -24,7 +24,8 @@ from tritongen.loadtest.shared_memory import (
     region_owner,
 )
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.server.local import SHM_DIR, LocalTritonServer
+from tritongen.server.leftovers import SHM_DIR
+from tritongen.server.local import LocalTritonServer
 
 from support.paths import ROOT
 from support.shm_model import SHM_MODEL

@@ -19,8 +19,9 @@ from rich.table import Table
 from tritongen.cli.console import PIPE_WIDTH, pipe_width
 from tritongen.compare.result import CompareReport, EngineResult
 from tritongen.compare.runner import finish
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.table_data import TableData, to_rich
 from tritongen.report.table_layout import WholeWordTable, spread
-from tritongen.report.tables import TableData, compare_table, to_rich
 
 from support.piped_output import WIDTHS, assert_table_whole, assert_whole, drawn_tables, run_piped
 

@@ -35,7 +35,7 @@ from tritongen.loadtest.sequences import (
     sequence_length,
 )
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.report.tables import sequence_table
+from tritongen.report.kind_tables import sequence_table
 
 runner = CliRunner()
 
@@ -112,10 +112,15 @@ def test_sequence_figures_reach_table_and_csv(tmp_path: Path) -> None:
         "sequences_per_s": 100.0, "requests_per_sequence": 5.0,
     }  # fmt: skip
     document = {"model": "acc", "rounds": 1, "runs": [run]}
-    table = sequence_table(document)
+    table = sequence_table(LoadTestReport.from_json(document))
     assert table is not None
     assert table.rows[0][:4] == ("seq=4", "100.0", "5", "2.00") and table.rows[0][-2:] == ("1", "1")
-    assert sequence_table({"model": "m", "runs": [{**run, "latencies_us": {}, "counts": {}}]}) is None
+    assert (
+        sequence_table(
+            LoadTestReport.from_json({"model": "m", "runs": [{**run, "latencies_us": {}, "counts": {}}]})
+        )
+        is None
+    )
     report = LoadTestReport.from_json({"model": "acc", "runs": [run]})
     report.write_csv(tmp_path / "run.csv")
     header, row = (line.split(",") for line in (tmp_path / "run.csv").read_text().splitlines())

@@ -20,10 +20,11 @@ from tritongen.client.address import ServerAddress
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.report.tables import tune_table
+from tritongen.report.tune_tables import tune_table
 from tritongen.stopping import FUTILITY_FROM, MIN_ROUNDS, Ending, StopRule, judge, record, spent_confidence
 from tritongen.tune.confirm import Confirmation, Entry
 from tritongen.tune.confirm import judge as judge_rounds
+from tritongen.tune.document import TuneDocument
 from tritongen.tune.runner import TuneReport, TuneRequest, _claim, check_claim, plan
 from tritongen.tune.space import Candidate, Current, SearchSpace
 
@@ -227,7 +228,7 @@ def test_the_report_records_the_stopping_and_the_verdict_its_level(tmp_path: Pat
     assert stopping["max_rounds"] == 20 and stopping["margin"] == 0.05 and "rule" in stopping
     assert doc["confirmation"]["contenders"][QUICK.key]["decision"] == "different"
     assert "at 99.72% (the level spent at round 3: --rounds auto keeps 95%)" in doc["verdict"]
-    notes = tune_table(doc).notes
+    notes = tune_table(TuneDocument.from_json(doc)).notes
     assert any(
         n.startswith("--rounds auto: 3 round(s), every pair decided; pairs judged at 99.72%") for n in notes
     )

@@ -817,11 +817,13 @@ def test_report_without_finalists_keeps_the_current_config() -> None:
 def test_tune_table_and_plot_show_the_confirmation() -> None:
     from tritongen.report.html import render_report
     from tritongen.report.plots import confirmed_points, tune_figure, tune_points
-    from tritongen.report.tables import tune_table
+    from tritongen.report.tune_tables import tune_table
+    from tritongen.tune.document import TuneDocument
 
     report = _report(5, {QUICK: [1.88, 1.95, 1.90, 1.86, 1.93], SLOW_TAIL: [1.0, 1.02, 0.99, 1.01, 0.98]})
     doc = json.loads(json.dumps(report.to_json()))
-    table = tune_table(doc)
+    typed = TuneDocument.from_json(doc)
+    table = tune_table(typed)
     assert table.headers[-3:] == ("rounds infer/s", "rounds P99 ms", "vs current")
     assert len(table.rows) == len(doc["trials"]) + 1
     rows = {row[0]: row for row in table.rows}
@@ -831,16 +833,16 @@ def test_tune_table_and_plot_show_the_confirmation() -> None:
     assert rows[QUICK.key][-1].startswith("1.90× [")
     assert rows["mb16-pbauto-qd0-i2"][-3:] == ("", "", "")  # searched, not confirmed
     assert table.styles[1] == "good"
-    points = confirmed_points(doc)
+    points = confirmed_points(typed)
     assert [(p.label, p.current, p.best) for p in points] == [
         (CURRENT.key, True, False), (QUICK.key, False, True), (SLOW_TAIL.key, False, False),
     ]  # fmt: skip
     assert all(p.infer_low is not None and p.infer_low <= p.infer_per_s for p in points)
-    trials, reference = tune_points(doc)
+    trials, reference = tune_points(typed)
     figure = tune_figure(trials, "tune m", 10.0, reference, points)
     assert len(figure.axes[0].containers) == 3  # one error bar per confirmed config
     figure.clf()
-    page = render_report([("tune.json", doc)])
+    page = render_report([("tune.json", typed)])
     assert "best: mb16-pbauto-qd500-i1 1,880 ±" in page and "rounds infer/s" in page
     # A tritongen.tune/1 document (no confirmation) still reads.
     old = {
@@ -849,9 +851,17 @@ def test_tune_table_and_plot_show_the_confirmation() -> None:
         "confirmation": None,
         "best": {"key": QUICK.key, "infer_per_s": 1880.0, "p99_us": 4000.0, "gain_over_baseline": 1.5},
     }
-    assert tune_table(old).headers == ("config", "infer/s", "P99 ms", "feasible", "front")
-    assert confirmed_points(old) == []
-    assert "1.50× the baseline" in render_report([("old.json", {**old, "verdict": None})])
+    assert tune_table(TuneDocument.from_json(old)).headers == (
+        "config",
+        "infer/s",
+        "P99 ms",
+        "feasible",
+        "front",
+    )
+    assert confirmed_points(TuneDocument.from_json(old)) == []
+    assert "1.50× the baseline" in render_report(
+        [("old.json", TuneDocument.from_json({**old, "verdict": None}))]
+    )
 
 
 def test_request_checks_rounds_confidence_and_finalists() -> None:

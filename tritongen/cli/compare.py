@@ -331,12 +331,13 @@ def _print_build(report: CompareReport) -> None:
 
 def print_report(report: CompareReport) -> None:
     """The ranked table, the accuracy of reduced-precision engines, their notes, and the recommendations."""
-    from tritongen.report.html import precision_tables
-    from tritongen.report.tables import compare_table, to_rich
+    from tritongen.report.compare_tables import compare_table
+    from tritongen.report.convert_tables import precision_tables
+    from tritongen.report.table_data import to_rich
 
     tables = [
         compare_table(report),
-        *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy]),
+        *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy is not None]),
     ]
     for table in tables:
         console.print(to_rich(table))
@@ -353,7 +354,8 @@ def print_report(report: CompareReport) -> None:
 def _write_outputs(report: CompareReport, markdown: Path | None, html: Path | None) -> None:
     if markdown is not None:
         from tritongen.io.files import write_output
-        from tritongen.report.tables import compare_table, to_markdown
+        from tritongen.report.compare_tables import compare_table
+        from tritongen.report.table_data import to_markdown
 
         lines = [to_markdown(compare_table(report)), ""]
         lines += [f"- **{r.title}**: {r.reason}" for r in report.recommendations]
@@ -361,7 +363,7 @@ def _write_outputs(report: CompareReport, markdown: Path | None, html: Path | No
     if html is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(report.name, report.to_json())], html)
+        write_documents([(report.name, report)], html)
 
 
 def _finish(report: CompareReport) -> None:

@@ -115,9 +115,9 @@ def write_results(
 
     from tritongen.io.files import write_output
 
-    document = result.to_json(request)
+    document = result.document(request)
     if json_path is not None:
-        write_output(json_path, json.dumps(document, indent=2) + "\n")
+        write_output(json_path, json.dumps(document.to_json(), indent=2) + "\n")
     if html is not None:
         from tritongen.report.html import write_documents
 
@@ -184,10 +184,10 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
 
 def print_precision(result: BuildResult) -> None:
     """The accuracy of every reduced-precision variant and the steps of each mixed-precision search."""
-    from tritongen.report.html import precision_tables
-    from tritongen.report.tables import to_rich
+    from tritongen.report.convert_tables import precision_tables
+    from tritongen.report.table_data import to_rich
 
-    entries = [(o.label, o.precision.to_json()) for o in result.outcomes if o.precision is not None]
+    entries = [(o.label, o.precision) for o in result.outcomes if o.precision is not None]
     for table in precision_tables(entries):
         console.print(to_rich(table))
         for note in table.notes:

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.live import Live
@@ -26,7 +26,7 @@ from tritongen.intervals import check_confidence
 from tritongen.loadtest.distributed import loopback_warning
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.mix import Mix, run_mix_test
-from tritongen.loadtest.result import LoadTestReport, RunResult, gpu_source_text
+from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.spec import LoadSpec, seconds_text
@@ -199,37 +199,16 @@ def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | Non
     if output.html_path is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(report.model, report.to_json())], output.html_path)
+        write_documents([(report.model, report)], output.html_path)
 
 
 def _print_report(report: LoadTestReport) -> None:
-    from tritongen.report.tables import (
-        loadtest_models_table,
-        loadtest_rounds_table,
-        loadtest_table,
-        sequence_table,
-        server_models_table,
-        streaming_table,
-        to_rich,
-    )
+    from tritongen.report.kind_tables import llm_line
+    from tritongen.report.loadtest_tables import gpu_line, loadtest_report_tables
+    from tritongen.report.table_data import to_rich
 
-    document = report.to_json()
-    console.print(to_rich(loadtest_table(document)))
-    over_rounds = loadtest_rounds_table(document)
-    if over_rounds is not None:
-        console.print(to_rich(over_rounds))
-    streams = streaming_table(document)
-    if streams is not None:
-        console.print(to_rich(streams))
-    sequences = sequence_table(document)
-    if sequences is not None:
-        console.print(to_rich(sequences))
-    mixed = loadtest_models_table(document)
-    if mixed is not None:
-        console.print(to_rich(mixed))
-    per_model = server_models_table(document)
-    if per_model is not None:
-        console.print(to_rich(per_model))
+    for table in loadtest_report_tables(report):
+        console.print(to_rich(table))
     for run in report.runs:
         if run.errors_by_kind:
             console.print(
@@ -241,44 +220,17 @@ def _print_report(report: LoadTestReport) -> None:
             err_console.print(
                 f"[yellow]warning:[/] {_level(run)}: {warning}", highlight=False, soft_wrap=True
             )
-        if run.gpu:
-            console.print(_gpu_line(run, run.gpu), highlight=False, markup=False)
+        gpu = run.gpu_summary()
+        if gpu is not None:
+            console.print(gpu_line(_level(run), gpu), highlight=False, markup=False)
         if run.output_tokens_per_s is not None:
-            console.print(_llm_line(run), highlight=False, markup=False, soft_wrap=True)
+            console.print(llm_line(_level(run), run), highlight=False, markup=False, soft_wrap=True)
         if run.llm_server:
             console.print(
                 f"{_level(run)} {vllm_text(run.llm_server)}", highlight=False, markup=False, soft_wrap=True
             )
     if report.sweep_stop is not None:
         console.print(report.sweep_stop.summary(), highlight=False, markup=False, soft_wrap=True)
-
-
-def _llm_line(run: RunResult) -> str:
-    """An LLM run's token figures: TTFT, ITL and TPOT (P50 / P99, ms), tokens/s, goodput."""
-
-    def ms(figures: dict[str, float] | None) -> str:
-        if not figures:
-            return "–"
-        return f"{figures['p50'] / 1000:.2f} / {figures['p99'] / 1000:.2f} ms"
-
-    per_user = run.output_tokens_per_s_per_user
-    return (
-        f"{_level(run)} TTFT {ms(run.ttft_us)}, ITL {ms(run.itl_us)}, TPOT {ms(run.tpot_us)} (P50 / P99); "
-        f"{run.output_tokens_per_s or 0:,.1f} output tokens/s"
-        + (f" ({per_user:,.1f} per user)" if per_user is not None else "")
-        + f", goodput {run.goodput_per_s or 0:,.2f} req/s; tokens counted from {run.output_token_source}"
-    )
-
-
-def _gpu_line(run: RunResult, gpu: dict[str, Any]) -> str:
-    """A level's GPU figures and where they came from (Triton's metrics or NVML)."""
-    source = gpu_source_text(gpu.get("source"), gpu.get("memory_scope"))
-    if gpu.get("devices"):
-        source += ": " + ", ".join(gpu["devices"])
-    return (
-        f"{_level(run)} GPU util mean {gpu['util_mean']} max {gpu['util_max']}, "
-        f"memory max {gpu['mem_max_bytes']} B ({source})"
-    )
 
 
 def _level(run: RunResult) -> str:

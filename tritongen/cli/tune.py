@@ -47,6 +47,7 @@ from tritongen.triton.batching import preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
 from tritongen.tune.composing import tuned_model
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
+from tritongen.tune.document import TuneDocument
 from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, check_claim, plan
 from tritongen.tune.session import SessionHooks, TuneInterrupted, TuneOutcome, TuneSession, run_session
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
@@ -513,7 +514,7 @@ def _outputs(report: TuneReport, output: OutputFlags) -> None:
     if plot_path is not None:
         from tritongen.report.plots import confirmed_points, plot_tune, tune_points
 
-        document = report.to_json()
+        document = report.document()
         points, reference = tune_points(document)
         plot_tune(
             points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms, reference,
@@ -522,21 +523,22 @@ def _outputs(report: TuneReport, output: OutputFlags) -> None:
     if html_path is not None:
         from tritongen.report.html import write_documents
 
-        write_documents([(report.request.model, report.to_json())], html_path)
+        write_documents([(report.request.model, report.document())], html_path)
 
 
 def _print(report: TuneReport) -> None:
-    from tritongen.report.tables import to_rich, tune_table
+    from tritongen.report.table_data import to_rich
+    from tritongen.report.tune_tables import background_text, tune_table
 
-    console.print(to_rich(tune_table(report.to_json())))
+    document = report.document()
+    console.print(to_rich(tune_table(document)))
     console.print(report.verdict(), highlight=False, markup=False, soft_wrap=True)
-    if report.background is not None:
-        from tritongen.report.tables import background_text
-
-        console.print(background_text(report.background), highlight=False, markup=False, soft_wrap=True)
+    background = document.background_summary()
+    if background is not None:
+        console.print(background_text(background), highlight=False, markup=False, soft_wrap=True)
     for warning in report.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
-    _print_stopping(report)
+    _print_stopping(document)
     confirmation = report.confirmation
     if confirmation is not None and not confirmation.current.feasible:
         p99 = confirmation.current.p99_us
@@ -549,12 +551,12 @@ def _print(report: TuneReport) -> None:
         )
 
 
-def _print_stopping(report: TuneReport) -> None:
+def _print_stopping(document: TuneDocument) -> None:
     """``--rounds auto``: why the confirmation's rounds stopped, and each finalist's verdict."""
-    from tritongen.report.tables import stopping_notes
+    from tritongen.report.rounds_notes import stopping_notes
 
-    confirmation = report.confirmation
-    if confirmation is None or confirmation.rule is None:
+    confirmation = document.confirmation
+    if confirmation is None or confirmation.stopping is None:
         return
-    for line in stopping_notes(confirmation.stopping_record(), report.request.confidence):
+    for line in stopping_notes(confirmation.stopping, document.confidence):
         console.print(line, highlight=False, markup=False, soft_wrap=True)

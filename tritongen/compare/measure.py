@@ -20,7 +20,7 @@ from typing import Any
 from tritongen.client.address import ServerAddress
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import ModelInterface, build_inputs
-from tritongen.compare.result import EngineResult
+from tritongen.compare.result import EngineResult, LatencyRun
 from tritongen.errors import ConfigError, ModelLoadError, ServerError, TritongenError, first_line
 from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS, check_confidence, check_rounds
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -269,7 +269,7 @@ class EngineMeasurement:
         if not report.runs:
             raise ServerError(f"{what}: no run was measured", "see the server log")
         run = report.runs[0]
-        self.result.latency_runs.append({**asdict(run), "figure": "ramp"})
+        self.result.latency_runs.append(LatencyRun("ramp", run))
         self.result.errors += run.errors
         if run.status == "interrupted":
             raise Interrupted

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tritongen import __version__
 from tritongen.client.control import ModelControl
 from tritongen.errors import ConfigError, ServerError, TritongenError
 from tritongen.intervals import (
@@ -43,6 +42,7 @@ from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
 from tritongen.tune.composing import untouched_warning
 from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation, Confirmed, Entry, judge
+from tritongen.tune.document import BestEntry, ConfirmationEntry, TrialEntry, TuneDocument
 from tritongen.tune.objective import Measurement, objective, pareto_front
 from tritongen.tune.objective import best as best_measured
 from tritongen.tune.space import Candidate, Current, SearchSpace
@@ -56,9 +56,6 @@ from tritongen.tune.trial import (
     run_trial,
 )
 
-SCHEMA = "tritongen.tune/2"
-READABLE_SCHEMAS = ("tritongen.tune/1", SCHEMA)
-"""The tune documents the report reads (``/1``: one measurement per config, no confirmation)."""
 REQUEST_FILE = "tune-request.json"
 
 RELOAD_S = 2.0
@@ -300,62 +297,63 @@ class TuneReport:
             return f"{keep}: no finalist met the SLO over the rounds{finalist}"
         return f"{keep}: no finalist beat it beyond the noise{finalist}"
 
+    def document(self) -> TuneDocument:
+        """The ``tritongen.tune/2`` document, typed: what the tables, plots and page show."""
+        request = self.request
+        return TuneDocument(
+            model=request.model,
+            load_model=request.load.model,
+            slo_p99_ms=request.slo_p99_ms,
+            max_memory_mb=request.max_memory_mb,
+            strategy=request.strategy,
+            rounds=request.rounds_text,
+            finalists_asked=request.finalists,
+            confidence=request.confidence,
+            status=self.status,
+            grid_size=request.space.size,
+            baseline=None if self.baseline is None else TrialEntry.of(self.baseline),
+            trials=[TrialEntry.of(t) for t in self.trials],
+            skipped=[(c.to_json(), why) for c, why in self.skipped],
+            front=[t.key for t in self.front],
+            same_as_current=list(self.same_as_current),
+            finalists=[t.key for t in self.finalists],
+            confirmation=None if self.confirmation is None else ConfirmationEntry.of(self.confirmation),
+            best=self._best(),
+            decision=self.decision,
+            verdict=self.verdict(),
+            warnings=list(self.warnings),
+            background=self.background,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The ``tritongen.tune/2`` document."""
-        return {
-            "schema": SCHEMA,
-            "tritongen_version": __version__,
-            "model": self.request.model,
-            "load_model": self.request.load.model,
-            "slo_p99_ms": self.request.slo_p99_ms,
-            "max_memory_mb": self.request.max_memory_mb,
-            "strategy": self.request.strategy,
-            "rounds": self.request.rounds_text,
-            "finalists_asked": self.request.finalists,
-            "confidence": self.request.confidence,
-            "status": self.status,
-            "grid_size": self.request.space.size,
-            "baseline": None if self.baseline is None else self.baseline.to_json(),
-            "trials": [t.to_json() for t in self.trials],
-            "skipped": [{"config": c.to_json(), "reason": why} for c, why in self.skipped],
-            "front": [t.key for t in self.front],
-            "same_as_current": list(self.same_as_current),
-            "finalists": [t.key for t in self.finalists],
-            "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
-            "best": self._best_json(),
-            "decision": self.decision,
-            "verdict": self.verdict(),
-            "warnings": list(self.warnings),
-            "background": self.background,
-        }
+        return self.document().to_json()
 
-    def _best_json(self) -> dict[str, Any] | None:
+    def _best(self) -> BestEntry | None:
         """The confirmed best; without a confirmation the current config's one measurement, if feasible."""
         best = self.best
         if best is not None:
-            return {
-                "key": best.key,
-                "current": best.is_current,
-                "config": best.candidate.to_json(),
-                "infer_per_s": None if best.infer_per_s is None else best.infer_per_s.to_json(),
-                "p99_us": None if best.p99_us is None else best.p99_us.to_json(),
-                "gain_over_baseline": None if best.is_current or best.ratio is None else best.ratio.to_json(),
-                "significant": best.beats_current,
-            }
+            return BestEntry(
+                key=best.key,
+                current=best.is_current,
+                config=best.candidate.to_json(),
+                infer_per_s=best.infer_per_s,
+                p99_us=best.p99_us,
+                gain_over_baseline=None if best.is_current else best.ratio,
+                significant=best.beats_current,
+            )
         base = self.baseline
         if base is None or not base.feasible:
             return None
-        infer = summarise([base.measurement.infer_per_s])
-        p99 = summarise([base.measurement.p99_us] if base.measurement.p99_us is not None else [])
-        return {
-            "key": base.key,
-            "current": True,
-            "config": base.config_json(),
-            "infer_per_s": None if infer is None else infer.to_json(),
-            "p99_us": None if p99 is None else p99.to_json(),
-            "gain_over_baseline": None,
-            "significant": False,
-        }
+        return BestEntry(
+            key=base.key,
+            current=True,
+            config=base.config_json(),
+            infer_per_s=summarise([base.measurement.infer_per_s]),
+            p99_us=summarise([base.measurement.p99_us] if base.measurement.p99_us is not None else []),
+            gain_over_baseline=None,
+            significant=False,
+        )
 
     def write_json(self, path: Path) -> None:
         """Write the document atomically."""
