@@ -181,7 +181,7 @@ def test_tune_skips_preferred_sizes_on_a_direct_sequence_batcher() -> None:
     # A model whose scheduler takes preferred sizes keeps them.
     assert SearchSpace((8,), ((4, 8),), (0,), (1,)).size == 1
     # tune's options build the space from the model's config.
-    from tritongen.cli.tune import SearchFlags
+    from tritongen.cli.commands.tune import SearchFlags
 
     flags = SearchFlags(preferred="4,8;none", delays="0,500", instances="1")
     assert {c.preferred_batch_sizes for c in flags.space(_sequence_config("")).candidates()} == {None}

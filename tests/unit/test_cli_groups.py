@@ -9,8 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.main import app as tritongen_app
+from tritongen.cli.options.groups import Pick, option_groups
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import typer.core
 import typer.main
 
 import tritongen.cli
-from tritongen.cli.groups import reworded
 from tritongen.cli.main import app
+from tritongen.cli.options.groups import reworded
 
 CLI = Path(tritongen.cli.__file__).resolve().parent
 ROOT = CLI.parents[1]

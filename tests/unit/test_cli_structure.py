@@ -59,7 +59,7 @@ def test_no_command_module_imports_another() -> None:
         if module in commands and module != MAIN
         for target in sorted(_imported(path) & commands)
     ]
-    assert wrong == [], "move what they share into a non-command module (cli/common.py, cli/*_options.py)"
+    assert wrong == [], "move what they share into a non-command module (cli/options/, cli/console.py, …)"
 
 
 def test_shared_modules_import_no_command() -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import err_console
+from tritongen.cli.console import err_console
 from tritongen.pipeline.rerender import Rerender
 
 ShowDiff = Annotated[

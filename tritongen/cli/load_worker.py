@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from tritongen.cli.common import err_console, stop_on_signals
-from tritongen.cli.load_options import RunFlags
+from tritongen.cli.boundary import stop_on_signals
+from tritongen.cli.console import err_console
+from tritongen.cli.options.load import RunFlags
 from tritongen.errors import ConfigError
 from tritongen.loadtest.distributed import WorkerArgs, check_wait, run_worker
 from tritongen.loadtest.spec import parse_duration

@@ -10,12 +10,14 @@ import typer
 from rich.markup import escape
 from rich.status import Status
 
-from tritongen.cli.batching_options import BatchingFlags
-from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
-from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import AutoRoundsFlags, Cpus, LoadFlags, MaxDuration, MeasurementWindow
-from tritongen.cli.options import (
+from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
+from tritongen.cli.console import console, err_console
+from tritongen.cli.options.batching import BatchingFlags
+from tritongen.cli.options.engine import EngineFlags, PrecisionFlags, VerifyFlags
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.load import AutoRoundsFlags, Cpus, LoadFlags, MaxDuration, MeasurementWindow
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.shared import (
     AdminKey,
     Formats,
     MetricsUrl,
@@ -25,7 +27,6 @@ from tritongen.cli.options import (
     Url,
     WorkDir,
 )
-from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import show_finding
 from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.client.inputs import parse_shape_overrides

@@ -11,12 +11,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.cli.batching_options import BatchingFlags
-from tritongen.cli.common import console, err_console, user_errors
-from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.options import Force, Formats, ModelNameOption, Repo, Templates
-from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import console, err_console
+from tritongen.cli.options.batching import BatchingFlags
+from tritongen.cli.options.engine import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.shared import Force, Formats, ModelNameOption, Repo, Templates
 from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch

@@ -12,10 +12,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.cli.common import console, user_errors
-from tritongen.cli.groups import Pick, option_groups
-from tritongen.cli.load_options import LoadFlags
-from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Url
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import console
+from tritongen.cli.options.groups import Pick, option_groups
+from tritongen.cli.options.load import LoadFlags
+from tritongen.cli.options.shared import ModelName, Protocol, ProtocolChoice, Serve, Url
 from tritongen.cli.serving import serving_hooks
 from tritongen.client.endpoint import DEFAULT_PORTS, InferResult, TritonEndpoint
 from tritongen.client.input_data import input_steps

@@ -9,11 +9,12 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import console, user_errors
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import LoadFlags, RunFlags, load_spec
-from tritongen.cli.options import Force, Image
-from tritongen.cli.output_options import OutputPath
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import console
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
+from tritongen.cli.options.output import OutputPath
+from tritongen.cli.options.shared import Force, Image
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.deploy.compose import repository_models
 from tritongen.deploy.kubernetes.load import choose_load_model, cluster_load

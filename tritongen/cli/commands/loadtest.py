@@ -12,13 +12,14 @@ import typer
 from rich.live import Live
 from rich.text import Text
 
-from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.llm_options import LlmFlags
-from tritongen.cli.load_options import LoadFlags, RoundsFlags, RunFlags, load_spec
+from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
+from tritongen.cli.console import console, err_console
 from tritongen.cli.load_worker import given_options, run_worker_mode
-from tritongen.cli.options import Serve, SkipFailed, SloP99, Url
-from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.llm import LlmFlags
+from tritongen.cli.options.load import LoadFlags, RoundsFlags, RunFlags, load_spec
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.shared import Serve, SkipFailed, SloP99, Url
 from tritongen.cli.serving import serving_hooks
 from tritongen.client.openai_api import openai_address
 from tritongen.errors import ConfigError, ServerError

@@ -10,7 +10,8 @@ import typer
 from rich.live import Live
 from rich.text import Text
 
-from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
+from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
+from tritongen.cli.console import console, err_console
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ServerError, TritongenError
 from tritongen.io.loadgen_shared import STABILITY_WINDOWS

@@ -10,8 +10,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
-from tritongen.cli.options import SkipFailed
+from tritongen.cli.boundary import stop_on_signals, user_errors
+from tritongen.cli.console import console, err_console
+from tritongen.cli.options.parsing import parse_name_list
+from tritongen.cli.options.shared import SkipFailed
 from tritongen.cli.serving import show_finding, show_left_out
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError

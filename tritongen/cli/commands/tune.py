@@ -13,17 +13,11 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tritongen.cli.common import (
-    EXIT_INTERRUPTED,
-    console,
-    err_console,
-    parse_int_list,
-    stop_on_signals,
-    user_errors,
-)
+from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
 from tritongen.cli.config_change import ShowDiff, show_diff
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import (
+from tritongen.cli.console import console, err_console
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.load import (
     AutoRoundsFlags,
     Cpus,
     LoadFlags,
@@ -34,8 +28,9 @@ from tritongen.cli.load_options import (
     RunFlags,
     load_spec,
 )
-from tritongen.cli.options import AdminKey, Repo, SkipFailed, SloP99, Url, WorkDir
-from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.parsing import parse_int_list
+from tritongen.cli.options.shared import AdminKey, Repo, SkipFailed, SloP99, Url, WorkDir
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
 from tritongen.intervals import format_summary

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import parse_int_list
+from tritongen.cli.options.parsing import parse_int_list
 from tritongen.triton.batching import BatchingOptions
 
 

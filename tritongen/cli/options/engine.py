@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import parse_name_list
+from tritongen.cli.options.parsing import parse_name_list
 from tritongen.convert.calibration import parse_calibration_source
 from tritongen.convert.precision import PrecisionOptions, Variant, parse_precisions
 from tritongen.convert.tensorrt import TensorRtOptions, parse_dim_ranges

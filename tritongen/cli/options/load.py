@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import parse_int_list
-from tritongen.cli.engine_options import Atol, Rtol
-from tritongen.cli.groups import reworded
-from tritongen.cli.options import MetricsUrl, Protocol, ProtocolChoice, Shapes
+from tritongen.cli.options.engine import Atol, Rtol
+from tritongen.cli.options.groups import reworded
+from tritongen.cli.options.parsing import parse_int_list
+from tritongen.cli.options.shared import MetricsUrl, Protocol, ProtocolChoice, Shapes
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
