@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "cli": 1,
     "__main__": 1,
     # 2. workflows
+    "workflows": 2,
     "pipeline": 2,
     "compare": 2,
     "tune": 2,
