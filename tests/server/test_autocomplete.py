@@ -23,7 +23,7 @@ from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_paths
 from tritongen.server.completed import base_config
 from tritongen.server.local import LocalTritonServer
-from tritongen.triton.config_text import parse_model_config
+from tritongen.triton.proto import parse_model_config
 
 from support.autocomplete_models import (
     AUTO_MODEL,

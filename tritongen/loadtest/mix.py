@@ -34,11 +34,12 @@ from tritongen.loadtest.runner import (
 )
 from tritongen.loadtest.spec import LoadSpec, Mode
 from tritongen.loadtest.windows import Window, WindowLog, is_stable, merge
-from tritongen.metrics.composing import ServerModels, ensemble_tree, server_models
+from tritongen.metrics.composing import ServerModels, server_models
 from tritongen.metrics.process_memory import local_server_pid
 from tritongen.metrics.prometheus import MetricsSampler
 from tritongen.metrics.statistics import PHASES
 from tritongen.server.affinity import pinned_server
+from tritongen.triton.ensembles import ensemble_tree
 
 MODEL_SEPARATOR = ","
 SHARE_SEPARATOR = ":"

@@ -36,7 +36,7 @@ from tritongen.report.tables import (
     tune_table,
     verification_table,
 )
-from tritongen.tune.runner import READABLE_SCHEMAS as TUNE_SCHEMAS
+from tritongen.tune.report import READABLE_SCHEMAS as TUNE_SCHEMAS
 
 REPORT_TEMPLATE = "report.html.j2"
 SCHEMAS = (LOADTEST_SCHEMA, *TUNE_SCHEMAS, COMPARE_SCHEMA, CONVERT_SCHEMA)

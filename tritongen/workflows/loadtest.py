@@ -15,7 +15,7 @@ from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.spec import LoadSpec, seconds_text
 from tritongen.loadtest.validation import validation_failure
 from tritongen.server.embedded import ServingHooks
-from tritongen.workflows.serving import aimed_at, serving
+from tritongen.workflows.serving import aimed_at, serving_if_asked
 from tritongen.workflows.verdict import Verdict, ended_early, error_rate_failure, first_failure, slo_miss
 
 DEFAULT_MAX_ERROR_RATE = 0.01
@@ -102,7 +102,7 @@ def run_loadtest(request: LoadTestRequest, hooks: LoadTestHooks | None = None) -
         TritongenError: the server cannot start, or the load cannot be prepared.
     """
     hooks = hooks or LoadTestHooks()
-    with serving(request.serve, request.mix.models, hooks.serving, request.skip_failed) as server:
+    with serving_if_asked(request.serve, request.mix.models, hooks.serving, request.skip_failed) as server:
         spec = aimed_at(request.spec, server)
         if request.mix.mixed:
             report = run_mix_test(spec, request.mix, progress=hooks.progress, stop=hooks.stop)

@@ -1,4 +1,4 @@
-"""The one place a workflow starts the embedded server for its work, and aims its load at it."""
+"""A workflow's server: the embedded one started if asked, and a load aimed at whichever server it uses."""
 
 from __future__ import annotations
 
@@ -7,19 +7,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from tritongen.client.endpoint import grpc_url_beside
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.embedded import ServingHooks, embedded_server
 from tritongen.server.local import LocalTritonServer
 
 
 @contextlib.contextmanager
-def serving(
-    repo: Path | None,
-    models: Sequence[str],
-    hooks: ServingHooks | None = None,
-    skip_failed: bool = False,
+def serving_if_asked(
+    repo: Path | None, models: Sequence[str], hooks: ServingHooks | None = None, skip_failed: bool = False
 ) -> Iterator[LocalTritonServer | None]:
-    """The embedded server on ``repo`` with ``models`` (linted first); None without ``repo``.
+    """The embedded server on ``repo`` with ``models``, for the block; no ``repo``: none (one runs elsewhere).
+
+    With ``skip_failed`` the whole repository is served, less the models that fail to load
+    (each told to ``hooks``); ``models`` must load all the same.
 
     Raises:
         ConfigError: a config breaks one of Triton's rules.
@@ -33,13 +34,14 @@ def serving(
         yield server
 
 
-def server_url(server: LocalTritonServer, protocol: str) -> str:
-    """The address of ``server`` for ``protocol`` (``http`` or ``grpc``)."""
-    return server.http_url if protocol == "http" else server.grpc_url
-
-
 def aimed_at(spec: LoadSpec, server: LocalTritonServer | None) -> LoadSpec:
-    """``spec`` aimed at ``server``: its address for the spec's protocol, and its metrics."""
+    """``spec`` aimed at ``server``: its address for the protocol and its metrics (no server: unchanged)."""
     if server is None:
         return spec
-    return replace(spec, url=server_url(server, spec.protocol), metrics_url=server.metrics_url)
+    url = server.http_url if spec.protocol == "http" else server.grpc_url
+    return replace(spec, url=url, metrics_url=server.metrics_url)
+
+
+def aimed_at_url(spec: LoadSpec, http_url: str) -> LoadSpec:
+    """``spec`` aimed at the server whose HTTP address is ``http_url`` (gRPC: the port beside it)."""
+    return replace(spec, url=http_url if spec.protocol == "http" else grpc_url_beside(http_url))

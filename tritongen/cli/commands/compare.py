@@ -40,7 +40,7 @@ from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
 from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
 from tritongen.server.affinity import parse_cpus
-from tritongen.server.preflight import lint_before_serving
+from tritongen.server.embedded import lint_before_serving
 from tritongen.triton.batching import BatchingOptions
 
 SourceArg = Annotated[

@@ -59,4 +59,3 @@ def _outputs(sweep: Sweep) -> None:
         write_pa_csv(options.csv, sweep.report.runs, options)
     if options.profile_export is not None:
         sweep.report.write_json(options.profile_export)
-

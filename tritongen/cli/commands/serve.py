@@ -17,8 +17,8 @@ from tritongen.cli.options.shared import SkipFailed
 from tritongen.cli.serving import show_finding, show_left_out
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError
+from tritongen.server.embedded import lint_before_serving, models_that_lint
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
-from tritongen.server.preflight import lint_before_serving, models_that_lint
 
 
 def serve_command(

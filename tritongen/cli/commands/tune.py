@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -14,247 +14,25 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
-from tritongen.cli.config_change import ShowDiff, show_diff
+from tritongen.cli.config_change import show_diff
 from tritongen.cli.console import console, err_console
-from tritongen.cli.options.groups import Pick, option_groups, reworded
-from tritongen.cli.options.load import (
-    AutoRoundsFlags,
-    Cpus,
-    LoadFlags,
-    MaxDuration,
-    MeasurementWindow,
-    OtherCpuLimit,
-    RequestTimeout,
-    RunFlags,
-    load_spec,
-)
+from tritongen.cli.options.groups import Pick, option_groups
+from tritongen.cli.options.load import AutoRoundsFlags, LoadFlags, load_spec
 from tritongen.cli.options.output import OutputFlags
-from tritongen.cli.options.parsing import parse_int_list
-from tritongen.cli.options.shared import AdminKey, Repo, SkipFailed, SloP99, Url, WorkDir
+from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shared import Repo, SloP99
+from tritongen.cli.options.tune import ApplyFlags, SearchFlags, ServerFlags, TrialFlags
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
 from tritongen.intervals import format_summary
-from tritongen.loadtest.background import BackgroundSpec
-from tritongen.loadtest.mix import Mix
-from tritongen.server.completed import base_config
 from tritongen.stopping import StopRule, progress_text
-from tritongen.triton.batching import preferred_sizes_refused
-from tritongen.triton.model_config import ModelConfig
-from tritongen.tune.composing import tuned_model
-from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation
-from tritongen.tune.runner import TuneHooks, TuneReport, TuneRequest, check_claim, plan
+from tritongen.tune.confirm import Confirmation
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import TuneRequest, plan
+from tritongen.tune.runner import TuneHooks
 from tritongen.tune.session import SessionHooks, TuneInterrupted, TuneOutcome, TuneSession, run_session
-from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
+from tritongen.tune.space import Candidate, Current
 from tritongen.tune.trial import TrialRecord
-
-
-@dataclass(frozen=True)
-class SearchFlags:
-    """The configs ``tune`` may try, and how many."""
-
-    # --max-batch-size, --preferred-batch-sizes, --max-queue-delay-us and --instances are not
-    # the batching options of convert and render (cli/batching_options.py): each takes the
-    # values to try (a list, or sets of lists) where those take the one value to write.
-    max_batch_size: Annotated[
-        str | None,
-        typer.Option(
-            "--max-batch-size",
-            help="Max batch sizes to try, e.g. 8,16,32 (default: the model's).",
-            show_default=False,
-        ),
-    ] = None
-    preferred: Annotated[
-        str, typer.Option("--preferred-batch-sizes", help="Sets of preferred sizes, e.g. '4,8;8,16;none'.")
-    ] = "none"
-    delays: Annotated[
-        str, typer.Option("--max-queue-delay-us", help="Queue delays to try in µs, e.g. 0,100,500,1000,2000.")
-    ] = "0,100,500,1000,2000"
-    instances: Annotated[str, typer.Option("--instances", help="Instance counts to try, e.g. 1,2.")] = "1,2"
-    strategy: Annotated[str, typer.Option("--strategy", help="grid (every legal config) or adaptive.")] = (
-        "adaptive"
-    )
-    max_trials: Annotated[
-        int | None,
-        typer.Option(
-            "--max-trials",
-            help="Trials at most (default: grid all, adaptive 30%).",
-            min=1,
-            show_default=False,
-        ),
-    ] = None
-    max_memory_mb: Annotated[
-        float | None,
-        typer.Option(
-            "--max-memory-mb",
-            help="GPU memory cap of a feasible config (where the server reports GPU memory).",
-            show_default=False,
-        ),
-    ] = None
-    composing: Annotated[
-        str | None,
-        typer.Option(
-            "--composing",
-            help="Tune this composing model (an ensemble step, or a model MODEL calls through BLS) "
-            "while the load goes to MODEL.",
-            show_default=False,
-        ),
-    ] = None
-
-    def space(self, base: ModelConfig) -> SearchSpace:
-        """The search space around the model's config.
-
-        Raises:
-            ConfigError: an empty or illegal space.
-        """
-        space = SearchSpace(
-            max_batch_sizes=parse_int_list(self.max_batch_size, "--max-batch-size") or (base.max_batch_size,),
-            preferred_batch_sizes=parse_preferred_sets(self.preferred),
-            max_queue_delays_us=parse_int_list(self.delays, "--max-queue-delay-us") or (0,),
-            instance_counts=parse_int_list(self.instances, "--instances") or (1,),
-            preferred_refused=preferred_sizes_refused(base),
-        )
-        space.check()
-        return space
-
-
-@dataclass(frozen=True)
-class ServerFlags:
-    """Which server the trials run on, and what other traffic it carries meanwhile."""
-
-    url: Annotated[
-        str | None,
-        reworded(
-            Url,
-            "A running server in explicit model-control mode (HTTP host:port) "
-            "instead of the embedded one; with --protocol grpc the load goes to its host's port 8001.",
-        ),
-    ] = None
-    # Not the --serve of infer and loadtest, which names the repository to serve: the
-    # repository is --repo, and this flag only says the embedded server is wanted.
-    serve: Annotated[
-        bool, typer.Option("--serve", help="Tune on the embedded server started on --repo (the default).")
-    ] = False
-    admin_key: AdminKey = None
-    skip_failed: Annotated[
-        bool,
-        reworded(
-            SkipFailed,
-            "On the embedded server: serve the whole repository, leaving out (one line each) the "
-            "models that fail to load; the tuned model, the model under load and --background must "
-            "load (default: only those models).",
-        ),
-    ] = False
-    background: Annotated[
-        str | None,
-        typer.Option(
-            "--background",
-            help="Keep these models (OTHER[,OTHER2]) under load for the whole tune: tune under interference.",
-            show_default=False,
-        ),
-    ] = None
-    background_concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--background-concurrency",
-            help="In-flight requests of the background load in all, split over its models (default 1 each).",
-            show_default=False,
-        ),
-    ] = None
-    background_rate: Annotated[
-        float | None,
-        typer.Option(
-            "--background-rate",
-            help="Requests/s of the background load in all (open loop), split over its models.",
-            show_default=False,
-        ),
-    ] = None
-
-    def background_spec(self) -> BackgroundSpec | None:
-        """The background load asked for, or ``None``.
-
-        Raises:
-            ConfigError: a background level without --background, both levels, or a
-                malformed model list.
-        """
-        level_given = self.background_concurrency is not None or self.background_rate is not None
-        if self.background is None:
-            if level_given:
-                raise ConfigError(
-                    "--background-concurrency and --background-rate need --background",
-                    "name the models to keep under load, e.g. --background other_model",
-                )
-            return None
-        if self.background_concurrency is not None and self.background_rate is not None:
-            raise ConfigError(
-                "--background-concurrency and --background-rate exclude each other",
-                "use one: closed or open loop",
-            )
-        models = Mix.parse(self.background, mix=None).models
-        if self.background_rate is not None:
-            return BackgroundSpec(models, mode="rate", level=self.background_rate)
-        return BackgroundSpec(models, level=self.background_concurrency)
-
-
-@dataclass(frozen=True)
-class TrialFlags:
-    """Where the trials are kept, how each one's requests are judged, and how the best are confirmed."""
-
-    out: WorkDir = None
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            "--resume",
-            help="Continue a tune in this directory, skipping finished trials.",
-            show_default=False,
-        ),
-    ] = None
-    finalists: Annotated[
-        int,
-        typer.Option(
-            "--finalists", help="Best search configs confirmed against the current config, in rounds."
-        ),
-    ] = DEFAULT_FINALISTS
-    request_timeout: RequestTimeout = "60s"
-    other_cpu_limit: OtherCpuLimit = "25%"
-    max_duration: Annotated[
-        str | None,
-        reworded(MaxDuration, "Cap of each run while it waits for stability (default 3 × duration)."),
-    ] = None
-    window: Annotated[
-        str | None, reworded(MeasurementWindow, "Measurement window of each run (default duration/6, 1-5 s).")
-    ] = None
-
-    cpus: Cpus = None
-
-    def run_flags(self) -> RunFlags:
-        """How each run of a trial is judged: its request timeout, window and stability cap."""
-        return RunFlags(
-            request_timeout=self.request_timeout,
-            max_duration=self.max_duration,
-            window=self.window,
-            other_cpu_limit=self.other_cpu_limit,
-            cpus=self.cpus,
-        )
-
-
-@dataclass(frozen=True)
-class ApplyFlags:
-    """Whether the winner goes into the repository, or is only shown."""
-
-    apply: Annotated[
-        bool,
-        typer.Option(
-            "--apply",
-            help="Write the best config into the repository (.bak kept), only if it beat the current "
-            "config significantly; a hand-written config keeps its comments and layout.",
-        ),
-    ] = False
-    diff: Annotated[
-        bool,
-        reworded(
-            ShowDiff, "With --apply: print the change to config.pbtxt as a unified diff and write nothing."
-        ),
-    ] = False
 
 
 @option_groups(
@@ -291,17 +69,22 @@ def tune_command(
     it is faster beyond the noise.
     """
     with user_errors():
-        rounds.rule(default_auto=True)  # a rule that cannot decide: refused before anything is read
-        session = _session(repo, server, applying)
-        tuned = tuned_model(repo, model, search.composing)
-        base = _base_config(repo, tuned, server)
-        request = _request(model, base, search, load, rounds, trials, slo_p99_ms, server)
-        check_claim(request)
-        _announce(request)
+        _check_server(server, applying)
+        request = _request(model, search, load, rounds, trials, slo_p99_ms, server)
+        session = TuneSession(
+            url=server.url,
+            admin_key=server.admin_key,
+            apply=applying.apply,
+            diff=applying.diff,
+            skip_failed=server.skip_failed,
+        )
+        hooks = SessionHooks(
+            serving=serving_hooks(),
+            trials=functools.partial(_trial_lines, request.stopping),
+            on_start=_announce,
+        )
         try:
-            trial_lines = functools.partial(_trial_lines, request.stopping)
-            hooks = SessionHooks(serving=serving_hooks(), trials=trial_lines)
-            outcome = run_session(request, session, base, hooks)
+            outcome = run_session(request, repo, session, hooks)
         except TuneInterrupted as e:
             err_console.print(
                 f"interrupted: model config restored, partial results in {e.out_dir}", markup=False
@@ -309,11 +92,15 @@ def tune_command(
             raise typer.Exit(EXIT_INTERRUPTED) from e
         _outputs(outcome.report, output)
         _print(outcome.report)
-        _finish(outcome, session, repo / tuned)
+        _finish(outcome, applying)
 
 
-def _session(repo: Path, server: ServerFlags, applying: ApplyFlags) -> TuneSession:
-    """Which server the tune runs on and what becomes of the winner (checked)."""
+def _check_server(server: ServerFlags, applying: ApplyFlags) -> None:
+    """Refuse server and apply options that exclude each other.
+
+    Raises:
+        ConfigError: ``--diff`` without ``--apply``; ``--serve`` or ``--skip-failed`` with ``--url``.
+    """
     if applying.diff and not applying.apply:
         raise ConfigError("--diff shows what --apply would write", "add --apply")
     if server.serve and server.url is not None:
@@ -323,26 +110,51 @@ def _session(repo: Path, server: ServerFlags, applying: ApplyFlags) -> TuneSessi
             "--skip-failed and --url exclude each other: it chooses what the embedded server loads",
             "drop one of them",
         )
-    return TuneSession(
-        repo=repo,
-        url=server.url,
-        admin_key=server.admin_key,
-        apply=applying.apply,
-        diff=applying.diff,
-        skip_failed=server.skip_failed,
-    )
 
 
-def _base_config(repo: Path, model: str, server: ServerFlags) -> ModelConfig:
-    """The config the tune starts from; where the server completes it, one line says so."""
-    start = base_config(repo, model, server.url, server.admin_key, hooks=serving_hooks())
-    if start.note is not None:
-        console.print(f"[bold]{escape(model)}[/]: {escape(start.note)}", highlight=False, soft_wrap=True)
-    return start.config
+def _request(
+    model: str,
+    search: SearchFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    trials: TrialFlags,
+    slo_p99_ms: float | None,
+    server: ServerFlags,
+) -> TuneRequest:
+    """What to tune and how, from the command's option groups (the space is completed from the config).
+
+    Raises:
+        ConfigError: a malformed or contradictory option.
+    """
+    count, stopping = rounds.rule(default_auto=True)  # a rule that cannot decide: refused first
+    if search.composing == model:
+        raise ConfigError(f"--composing {model} is the model under load itself", "drop --composing")
+    if not load.concurrency and not load.rate and not load.sequences:
+        load = replace(load, concurrency="8")
+    tuned = search.composing or model
+    default_out = Path(f"tune-{model}" if tuned == model else f"tune-{model}-{tuned}")
+    if trials.resume is not None and not trials.resume.is_dir():
+        raise ConfigError(f"--resume {trials.resume} does not exist", "pass the directory of an earlier tune")
+    return settings(
+        TuneRequest, search, trials, rounds, load,
+        model=tuned,
+        space=search.space(),
+        load=load_spec(model, url=None, load=load, run=trials.run_flags()),
+        slo_p99_ms=slo_p99_ms,
+        out_dir=trials.resume or trials.out or default_out,
+        rounds=count,
+        background=server.background_spec(),
+        stopping=stopping,
+    )  # fmt: skip
 
 
-def _announce(request: TuneRequest) -> None:
-    """What will be tuned, under which load, in how many configs, and roughly how long it takes."""
+def _announce(request: TuneRequest, note: str | None) -> None:
+    """What will be tuned, under which load, in how many configs, and roughly how long it takes.
+
+    ``note``: why the tune starts from the config the server reports, where it does.
+    """
+    if note is not None:
+        console.print(f"[bold]{escape(request.model)}[/]: {escape(note)}", highlight=False, soft_wrap=True)
     space, slo, loaded = request.space, request.slo_p99_ms, request.load.model
     under = f" under the load of [bold]{escape(loaded)}[/]" if loaded != request.model else ""
     console.print(
@@ -353,51 +165,7 @@ def _announce(request: TuneRequest) -> None:
     )
 
 
-def _request(
-    model: str,
-    base: ModelConfig,
-    search: SearchFlags,
-    load: LoadFlags,
-    rounds: AutoRoundsFlags,
-    trials: TrialFlags,
-    slo_p99_ms: float | None,
-    server: ServerFlags,
-) -> TuneRequest:
-    """What to tune and how, from the command's option groups and the model's config (checked)."""
-    count, stopping = rounds.rule(default_auto=True)
-    space = search.space(base)
-    if base.max_batch_size == 0:
-        raise ConfigError(
-            f"'{search.composing or model}' has max_batch_size 0: there is no batching to tune",
-            "convert the model with a dynamic batch dim",
-        )
-    if not load.concurrency and not load.rate and not load.sequences:
-        load = replace(load, concurrency="8")
-    tuned = search.composing or model
-    default_out = Path(f"tune-{model}" if tuned == model else f"tune-{model}-{tuned}")
-    request = TuneRequest(
-        model=tuned,
-        space=space,
-        load=load_spec(model, url=None, load=load, run=trials.run_flags()),
-        slo_p99_ms=slo_p99_ms,
-        strategy=search.strategy,
-        max_trials=search.max_trials,
-        max_memory_mb=search.max_memory_mb,
-        out_dir=trials.resume or trials.out or default_out,
-        seed=load.seed,
-        rounds=count,
-        finalists=trials.finalists,
-        confidence=rounds.confidence,
-        background=server.background_spec(),
-        stopping=stopping,
-    )
-    request.check()
-    if trials.resume is not None and not trials.resume.is_dir():
-        raise ConfigError(f"--resume {trials.resume} does not exist", "pass the directory of an earlier tune")
-    return request
-
-
-def _finish(outcome: TuneOutcome, session: TuneSession, model_dir: Path) -> None:
+def _finish(outcome: TuneOutcome, applying: ApplyFlags) -> None:
     """After the report: a refusal or no config within the SLO as one error; what --apply did.
 
     Raises:
@@ -408,16 +176,16 @@ def _finish(outcome: TuneOutcome, session: TuneSession, model_dir: Path) -> None
         raise ConfigError(f"not applied: {refusal.message}", refusal.hint)
     if not report.finalists and not report.current_feasible:
         raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
-    if not session.apply:
+    if not applying.apply:
         return
-    if applied is not None and session.diff:
+    if applied is not None and applying.diff:
         show_diff(applied)
     elif applied is not None and report.winner is not None:
         console.print(
             f"applied {report.winner.key}: {applied.summary()}", markup=False, highlight=False, soft_wrap=True
         )
     else:
-        config = model_dir / "config.pbtxt"
+        config = outcome.config_path
         console.print(
             f"not applied: no config beat the current one significantly; {config} "
             + ("is unchanged" if config.exists() else "was not written (the server completes the config)"),
