@@ -21,9 +21,9 @@ from tritongen.client.control import ModelControl
 from tritongen.errors import ModelLoadError
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_paths
-from tritongen.server.completed import base_config
 from tritongen.server.local import LocalTritonServer
-from tritongen.triton.proto import parse_model_config
+from tritongen.triton.autofill import server_completes
+from tritongen.triton.proto import config_from_served, parse_model_config
 
 from support.autocomplete_models import (
     AUTO_MODEL,
@@ -103,7 +103,12 @@ def test_the_server_completes_the_config(triton_server: LocalTritonServer, serve
         ("x", "TYPE_FP32", [4])
     ]
     assert "dynamic_batching" not in served
-    config = base_config(served_repository, AUTO_MODEL, triton_server.http_url).config
+    assert server_completes(served_repository / AUTO_MODEL) == "no config.pbtxt"
+    control = ModelControl(triton_server.http_url, AUTO_MODEL)
+    try:
+        config = config_from_served(control.loaded_config())
+    finally:
+        control.close()
     assert config.max_batch_size == 8 and config.dynamic_batching is None
     assert [(t.name, t.dims) for t in config.input] == [("x", [4])]
     assert [t.name for t in config.output] == ["y"]
