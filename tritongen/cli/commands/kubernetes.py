@@ -10,10 +10,11 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.boundary import user_errors
-from tritongen.cli.console import console
+from tritongen.cli.console import say
 from tritongen.cli.options.groups import Pick, option_groups, reworded
 from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
 from tritongen.cli.options.output import OutputPath
+from tritongen.cli.options.settings import settings
 from tritongen.cli.options.shared import Force, Image
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.deploy.compose import repository_models
@@ -116,15 +117,8 @@ class ScalingFlags:
 
     def scaling(self) -> Scaling:
         """As the workflow's settings."""
-        return Scaling(
-            autoscaler=self.autoscaler,  # type: ignore[arg-type]
-            min_replicas=self.min_replicas,
-            max_replicas=self.max_replicas,
-            signal=self.scale_on,
-            target=self.scale_target,
-            window=self.scale_window,
-            prometheus_url=self.prometheus_url,
-            scrape_interval=self.scrape_interval,
+        return settings(
+            Scaling, self, signal=self.scale_on, target=self.scale_target, window=self.scale_window
         )
 
 
@@ -190,20 +184,16 @@ def kubernetes_command(
 ) -> None:
     """Write kustomize manifests (base, gpu/cpu overlays), autoscaling on Triton's queue, a load test."""
     with user_errors():
-        spec = KubernetesSpec(
+        spec = settings(
+            KubernetesSpec, cluster, write,
             repo=repo,
             output=output,
-            name=cluster.name,
-            namespace=cluster.namespace,
-            image=cluster.image,
             store=parse_store(store.model_store, cluster.name, store.store_secret, store.storage_class),
             scaling=scaling.scaling(),
             sources=tuple(sources or ()),
-            kubernetes_version=cluster.kubernetes_version,
             startup_timeout_s=round(parse_duration(cluster.startup_timeout, "--startup-timeout")),
-            force=write.force,
             validate=not write.no_validate,
-        )
+        )  # fmt: skip
         model = choose_load_model(
             repository_models(spec.repo)[0], cluster_load_flags.load_model, read_sources(spec.sources).tune
         )
@@ -217,9 +207,6 @@ def kubernetes_command(
 
 
 def _print_result(spec: KubernetesSpec, result: KubernetesResult) -> None:
-    def say(text: str) -> None:
-        console.print(text, soft_wrap=True, highlight=False, markup=False)
-
     say(f"wrote {spec.output} (image {result.image}):")
     for item in result.files:
         say(f"  {item.path:<36} {item.purpose}")

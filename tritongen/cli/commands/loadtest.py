@@ -9,12 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from tritongen.cli.boundary import stop_on_signals, user_errors
-from tritongen.cli.console import console, err_console
+from tritongen.cli.console import console, err_console, say
 from tritongen.cli.load_worker import given_options, run_worker_mode
 from tritongen.cli.options.groups import Pick, option_groups, reworded
 from tritongen.cli.options.llm import LlmFlags
-from tritongen.cli.options.load import LoadFlags, RoundsFlags, RunFlags, load_spec
+from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
 from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.rounds import RoundsFlags
 from tritongen.cli.options.settings import settings
 from tritongen.cli.options.shared import Serve, SkipFailed, SloP99, Url
 from tritongen.cli.progress import live_line, run_text
@@ -94,7 +95,7 @@ def loadtest_command(
             return
         request = _request(model, url, load, run, rounds, gates, llm, serve, skip_failed)
         for warning in request.check():
-            err_console.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
+            say(f"warning: {warning}", err=True)
         if request.spec.rounds > 1:
             err_console.print(request.cost_text(), highlight=False, markup=False)
         if request.spec.web_port is not None:  # the same port for every run, level after level
@@ -193,14 +194,9 @@ def _print_report(report: LoadTestReport) -> None:
             console.print(to_rich(table))
     for run in report.runs:
         if run.errors_by_kind:
-            console.print(
-                f"{run_label(run)} errors: {run.errors_by_kind}",
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
-            )
+            say(f"{run_label(run)} errors: {run.errors_by_kind}")
         for line in validation_lines(run.validation):
-            console.print(f"{run_label(run)} {line}", highlight=False, soft_wrap=True, markup=False)
+            say(f"{run_label(run)} {line}")
         for warning in run.warnings:
             err_console.print(
                 f"[yellow]warning:[/] {run_label(run)}: {warning}", highlight=False, soft_wrap=True
@@ -208,13 +204,11 @@ def _print_report(report: LoadTestReport) -> None:
         if run.gpu:
             console.print(_gpu_line(run, run.gpu), highlight=False, markup=False)
         if run.output_tokens_per_s is not None:
-            console.print(_llm_line(run), highlight=False, markup=False, soft_wrap=True)
+            say(_llm_line(run))
         if run.llm_server:
-            console.print(
-                f"{run_label(run)} {vllm_text(run.llm_server)}", highlight=False, markup=False, soft_wrap=True
-            )
+            say(f"{run_label(run)} {vllm_text(run.llm_server)}")
     if report.sweep_stop is not None:
-        console.print(report.sweep_stop.summary(), highlight=False, markup=False, soft_wrap=True)
+        say(report.sweep_stop.summary())
 
 
 def _llm_line(run: RunResult) -> str:

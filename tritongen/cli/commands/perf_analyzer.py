@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from tritongen.cli.boundary import stop_on_signals, user_errors
-from tritongen.cli.console import console, err_console
+from tritongen.cli.console import say
 from tritongen.cli.progress import live_line, sweep_text
 from tritongen.cli.verdict import finish
 from tritongen.loadtest.result import RunResult
@@ -27,7 +27,7 @@ def perf_analyzer_command(ctx: typer.Context) -> None:
     """Measure a model with perf_analyzer's command line: its options, its report and its CSV (-f)."""
     args = list(ctx.args)
     if not args or "--help" in args or "-h" in args:
-        console.print(help_text(), highlight=False, markup=False, soft_wrap=True)
+        say(help_text())
         return
     with user_errors():
         options = parse_pa_args(args)
@@ -38,7 +38,7 @@ def perf_analyzer_command(ctx: typer.Context) -> None:
         def level_done(run: RunResult) -> None:
             _say([*level_lines(run, options), ""])
             if run.status == "ok" and not run.stable:
-                err_console.print(unstable_line(run, options), highlight=False, markup=False, soft_wrap=True)
+                say(unstable_line(run, options), err=True)
 
         with stop_on_signals() as stopping, live_line(sweep_text) as show:
             hooks = SweepHooks(on_facts=facts_read, progress=show, on_level=level_done, stop=stopping)
@@ -50,7 +50,7 @@ def perf_analyzer_command(ctx: typer.Context) -> None:
 
 def _say(lines: list[str]) -> None:
     for line in lines:
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        say(line)
 
 
 def _outputs(sweep: Sweep) -> None:

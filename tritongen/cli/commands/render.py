@@ -9,7 +9,7 @@ import typer
 
 from tritongen.cli.boundary import user_errors
 from tritongen.cli.config_change import ShowDiff, show_diff
-from tritongen.cli.console import console
+from tritongen.cli.console import say
 from tritongen.cli.options.batching import BatchingFlags
 from tritongen.cli.options.groups import option_groups
 from tritongen.cli.options.shared import Templates
@@ -49,4 +49,4 @@ def render_command(
     if diff:
         show_diff(plan)
     else:
-        console.print(plan.summary(), soft_wrap=True, highlight=False, markup=False)
+        say(plan.summary())

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.boundary import stop_on_signals, user_errors
-from tritongen.cli.console import console, err_console
+from tritongen.cli.console import console, err_console, say
 from tritongen.cli.options.parsing import parse_name_list
 from tritongen.cli.options.shared import SkipFailed
 from tritongen.cli.serving import show_finding, show_left_out
@@ -132,9 +132,7 @@ def _print_ready(server: LocalTritonServer) -> None:
     table.add_row("gRPC", server.grpc_url)
     table.add_row("metrics", server.metrics_url)
     console.print(table)
-    console.print(
-        f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False, markup=False
-    )
+    say(f"models ready: {', '.join(server.ready_models())}")
     if server.admin_key is not None:
         console.print(
             f"bound to {server.host}: the {RESTRICTED_APIS} APIs need the header "
@@ -142,9 +140,4 @@ def _print_ready(server: LocalTritonServer) -> None:
             soft_wrap=True,
             highlight=False,
         )
-    console.print(
-        f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop",
-        soft_wrap=True,
-        highlight=False,
-        markup=False,
-    )
+    say(f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop")

@@ -15,10 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
 from tritongen.cli.config_change import show_diff
-from tritongen.cli.console import console, err_console
+from tritongen.cli.console import console, err_console, say
 from tritongen.cli.options.groups import Pick, option_groups
-from tritongen.cli.options.load import AutoRoundsFlags, LoadFlags, load_spec
+from tritongen.cli.options.load import LoadFlags, load_spec
 from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.rounds import AutoRoundsFlags
 from tritongen.cli.options.settings import settings
 from tritongen.cli.options.shared import Repo, SloP99
 from tritongen.cli.options.tune import ApplyFlags, SearchFlags, ServerFlags, TrialFlags
@@ -71,13 +72,7 @@ def tune_command(
     with user_errors():
         _check_server(server, applying)
         request = _request(model, search, load, rounds, trials, slo_p99_ms, server)
-        session = TuneSession(
-            url=server.url,
-            admin_key=server.admin_key,
-            apply=applying.apply,
-            diff=applying.diff,
-            skip_failed=server.skip_failed,
-        )
+        session = settings(TuneSession, server, applying)
         hooks = SessionHooks(
             serving=serving_hooks(),
             trials=functools.partial(_trial_lines, request.stopping),
@@ -181,9 +176,7 @@ def _finish(outcome: TuneOutcome, applying: ApplyFlags) -> None:
     if applied is not None and applying.diff:
         show_diff(applied)
     elif applied is not None and report.winner is not None:
-        console.print(
-            f"applied {report.winner.key}: {applied.summary()}", markup=False, highlight=False, soft_wrap=True
-        )
+        say(f"applied {report.winner.key}: {applied.summary()}")
     else:
         config = outcome.config_path
         console.print(
@@ -292,11 +285,11 @@ def _print(report: TuneReport) -> None:
     from tritongen.report.tables import to_rich, tune_table
 
     console.print(to_rich(tune_table(report.to_json())))
-    console.print(report.verdict(), highlight=False, markup=False, soft_wrap=True)
+    say(report.verdict())
     if report.background is not None:
         from tritongen.report.tables import background_text
 
-        console.print(background_text(report.background), highlight=False, markup=False, soft_wrap=True)
+        say(background_text(report.background))
     for warning in report.warnings:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     _print_stopping(report)
@@ -304,12 +297,7 @@ def _print(report: TuneReport) -> None:
     if confirmation is not None and not confirmation.current.feasible:
         p99 = confirmation.current.p99_us
         shown = f"{p99.median / 1000:.2f} ms" if p99 is not None else "none measured"
-        console.print(
-            f"note: the current config misses the SLO (median P99 {shown})",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        say(f"note: the current config misses the SLO (median P99 {shown})")
 
 
 def _print_stopping(report: TuneReport) -> None:
@@ -320,4 +308,4 @@ def _print_stopping(report: TuneReport) -> None:
     if confirmation is None or confirmation.rule is None:
         return
     for line in stopping_notes(confirmation.stopping_record(), report.request.confidence):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        say(line)

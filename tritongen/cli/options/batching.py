@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from tritongen.cli.options.parsing import parse_int_list
+from tritongen.cli.options.settings import settings
 from tritongen.triton.batching import BatchingOptions
 
 
@@ -82,11 +83,4 @@ class BatchingFlags:
             sizes = ()
         else:
             sizes = parse_int_list(self.preferred_batch_sizes, "--preferred-batch-sizes")
-        return BatchingOptions(
-            max_batch_size=self.max_batch_size,
-            dynamic_batching=self.dynamic_batching,
-            preferred_batch_sizes=sizes,
-            max_queue_delay_us=self.max_queue_delay_us,
-            instances=self.instances,
-            kind=self.kind.value if self.kind is not None else None,
-        )
+        return settings(BatchingOptions, self, preferred_batch_sizes=sizes)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from tritongen.cli.options.parsing import parse_name_list
+from tritongen.cli.options.settings import settings
+from tritongen.cli.source_names import source_kind_or_none
 from tritongen.convert.calibration import parse_calibration_source
 from tritongen.convert.precision import PrecisionOptions, Variant, parse_precisions
 from tritongen.convert.tensorrt import TensorRtOptions, parse_dim_ranges
 from tritongen.convert.torch_export import TorchScriptMode
 from tritongen.convert.tvm import TvmOptions
 from tritongen.convert.verify import TOLERANCES
-from tritongen.pipeline.request import VerifyOptions
+from tritongen.pipeline.request import BuildRequest, VerifyOptions
 
 
 def _tolerances() -> str:
@@ -350,14 +352,8 @@ class EngineFlags:
 
     def tvm(self) -> TvmOptions:
         """The TVM options."""
-        return TvmOptions(
-            target=self.tvm_target,
-            tune_trials=self.tvm_tune_trials,
-            tune_minutes=self.tvm_tune_minutes,
-            buckets=self.tvm_buckets,
-            pads=tuple(self.tvm_pad or ()),
-            strict_buckets=self.tvm_strict_buckets,
-            fast_math=not self.tvm_exact_math,
+        return settings(
+            TvmOptions, self, prefix="tvm_", pads=tuple(self.tvm_pad or ()), fast_math=not self.tvm_exact_math
         )
 
 
@@ -375,15 +371,8 @@ class TensorRtFlags:
 
     def options(self) -> TensorRtOptions:
         """The TensorRT options (checked: a one-line ConfigError when contradictory)."""
-        return TensorRtOptions(
-            opt_batch_size=self.opt_batch_size,
-            dims=parse_dim_ranges(self.trt_dims) if self.trt_dims else {},
-            workspace_mb=self.workspace_mb,
-            timing_cache=self.timing_cache,
-            cuda_graphs=self.cuda_graphs,
-            dry_run=self.dry_run,
-            trt_version=self.tensorrt_version,
-        )
+        dims = parse_dim_ranges(self.trt_dims) if self.trt_dims else {}
+        return settings(TensorRtOptions, self, dims=dims, trt_version=self.tensorrt_version)
 
 
 @dataclass(frozen=True)
@@ -398,13 +387,7 @@ class VerifyFlags:
 
     def options(self) -> VerifyOptions:
         """The verification options."""
-        return VerifyOptions(
-            data=self.verify_data,
-            atol=self.atol,
-            rtol=self.rtol,
-            keep_failed=self.keep_failed,
-            skip=self.no_verify,
-        )
+        return settings(VerifyOptions, self, data=self.verify_data, skip=self.no_verify)
 
 
 @dataclass(frozen=True)
@@ -429,13 +412,36 @@ class PrecisionFlags:
             ConfigError: an unknown precision or mode.
         """
         variants = parse_precisions(self.precision, self.int8_mode.strip().lower())
-        return variants, PrecisionOptions(
+        return variants, settings(
+            PrecisionOptions,
+            self,
             calibration=parse_calibration_source(self.calibration_data),
             calibration_method=self.calibration_method.strip().lower(),
-            calibration_cache=self.calibration_cache,
-            calibration_samples=self.calibration_samples,
             keep_fp32=parse_name_list(self.keep_fp32),
             auto_mixed=self.auto_mixed_precision,
-            max_error=self.max_error,
             error_metric=self.error_metric.strip().lower(),
         )
+
+
+def build_request(
+    source: str, engines: EngineFlags, verify: VerifyFlags, precision: PrecisionFlags, **given: Any
+) -> BuildRequest:
+    """What ``convert`` and ``compare`` ask to build from SOURCE: its engines, verification and precisions.
+
+    ``given``: the rest of the request (name, repository, formats, batching, ...).
+
+    Raises:
+        ConfigError: an unknown precision or mode.
+    """
+    variants, precision_options = precision.settings()
+    return BuildRequest(
+        source=source if source_kind_or_none(source) == "pytorch" else Path(source),
+        input_specs=engines.specs(),
+        output_names=engines.names(),
+        torchscript_mode=engines.torchscript_mode(),
+        tvm=engines.tvm(),
+        verify=verify.options(),
+        precisions=variants,
+        precision=precision_options,
+        **given,
+    )

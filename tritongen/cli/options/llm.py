@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tritongen.cli.options.settings import settings
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.llm.spec import APIS, Slo, parse_api, parse_slo, parse_token_count
 
@@ -83,15 +84,13 @@ class LlmFlags:
         """
         if self.api is None:
             return None
-        load = LlmLoad(
+        load = settings(
+            LlmLoad,
+            self,
             api=parse_api(self.api),
-            tokenizer=self.tokenizer,
             input_tokens=parse_token_count(self.input_tokens, "--input-tokens"),
             output_tokens=parse_token_count(self.output_tokens, "--output-tokens"),
-            prompts=self.prompts,
             slo=parse_slo(self.slo) if self.slo else Slo(),
-            api_key_env=self.api_key_env,
-            stream=self.stream,
         )
         load.check()
         return load

@@ -17,52 +17,13 @@ from tritongen.client.input_data import InputPlan, parse_input_data, parse_input
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
-from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.server.affinity import parse_cpus
 from tritongen.server.ports import check_port_free, pick_free_ports
-from tritongen.stopping import (
-    BUSY_REPEATS,
-    DEFAULT_EQUIVALENCE,
-    DEFAULT_MAX_MINUTES,
-    DEFAULT_MAX_ROUNDS,
-    StopRule,
-    parse_margin,
-    parse_rounds,
-)
 
-Rounds = Annotated[
-    str | None,
-    typer.Option(
-        "--rounds",
-        help="Repeat each measurement this many times, contenders interleaved; figures get a median, "
-        "an interval and a CV (1 = one quick look, no interval). compare and tune's confirmation: "
-        "auto (their default) adds rounds until every pair (engines; each finalist and the current "
-        "config) differs or is equivalent within --equivalence.",
-        show_default=False,
-    ),
-]
-MaxRounds = Annotated[
-    int,
-    typer.Option("--max-rounds", help="--rounds auto: the most rounds before a pair is called undecided."),
-]
-MaxMinutes = Annotated[
-    float | None,
-    typer.Option(
-        "--max-minutes",
-        help="--rounds auto: start no round after this many minutes of rounds.",
-    ),
-]
-Equivalence = Annotated[
-    str,
-    typer.Option(
-        "--equivalence",
-        help="--rounds auto: a pair whose interval lies within this of 1 is called equivalent, e.g. 5%.",
-    ),
-]
 Cpus = Annotated[
     str | None,
     typer.Option(
@@ -70,14 +31,6 @@ Cpus = Annotated[
         help="server=LIST,load=LIST: the server's processes and the load generator's on cores of "
         "their own, e.g. server=0-5,load=6-7 (a server on this machine; default: not pinned).",
         show_default=False,
-    ),
-]
-BusyRepeats = Annotated[
-    int,
-    typer.Option(
-        "--busy-repeats",
-        help="--rounds auto: a round with a run flagged busy (other processes' CPU) is measured again "
-        "instead of counted, this many times at most (0: busy rounds count, flagged).",
     ),
 ]
 
@@ -110,11 +63,6 @@ OtherCpuLimit = Annotated[
         "server and the load generator used more than this share of one core, on average or in any "
         "second, e.g. 25%.",
     ),
-]
-
-Confidence = Annotated[
-    float,
-    typer.Option("--confidence", help="Confidence level of the intervals, between 0 and 1."),
 ]
 
 
@@ -417,52 +365,6 @@ class RunFlags:
         wait_s = parse_duration(self.worker_wait, "--worker-wait")
         workers = 1 if self.workers is None else self.workers
         return Distributed(workers=workers, port=self.master_port, wait_s=wait_s)
-
-
-@dataclass(frozen=True)
-class RoundsFlags:
-    """How often each measurement is repeated, and the confidence of the intervals."""
-
-    rounds: Rounds = None
-    confidence: Confidence = DEFAULT_CONFIDENCE
-
-    def count(self, default: int) -> int:
-        """``--rounds``, or ``default`` when not given (checked where the rounds are used).
-
-        Raises:
-            ConfigError: ``--rounds auto`` where a number is wanted, or neither.
-        """
-        given = parse_rounds(self.rounds)
-        if given == "auto":
-            raise ConfigError(
-                "--rounds auto is compare's and tune's; this command takes a number of rounds",
-                "e.g. --rounds 3",
-            )
-        return default if given is None else given
-
-
-@dataclass(frozen=True)
-class AutoRoundsFlags(RoundsFlags):
-    """The rounds of compare and of tune's confirmation: a number, or ``auto`` with its caps and margin."""
-
-    max_rounds: MaxRounds = DEFAULT_MAX_ROUNDS
-    max_minutes: MaxMinutes = DEFAULT_MAX_MINUTES
-    busy_repeats: BusyRepeats = BUSY_REPEATS
-    equivalence: Equivalence = f"{DEFAULT_EQUIVALENCE:.0%}"
-
-    def rule(self, default_auto: bool) -> tuple[int, StopRule | None]:
-        """Rounds to run at most, and the stopping rule when they are ``auto`` (checked).
-
-        Raises:
-            ConfigError: a cap or margin that leaves nothing to decide.
-        """
-        given = parse_rounds(self.rounds)
-        if given == "auto" or (given is None and default_auto):
-            margin = parse_margin(self.equivalence)
-            rule = StopRule(self.max_rounds, self.max_minutes, margin, busy_repeats=self.busy_repeats)
-            rule.check()
-            return rule.max_rounds, rule
-        return (DEFAULT_ROUNDS if given is None else given), None
 
 
 def load_spec(model: str, url: str | None, load: LoadFlags, run: RunFlags, rounds: int = 1) -> LoadSpec:
