@@ -73,9 +73,7 @@ class CompareFlags:
     ] = 32
     seq: Annotated[
         int | None,
-        typer.Option(
-            "--seq", help="Value of every dynamic non-batch dim, e.g. 128.", min=1, show_default=False
-        ),
+        typer.Option("--seq", help="Value of every dynamic non-batch dim, e.g. 128.", min=1),
     ] = None
     rank_by: Annotated[
         str, typer.Option("--rank-by", help=f"Order of the table: {', '.join(RANK_KEYS)}.")
@@ -87,7 +85,6 @@ class CompareFlags:
             help="With --rounds auto, the figures whose pairs the rounds must decide: latency, "
             "throughput or both (default: the --rank-by figure; ranked by memory, latency). The "
             "other is reported with the interval it reached.",
-            show_default=False,
         ),
     ] = None
     out: Annotated[
@@ -102,7 +99,6 @@ class CompareFlags:
             help="Do not recommend reduced-precision engines whose relative RMS error against FP32 "
             "exceeds this (measured on --verify-data or held-out calibration rows).",
             min=0.0,
-            show_default=False,
             rich_help_panel="Precision",
         ),
     ] = None

@@ -42,7 +42,7 @@ def infer_command(
     protocol: Protocol = ProtocolChoice.http,
     inputs: Annotated[
         list[str] | None,
-        typer.Option("--input", help="NAME=FILE.npy for an input (repeatable).", show_default=False),
+        typer.Option("--input", help="NAME=FILE.npy for an input (repeatable)."),
     ] = None,
     step: Annotated[
         int, typer.Option("--step", help="Which step (entry) of an --input-data file to send, from 0.")

@@ -47,7 +47,6 @@ class ClusterFlags:
         typer.Option(
             "--kubernetes-version",
             help="Validate against this release's schemas (default: the newest the validator ships).",
-            show_default=False,
         ),
     ] = None
     startup_timeout: Annotated[
@@ -66,7 +65,6 @@ class StoreFlags:
             "--model-store",
             help="s3://…, gs://…, as://… (read by Triton), pvc:CLAIM, nfs:SERVER:/EXPORT "
             "(default: a new PersistentVolumeClaim).",
-            show_default=False,
         ),
     ] = None
     store_secret: Annotated[
@@ -74,7 +72,6 @@ class StoreFlags:
         typer.Option(
             "--store-secret",
             help="Secret holding the bucket's credentials (referenced only).",
-            show_default=False,
         ),
     ] = None
     storage_class: Annotated[
@@ -82,7 +79,6 @@ class StoreFlags:
         typer.Option(
             "--storage-class",
             help="Storage class of the new claim (ReadWriteMany; not with --model-store).",
-            show_default=False,
         ),
     ] = None
 
@@ -102,7 +98,6 @@ class ScalingFlags:
         typer.Option(
             "--scale-target",
             help="Target per replica (default: from --from tune.json, else documented).",
-            show_default=False,
         ),
     ] = None
     scale_window: Annotated[
@@ -131,7 +126,6 @@ class ClusterLoadFlags:
         typer.Option(
             "--load-model",
             help="Model the load test sends to (default: the model of --from tune.json, else the first).",
-            show_default=False,
         ),
     ] = None
     load_workers: Annotated[
@@ -153,9 +147,7 @@ class WriteFlags:
 
 Sources = Annotated[
     list[Path] | None,
-    typer.Option(
-        "--from", help="tune and/or compare JSON: scaling target and memory request.", show_default=False
-    ),
+    typer.Option("--from", help="tune and/or compare JSON: scaling target and memory request."),
 ]
 
 

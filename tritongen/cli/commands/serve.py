@@ -32,9 +32,7 @@ def serve_command(
     metrics_port: Annotated[
         int, typer.Option("--metrics-port", help="Prometheus metrics port (0 picks a free one).", min=0)
     ] = 8002,
-    models: Annotated[
-        str | None, typer.Option("--models", help="Load only these models, e.g. a,b.", show_default=False)
-    ] = None,
+    models: Annotated[str | None, typer.Option("--models", help="Load only these models, e.g. a,b.")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     ready_timeout: Annotated[
         float, typer.Option("--ready-timeout", help="Seconds to wait for the server and its models.")

@@ -23,16 +23,13 @@ class KindChoice(str, Enum):
 
 MaxBatchSize = Annotated[
     int | None,
-    typer.Option(
-        "--max-batch-size", help="Largest batch the model accepts (0 = no batching).", show_default=False
-    ),
+    typer.Option("--max-batch-size", help="Largest batch the model accepts (0 = no batching)."),
 ]
 PreferredBatchSizes = Annotated[
     str | None,
     typer.Option(
         "--preferred-batch-sizes",
         help="Batch sizes the dynamic batcher aims for, e.g. 4,8,16.",
-        show_default=False,
     ),
 ]
 MaxQueueDelay = Annotated[
@@ -40,7 +37,6 @@ MaxQueueDelay = Annotated[
     typer.Option(
         "--max-queue-delay-us",
         help="How long a request may wait for a batch to fill, in µs.",
-        show_default=False,
     ),
 ]
 DynamicBatchingFlag = Annotated[
@@ -48,19 +44,15 @@ DynamicBatchingFlag = Annotated[
     typer.Option(
         "--dynamic-batching/--no-dynamic-batching",
         help="Turn the dynamic batcher on or off (on by default for batching models).",
-        show_default=False,
     ),
 ]
-Instances = Annotated[
-    int | None, typer.Option("--instances", help="Model instances (copies) to run.", show_default=False)
-]
+Instances = Annotated[int | None, typer.Option("--instances", help="Model instances (copies) to run.")]
 Kind = Annotated[
     KindChoice | None,
     typer.Option(
         "--kind",
         help="Instance kind: auto (CPU for local, GPU for container), cpu, gpu "
         "(local: TorchScript with CUDA torch, TVM built with --tvm-target cuda).",
-        show_default=False,
     ),
 ]
 

@@ -30,7 +30,6 @@ InputSpecs = Annotated[
         "--input-spec",
         help="NAME:DTYPE:DIMS of one input, repeatable, in forward() order; first dim the batch, "
         "-1 dynamic (e.g. input_ids:INT64:-1,-1). Needed for PyTorch and TorchScript sources.",
-        show_default=False,
         rich_help_panel="Source",
     ),
 ]
@@ -40,7 +39,6 @@ OutputNames = Annotated[
         "--output-names",
         help="Names of a PyTorch source's outputs, comma-separated "
         "(default: dict keys, else output, output_1...).",
-        show_default=False,
         rich_help_panel="Source",
     ),
 ]
@@ -58,7 +56,6 @@ TvmTarget = Annotated[
         "--tvm-target",
         help="TVM target: llvm (this CPU, the default), cuda, an Arm board cross-compiled here "
         "(aarch64, rpi4, rk3588), or a JSON target dict.",
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -74,7 +71,6 @@ TvmTuneMinutes = Annotated[
         "--tvm-tune-minutes",
         help="Tune TVM for about this many minutes (one budget over all buckets).",
         min=0.0,
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -86,7 +82,6 @@ TvmBuckets = Annotated[
         help="Shape buckets, one library each: 'batch=1,8,32;seq=64,128' (dims by ONNX name or "
         "--tvm-pad alias). Default when tuning: batch 1, the preferred batch sizes and the max batch "
         "size; 128 for other dims.",
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -98,7 +93,6 @@ TvmPad = Annotated[
         help="Repeatable: that dim may be padded up to a bucket; INPUT is its mask (0 at padding), "
         "e.g. seq=attention_mask:1. One alias on several inputs ties their dims. Undeclared dims are "
         "never padded.",
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -144,7 +138,6 @@ CalibrationData = Annotated[
         help="Static INT8 calibration inputs: an .npz (one array per input, batch first) or a directory "
         "of them; 'random' calibrates on noise, knowingly. 20% is held out for the accuracy report "
         "when no --verify-data is given.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -162,7 +155,6 @@ CalibrationSamples = Annotated[
         "--calibration-samples",
         help="Calibrate on at most this many rows (default: all).",
         min=1,
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -171,7 +163,6 @@ CalibrationCache = Annotated[
     typer.Option(
         "--calibration-cache",
         help="A ready TensorRT calibration cache for INT8 (TensorRT 10.x and older), instead of data.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -182,7 +173,6 @@ KeepFp32 = Annotated[
         "--mixed-precision-keep-fp32",
         help="Nodes kept in FP32 under fp16/int8, comma-separated: node names, globs (*attention*) or "
         "op:TYPE (op:Softmax). TensorRT gets them as layer precisions.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -200,7 +190,6 @@ MaxError = Annotated[
     typer.Option(
         "--max-error",
         help="Error budget of --auto-mixed-precision, in --error-metric units.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -219,7 +208,6 @@ OptBatchSize = Annotated[
         "--opt-batch-size",
         help="Batch size TensorRT optimises for (default: max batch size).",
         min=1,
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -229,7 +217,6 @@ WorkspaceMb = Annotated[
         "--workspace-mb",
         help="TensorRT builder workspace in MiB.",
         min=1,
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -238,7 +225,6 @@ TimingCache = Annotated[
     typer.Option(
         "--timing-cache",
         help="TensorRT timing cache file (read and updated).",
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -265,7 +251,6 @@ TrtDims = Annotated[
         "--dims",
         help="TensorRT min,opt,max of dynamic non-batch dims, by ONNX dim name or INPUT:AXIS, e.g. "
         "'seq=1,128,512;input_ids:1=8,64,256' (default 1,128,512).",
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -275,7 +260,6 @@ TensorRtVersion = Annotated[
         "--tensorrt-version",
         help="TensorRT version of the serving image (e.g. 10.3), "
         "when tritongen cannot tell it from the image.",
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -285,7 +269,6 @@ VerifyData = Annotated[
         "--verify-data",
         help="Extra verification inputs: an .npz with one array per input (batch dim first), or "
         "perf_analyzer's input-data JSON.",
-        show_default=False,
         rich_help_panel="Verification",
     ),
 ]
@@ -295,7 +278,6 @@ Atol = Annotated[
         "--atol",
         help=f"Absolute tolerance of verification (defaults: {_tolerances()}).",
         min=0.0,
-        show_default=False,
         rich_help_panel="Verification",
     ),
 ]
@@ -305,7 +287,6 @@ Rtol = Annotated[
         "--rtol",
         help="Relative tolerance of verification.",
         min=0.0,
-        show_default=False,
         rich_help_panel="Verification",
     ),
 ]

@@ -30,7 +30,6 @@ Cpus = Annotated[
         "--cpus",
         help="server=LIST,load=LIST: the server's processes and the load generator's on cores of "
         "their own, e.g. server=0-5,load=6-7 (a server on this machine; default: not pinned).",
-        show_default=False,
     ),
 ]
 
@@ -39,12 +38,11 @@ MaxDuration = Annotated[
     typer.Option(
         "--max-duration",
         help="Cap while waiting for stability (default 3 × duration).",
-        show_default=False,
     ),
 ]
 MeasurementWindow = Annotated[
     str | None,
-    typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
+    typer.Option("--window", help="Measurement window (default duration/6, 1-5 s)."),
 ]
 RequestTimeout = Annotated[
     str,
@@ -92,7 +90,7 @@ class LoadFlags:
     ] = None
     rate: Annotated[
         str | None,
-        typer.Option("--rate", help="Open loop: requests/s per run, e.g. 500,1000.", show_default=False),
+        typer.Option("--rate", help="Open loop: requests/s per run, e.g. 500,1000."),
     ] = None
     batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1
     shapes: Shapes = None
@@ -123,7 +121,6 @@ class LoadFlags:
             "--input-value",
             help="NAME=VALUE: one input fixed in every request, a string for BYTES inputs (e.g. the "
             "model a BLS model calls: MODEL_NAME=mlp_onnx), else a number (repeatable).",
-            show_default=False,
         ),
     ] = None
     atol: Annotated[
@@ -154,7 +151,6 @@ class LoadFlags:
             help="Shared-memory bytes of each output whose size the model leaves open (dynamic dims, "
             "strings); the others are sized from the model.",
             min=1,
-            show_default=False,
         ),
     ] = None
     sequences: Annotated[
@@ -163,7 +159,6 @@ class LoadFlags:
             "--sequences",
             help="Sequence model: sequences in flight per run, e.g. 1,4,16 (its closed loop, "
             "instead of --concurrency).",
-            show_default=False,
         ),
     ] = None
     sequence_length: Annotated[
@@ -172,7 +167,6 @@ class LoadFlags:
             "--sequence-length",
             help="Requests per sequence (default: one per step of the input data when it has several, "
             "else 20).",
-            show_default=False,
         ),
     ] = None
     sequence_id_range: Annotated[
@@ -180,7 +174,6 @@ class LoadFlags:
         typer.Option(
             "--sequence-id-range",
             help="Correlation IDs START:END, END excluded (default: from each load process's id).",
-            show_default=False,
         ),
     ] = None
 
@@ -262,7 +255,6 @@ class RunFlags:
             "--mix",
             help="Several models at once (MODEL a,b): each one's share of the load, e.g. 3:1 "
             "(default: equal shares).",
-            show_default=False,
         ),
     ] = None
     master: Annotated[
@@ -276,7 +268,7 @@ class RunFlags:
     ] = False
     workers: Annotated[
         int | None,
-        typer.Option("--workers", help="With --master: load workers each run waits for.", show_default=False),
+        typer.Option("--workers", help="With --master: load workers each run waits for."),
     ] = None
     worker: Annotated[
         bool,
@@ -288,7 +280,7 @@ class RunFlags:
     ] = False
     master_host: Annotated[
         str | None,
-        typer.Option("--master-host", help="With --worker: the master's host.", show_default=False),
+        typer.Option("--master-host", help="With --worker: the master's host."),
     ] = None
     master_port: Annotated[
         int, typer.Option("--master-port", help="The master's port (--master binds it, --worker joins it).")
@@ -316,7 +308,6 @@ class RunFlags:
             help="With --web: the web UI's port, kept for every run (default: a free one).",
             min=0,
             max=65535,
-            show_default=False,
         ),
     ] = None
 

@@ -16,19 +16,15 @@ OutputPath = Annotated[Path, typer.Option("-o", "--output", help="Where to write
 class OutputFlags:
     """Result files besides the console (each command offers those it writes)."""
 
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write the results as JSON.", show_default=False)
-    ] = None
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON.")] = None
     html_path: Annotated[
         Path | None,
-        typer.Option("--html", help="Write a self-contained HTML report of the results.", show_default=False),
+        typer.Option("--html", help="Write a self-contained HTML report of the results."),
     ] = None
-    plot_path: Annotated[
-        Path | None, typer.Option("--plot", help="Write a plot of the results (PNG).", show_default=False)
-    ] = None
-    csv_path: Annotated[
-        Path | None, typer.Option("--csv", help="Write results as CSV.", show_default=False)
-    ] = None
-    markdown_path: Annotated[
-        Path | None, typer.Option("--markdown", help="Write the table as Markdown.", show_default=False)
-    ] = None
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="Write a plot of the results (PNG).")] = (
+        None
+    )
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Write results as CSV.")] = None
+    markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Write the table as Markdown.")] = (
+        None
+    )

@@ -31,7 +31,6 @@ Rounds = Annotated[
         "an interval and a CV (1 = one quick look, no interval). compare and tune's confirmation: "
         "auto (their default) adds rounds until every pair (engines; each finalist and the current "
         "config) differs or is equivalent within --equivalence.",
-        show_default=False,
     ),
 ]
 MaxRounds = Annotated[

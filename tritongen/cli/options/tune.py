@@ -40,7 +40,6 @@ class SearchFlags:
         typer.Option(
             "--max-batch-size",
             help="Max batch sizes to try, e.g. 8,16,32 (default: the model's).",
-            show_default=False,
         ),
     ] = None
     preferred: Annotated[
@@ -59,7 +58,6 @@ class SearchFlags:
             "--max-trials",
             help="Trials at most (default: grid all, adaptive 30%).",
             min=1,
-            show_default=False,
         ),
     ] = None
     max_memory_mb: Annotated[
@@ -67,7 +65,6 @@ class SearchFlags:
         typer.Option(
             "--max-memory-mb",
             help="GPU memory cap of a feasible config (where the server reports GPU memory).",
-            show_default=False,
         ),
     ] = None
     composing: Annotated[
@@ -76,7 +73,6 @@ class SearchFlags:
             "--composing",
             help="Tune this composing model (an ensemble step, or a model MODEL calls through BLS) "
             "while the load goes to MODEL.",
-            show_default=False,
         ),
     ] = None
 
@@ -127,7 +123,6 @@ class ServerFlags:
         typer.Option(
             "--background",
             help="Keep these models (OTHER[,OTHER2]) under load for the whole tune: tune under interference.",
-            show_default=False,
         ),
     ] = None
     background_concurrency: Annotated[
@@ -135,7 +130,6 @@ class ServerFlags:
         typer.Option(
             "--background-concurrency",
             help="In-flight requests of the background load in all, split over its models (default 1 each).",
-            show_default=False,
         ),
     ] = None
     background_rate: Annotated[
@@ -143,7 +137,6 @@ class ServerFlags:
         typer.Option(
             "--background-rate",
             help="Requests/s of the background load in all (open loop), split over its models.",
-            show_default=False,
         ),
     ] = None
 
@@ -183,7 +176,6 @@ class TrialFlags:
         typer.Option(
             "--resume",
             help="Continue a tune in this directory, skipping finished trials.",
-            show_default=False,
         ),
     ] = None
     finalists: Annotated[
