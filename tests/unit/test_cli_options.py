@@ -73,7 +73,7 @@ def test_every_flag_is_declared_once() -> None:
         for flag, where in _declarations().items()
         if len(where) > 1 and not (flag in SAME_FLAG_OTHER_MEANING and len(where) == 2)
     }
-    assert twice == {}, "declare it once (cli/options/: an alias or a group) and reuse it, reworded if need be"
+    assert twice == {}, "declare it once (cli/options/: an alias or a group) and reuse it, reworded if needed"
 
 
 def test_the_exceptions_are_still_declared_twice() -> None:
