@@ -183,6 +183,30 @@ def test_tune_starts_from_the_servers_config_and_apply_writes_it_out(
 
 
 @pytest.mark.slow
+def test_tune_on_the_embedded_server_starts_from_the_config_that_server_completes(tmp_path: Path) -> None:
+    """Without --url the config comes from the tune's own embedded server, which then runs the trials."""
+    repo = tmp_path / "repo"
+    write_auto_model(repo / AUTO_MODEL)
+    result = runner.invoke(
+        app,
+        ["tune", AUTO_MODEL, "--repo", str(repo),
+         "--duration", "1s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "1s",
+         "--concurrency", "2", "--max-queue-delay-us", "0", "--instances", "1",
+         "--strategy", "grid", "--rounds", "1", "--finalists", "1",
+         "--out", str(tmp_path / "t"), "--json", str(tmp_path / "t.json")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    note = f"{AUTO_MODEL}: no config.pbtxt: using the config the server reports (max batch 8,"
+    assert note in result.stdout
+    assert result.stdout.index(note) < result.stdout.index(f"tuning {AUTO_MODEL}: 1 legal configs")
+    doc = json.loads((tmp_path / "t.json").read_text())
+    baseline = doc["baseline"]
+    assert baseline["key"] == "current-mb8-nodb-i1" and baseline["status"] == "ok"
+    assert baseline["infer_per_s"] > 0
+    assert not (repo / AUTO_MODEL / "config.pbtxt").exists()  # nothing applied
+
+
+@pytest.mark.slow
 def test_serve_copes_with_a_repository_it_did_not_write(tmp_path: Path) -> None:
     """No tritongen metadata, a model without config, a partial config, an ensemble over both."""
     repo = tmp_path / "theirs"
