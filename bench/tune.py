@@ -40,7 +40,8 @@ from tritongen.server.local import LocalTritonServer
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
-from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
+from tritongen.tune.request import TuneRequest
+from tritongen.tune.runner import TuneHooks, run_tune
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import candidate_config
 

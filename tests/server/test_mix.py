@@ -20,7 +20,8 @@ from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import read_config
-from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
+from tritongen.tune.request import TuneRequest
+from tritongen.tune.runner import TuneHooks, run_tune
 from tritongen.tune.space import SearchSpace, parse_preferred_sets
 
 from support.loads import QUICK_RUNS

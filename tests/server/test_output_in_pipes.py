@@ -24,7 +24,7 @@ from support.piped_output import WIDTHS, assert_table_whole, assert_whole, run_p
 QUICK = ["--duration", "0.5s", "--warmup", "0s", "--window", "0.25s", "--max-duration", "0.5s",
          "--rounds", "1"]  # fmt: skip
 PRINT_REPORT = (
-    "import json, sys; from tritongen.cli.compare import print_report; "
+    "import json, sys; from tritongen.cli.commands.compare import print_report; "
     "from tritongen.compare.result import CompareReport; "
     "print_report(CompareReport.from_json(json.loads(open(sys.argv[1]).read())))"
 )

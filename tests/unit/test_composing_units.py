@@ -14,14 +14,14 @@ from tritongen.metrics.composing import (
     SERVER_MODEL_KEYS,
     all_snapshots,
     cached_lookup,
-    ensemble_steps,
-    ensemble_tree,
     server_models,
     touched_models,
     tree_parents,
 )
 from tritongen.report.loadtest_tables import server_models_table, tree_labels
-from tritongen.tune.composing import composing_models, tuned_model, untouched_warning
+from tritongen.triton.ensembles import composing_models, ensemble_steps, ensemble_tree
+from tritongen.tune.runner import untouched_warning
+from tritongen.tune.session import tuned_model
 
 from support.composing_models import (
     BLS_MODEL,

@@ -25,7 +25,8 @@ from tritongen.stopping import FUTILITY_FROM, MIN_ROUNDS, Ending, StopRule, judg
 from tritongen.tune.confirm import Confirmation, Entry
 from tritongen.tune.confirm import judge as judge_rounds
 from tritongen.tune.document import TuneDocument
-from tritongen.tune.runner import TuneReport, TuneRequest, _claim, check_claim, plan
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import TuneRequest, check_claim, claim_directory, plan
 from tritongen.tune.space import Candidate, Current, SearchSpace
 
 from support.cli_output import error_line
@@ -244,7 +245,7 @@ def test_the_keep_verdict_names_the_best_finalists_decision(tmp_path: Path) -> N
 
 def test_auto_is_claimed_as_auto_and_planned_between_the_first_look_and_the_cap(tmp_path: Path) -> None:
     request = _request(tmp_path / "t")
-    _claim(request)
+    claim_directory(request)
     assert json.loads((tmp_path / "t" / "tune-request.json").read_text())["rounds"] == "auto"
     with pytest.raises(Exception, match="was tuned with --rounds auto"):
         check_claim(_request(tmp_path / "t", rounds=5, stopping=None))

@@ -18,7 +18,7 @@ from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
-from tritongen.loadtest.spec import LoadSpec
+from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec
 from tritongen.tune.confirm import Confirmation, Entry, judge
 from tritongen.tune.objective import (
     FAILED_OBJECTIVE,
@@ -29,16 +29,9 @@ from tritongen.tune.objective import (
     objective,
     pareto_front,
 )
-from tritongen.tune.runner import (
-    RELOAD_S,
-    RUN_OVERHEAD_S,
-    TuneReport,
-    TuneRequest,
-    _claim,
-    _finalists,
-    check_claim,
-    plan,
-)
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import RELOAD_S, TuneRequest, check_claim, claim_directory, plan
+from tritongen.tune.runner import _finalists
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.strategy import AdaptiveSearch, GridSearch, SearchStrategy, make_strategy
 from tritongen.tune.trial import TrialRecord
@@ -894,7 +887,7 @@ def test_plan_says_how_long_at_most() -> None:
 def test_resume_claims(tmp_path: Path) -> None:
     out = tmp_path / "tune"
     request = _request(out)
-    _claim(request)
+    claim_directory(request)
     claim = (out / "tune-request.json").read_text()
     check_claim(request)
     for changes, message in [
@@ -905,10 +898,10 @@ def test_resume_claims(tmp_path: Path) -> None:
         ({"model": "other"}, "holds trials of another tune"),
     ]:
         with pytest.raises(ConfigError, match=message):
-            _claim(_request(out, **changes))
+            claim_directory(_request(out, **changes))
         assert (out / "tune-request.json").read_text() == claim  # nothing overwritten
     # A directory from before rounds were recorded: its search trials still count.
     old = {k: v for k, v in json.loads(claim).items() if k not in ("rounds", "finalists", "confidence")}
     (out / "tune-request.json").write_text(json.dumps(old))
-    _claim(_request(out, rounds=3))
+    claim_directory(_request(out, rounds=3))
     assert json.loads((out / "tune-request.json").read_text())["rounds"] == 3

@@ -27,8 +27,9 @@ from tritongen.loadtest.run_figures import run_result
 from tritongen.loadtest.runner import LoadPlan, Told, level_label, run_plan
 from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.spec import LoadSpec, Mode
-from tritongen.metrics.composing import ServerModels, ensemble_tree
+from tritongen.metrics.composing import ServerModels
 from tritongen.metrics.statistics import PHASES
+from tritongen.triton.ensembles import ensemble_tree
 
 MODEL_SEPARATOR = ","
 SHARE_SEPARATOR = ":"

@@ -71,11 +71,16 @@ def level_lines(run: RunResult, options: PaOptions) -> list[str]:
     return lines + [f"  {line}" for line in validation_lines(run.validation)]
 
 
-def unstable_line(run: RunResult, options: PaOptions) -> str:
-    """perf_analyzer's line (on stderr) for a level that did not stabilise."""
-    level = (
+def level_text(run: RunResult) -> str:
+    """A level as perf_analyzer names it: ``concurrency 8`` or ``request rate 500``."""
+    return (
         f"concurrency {run.concurrency}" if run.mode == "concurrency" else f"request rate {run.target_rate:g}"
     )
+
+
+def unstable_line(run: RunResult, options: PaOptions) -> str:
+    """perf_analyzer's line (on stderr) for a level that did not stabilise."""
+    level = level_text(run)
     windows = f"{options.max_trials} measurement windows"
     return (
         f"Failed to obtain stable measurement within {windows} for {level}. "

@@ -25,29 +25,21 @@ class ProtocolChoice(str, Enum):
 
 Templates = Annotated[
     Path | None,
-    typer.Option(
-        "--templates", help="Directory of Jinja templates overriding the built-in ones.", show_default=False
-    ),
+    typer.Option("--templates", help="Directory of Jinja templates overriding the built-in ones."),
 ]
 ModelName = Annotated[str, typer.Argument(help="Served model name, e.g. mlp_onnx.")]
 Url = Annotated[
     str | None,
-    typer.Option(
-        "--url", help="Server address (default localhost:8000, or :8001 for gRPC).", show_default=False
-    ),
+    typer.Option("--url", help="Server address (default localhost:8000, or :8001 for gRPC)."),
 ]
 Protocol = Annotated[ProtocolChoice, typer.Option("--protocol", help="http or grpc.")]
 Shapes = Annotated[
     list[str] | None,
-    typer.Option(
-        "--shape", help="NAME=DIMS for dynamic dims, e.g. input_ids=128 (repeatable).", show_default=False
-    ),
+    typer.Option("--shape", help="NAME=DIMS for dynamic dims, e.g. input_ids=128 (repeatable)."),
 ]
 Serve = Annotated[
     Path | None,
-    typer.Option(
-        "--serve", help="Start the embedded server on this repository for the call.", show_default=False
-    ),
+    typer.Option("--serve", help="Start the embedded server on this repository for the call."),
 ]
 
 SkipFailed = Annotated[
@@ -65,19 +57,14 @@ AdminKey = Annotated[
         "--admin-key",
         envvar="TRITONGEN_ADMIN_KEY",
         help="Key of a --url server whose repository API is restricted (printed by `serve --host`).",
-        show_default=False,
     ),
 ]
 MetricsUrl = Annotated[
     str | None,
-    typer.Option(
-        "--metrics-url", help="Prometheus endpoint (default: the server host, port 8002).", show_default=False
-    ),
+    typer.Option("--metrics-url", help="Prometheus endpoint (default: the server host, port 8002)."),
 ]
 Repo = Annotated[Path, typer.Option("--repo", help="Model repository holding MODEL.")]
-ModelNameOption = Annotated[
-    str | None, typer.Option("--name", help="Model name (default: the file name).", show_default=False)
-]
+ModelNameOption = Annotated[str | None, typer.Option("--name", help="Model name (default: the file name).")]
 Formats = Annotated[
     str,
     typer.Option(
@@ -86,16 +73,10 @@ Formats = Annotated[
         "or all (what this machine can build).",
     ),
 ]
-WorkDir = Annotated[
-    Path | None, typer.Option("--out", help="Trial directory (default tune-MODEL).", show_default=False)
-]
+WorkDir = Annotated[Path | None, typer.Option("--out", help="Trial directory (default tune-MODEL).")]
 Force = Annotated[bool, typer.Option("--force", help="Replace model directories that already exist.")]
 Image = Annotated[
     str | None,
-    typer.Option(
-        "--image", help="Triton image (default: the release matching tritonclient).", show_default=False
-    ),
+    typer.Option("--image", help="Triton image (default: the release matching tritonclient)."),
 ]
-SloP99 = Annotated[
-    float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.", show_default=False)
-]
+SloP99 = Annotated[float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.")]

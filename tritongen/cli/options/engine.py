@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from tritongen.cli.common import parse_name_list
+from tritongen.cli.options.parsing import parse_name_list
+from tritongen.cli.options.settings import settings
+from tritongen.cli.source_names import source_kind_or_none
 from tritongen.convert.calibration import parse_calibration_source
 from tritongen.convert.precision import PrecisionOptions, Variant, parse_precisions
 from tritongen.convert.tensorrt import TensorRtOptions, parse_dim_ranges
 from tritongen.convert.torch_export import TorchScriptMode
 from tritongen.convert.tvm import TvmOptions
 from tritongen.convert.verify import TOLERANCES
-from tritongen.pipeline.request import VerifyOptions
+from tritongen.pipeline.request import BuildRequest, VerifyOptions
 
 
 def _tolerances() -> str:
@@ -28,7 +30,6 @@ InputSpecs = Annotated[
         "--input-spec",
         help="NAME:DTYPE:DIMS of one input, repeatable, in forward() order; first dim the batch, "
         "-1 dynamic (e.g. input_ids:INT64:-1,-1). Needed for PyTorch and TorchScript sources.",
-        show_default=False,
         rich_help_panel="Source",
     ),
 ]
@@ -38,7 +39,6 @@ OutputNames = Annotated[
         "--output-names",
         help="Names of a PyTorch source's outputs, comma-separated "
         "(default: dict keys, else output, output_1...).",
-        show_default=False,
         rich_help_panel="Source",
     ),
 ]
@@ -56,7 +56,6 @@ TvmTarget = Annotated[
         "--tvm-target",
         help="TVM target: llvm (this CPU, the default), cuda, an Arm board cross-compiled here "
         "(aarch64, rpi4, rk3588), or a JSON target dict.",
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -72,7 +71,6 @@ TvmTuneMinutes = Annotated[
         "--tvm-tune-minutes",
         help="Tune TVM for about this many minutes (one budget over all buckets).",
         min=0.0,
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -84,7 +82,6 @@ TvmBuckets = Annotated[
         help="Shape buckets, one library each: 'batch=1,8,32;seq=64,128' (dims by ONNX name or "
         "--tvm-pad alias). Default when tuning: batch 1, the preferred batch sizes and the max batch "
         "size; 128 for other dims.",
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -96,7 +93,6 @@ TvmPad = Annotated[
         help="Repeatable: that dim may be padded up to a bucket; INPUT is its mask (0 at padding), "
         "e.g. seq=attention_mask:1. One alias on several inputs ties their dims. Undeclared dims are "
         "never padded.",
-        show_default=False,
         rich_help_panel="TVM",
     ),
 ]
@@ -142,7 +138,6 @@ CalibrationData = Annotated[
         help="Static INT8 calibration inputs: an .npz (one array per input, batch first) or a directory "
         "of them; 'random' calibrates on noise, knowingly. 20% is held out for the accuracy report "
         "when no --verify-data is given.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -160,7 +155,6 @@ CalibrationSamples = Annotated[
         "--calibration-samples",
         help="Calibrate on at most this many rows (default: all).",
         min=1,
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -169,7 +163,6 @@ CalibrationCache = Annotated[
     typer.Option(
         "--calibration-cache",
         help="A ready TensorRT calibration cache for INT8 (TensorRT 10.x and older), instead of data.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -180,7 +173,6 @@ KeepFp32 = Annotated[
         "--mixed-precision-keep-fp32",
         help="Nodes kept in FP32 under fp16/int8, comma-separated: node names, globs (*attention*) or "
         "op:TYPE (op:Softmax). TensorRT gets them as layer precisions.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -198,7 +190,6 @@ MaxError = Annotated[
     typer.Option(
         "--max-error",
         help="Error budget of --auto-mixed-precision, in --error-metric units.",
-        show_default=False,
         rich_help_panel="Precision",
     ),
 ]
@@ -217,7 +208,6 @@ OptBatchSize = Annotated[
         "--opt-batch-size",
         help="Batch size TensorRT optimises for (default: max batch size).",
         min=1,
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -227,7 +217,6 @@ WorkspaceMb = Annotated[
         "--workspace-mb",
         help="TensorRT builder workspace in MiB.",
         min=1,
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -236,7 +225,6 @@ TimingCache = Annotated[
     typer.Option(
         "--timing-cache",
         help="TensorRT timing cache file (read and updated).",
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -263,7 +251,6 @@ TrtDims = Annotated[
         "--dims",
         help="TensorRT min,opt,max of dynamic non-batch dims, by ONNX dim name or INPUT:AXIS, e.g. "
         "'seq=1,128,512;input_ids:1=8,64,256' (default 1,128,512).",
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -273,7 +260,6 @@ TensorRtVersion = Annotated[
         "--tensorrt-version",
         help="TensorRT version of the serving image (e.g. 10.3), "
         "when tritongen cannot tell it from the image.",
-        show_default=False,
         rich_help_panel="TensorRT",
     ),
 ]
@@ -283,7 +269,6 @@ VerifyData = Annotated[
         "--verify-data",
         help="Extra verification inputs: an .npz with one array per input (batch dim first), or "
         "perf_analyzer's input-data JSON.",
-        show_default=False,
         rich_help_panel="Verification",
     ),
 ]
@@ -293,7 +278,6 @@ Atol = Annotated[
         "--atol",
         help=f"Absolute tolerance of verification (defaults: {_tolerances()}).",
         min=0.0,
-        show_default=False,
         rich_help_panel="Verification",
     ),
 ]
@@ -303,7 +287,6 @@ Rtol = Annotated[
         "--rtol",
         help="Relative tolerance of verification.",
         min=0.0,
-        show_default=False,
         rich_help_panel="Verification",
     ),
 ]
@@ -350,14 +333,8 @@ class EngineFlags:
 
     def tvm(self) -> TvmOptions:
         """The TVM options."""
-        return TvmOptions(
-            target=self.tvm_target,
-            tune_trials=self.tvm_tune_trials,
-            tune_minutes=self.tvm_tune_minutes,
-            buckets=self.tvm_buckets,
-            pads=tuple(self.tvm_pad or ()),
-            strict_buckets=self.tvm_strict_buckets,
-            fast_math=not self.tvm_exact_math,
+        return settings(
+            TvmOptions, self, prefix="tvm_", pads=tuple(self.tvm_pad or ()), fast_math=not self.tvm_exact_math
         )
 
 
@@ -375,15 +352,8 @@ class TensorRtFlags:
 
     def options(self) -> TensorRtOptions:
         """The TensorRT options (checked: a one-line ConfigError when contradictory)."""
-        return TensorRtOptions(
-            opt_batch_size=self.opt_batch_size,
-            dims=parse_dim_ranges(self.trt_dims) if self.trt_dims else {},
-            workspace_mb=self.workspace_mb,
-            timing_cache=self.timing_cache,
-            cuda_graphs=self.cuda_graphs,
-            dry_run=self.dry_run,
-            trt_version=self.tensorrt_version,
-        )
+        dims = parse_dim_ranges(self.trt_dims) if self.trt_dims else {}
+        return settings(TensorRtOptions, self, dims=dims, trt_version=self.tensorrt_version)
 
 
 @dataclass(frozen=True)
@@ -398,13 +368,7 @@ class VerifyFlags:
 
     def options(self) -> VerifyOptions:
         """The verification options."""
-        return VerifyOptions(
-            data=self.verify_data,
-            atol=self.atol,
-            rtol=self.rtol,
-            keep_failed=self.keep_failed,
-            skip=self.no_verify,
-        )
+        return settings(VerifyOptions, self, data=self.verify_data, skip=self.no_verify)
 
 
 @dataclass(frozen=True)
@@ -429,13 +393,36 @@ class PrecisionFlags:
             ConfigError: an unknown precision or mode.
         """
         variants = parse_precisions(self.precision, self.int8_mode.strip().lower())
-        return variants, PrecisionOptions(
+        return variants, settings(
+            PrecisionOptions,
+            self,
             calibration=parse_calibration_source(self.calibration_data),
             calibration_method=self.calibration_method.strip().lower(),
-            calibration_cache=self.calibration_cache,
-            calibration_samples=self.calibration_samples,
             keep_fp32=parse_name_list(self.keep_fp32),
             auto_mixed=self.auto_mixed_precision,
-            max_error=self.max_error,
             error_metric=self.error_metric.strip().lower(),
         )
+
+
+def build_request(
+    source: str, engines: EngineFlags, verify: VerifyFlags, precision: PrecisionFlags, **given: Any
+) -> BuildRequest:
+    """What ``convert`` and ``compare`` ask to build from SOURCE: its engines, verification and precisions.
+
+    ``given``: the rest of the request (name, repository, formats, batching, ...).
+
+    Raises:
+        ConfigError: an unknown precision or mode.
+    """
+    variants, precision_options = precision.settings()
+    return BuildRequest(
+        source=source if source_kind_or_none(source) == "pytorch" else Path(source),
+        input_specs=engines.specs(),
+        output_names=engines.names(),
+        torchscript_mode=engines.torchscript_mode(),
+        tvm=engines.tvm(),
+        verify=verify.options(),
+        precisions=variants,
+        precision=precision_options,
+        **given,
+    )

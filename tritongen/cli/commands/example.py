@@ -10,9 +10,10 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import console, user_errors
-from tritongen.cli.groups import reworded
-from tritongen.cli.output_options import OutputPath
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import console
+from tritongen.cli.options.groups import reworded
+from tritongen.cli.options.output import OutputPath
 from tritongen.errors import ConfigError
 from tritongen.examples.models import EXAMPLES, write_example
 from tritongen.io.files import STAGING_PREFIX

@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from tritongen.cli.common import console, err_console
-from tritongen.cli.groups import reworded
-from tritongen.cli.options import SloP99
+from tritongen.cli.console import console, err_console
+from tritongen.cli.options.groups import reworded
+from tritongen.cli.options.shared import SloP99
 from tritongen.lint.findings import LintReport
 from tritongen.lint.repository import LintUsageError, lint_paths
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tritongen.cli.options.settings import settings
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.llm.spec import APIS, Slo, parse_api, parse_slo, parse_token_count
 
@@ -23,7 +24,6 @@ class LlmFlags:
             help=f"An LLM load, one of {', '.join(APIS)}: Triton's generate_stream endpoint, a "
             "decoupled text model over gRPC streams (with --protocol grpc), or an OpenAI-compatible "
             "server at the base URL --url http://HOST:PORT. TTFT, ITL, tokens/s and goodput per run.",
-            show_default=False,
         ),
     ] = None
     tokenizer: Annotated[
@@ -32,7 +32,6 @@ class LlmFlags:
             "--tokenizer",
             help="The model's directory or its tokenizer.json, on this machine (never downloaded): "
             "counts the prompts' tokens, and the answers' where the server reports no usage.",
-            show_default=False,
         ),
     ] = None
     input_tokens: Annotated[
@@ -47,7 +46,6 @@ class LlmFlags:
             "--prompts",
             help="Prompts from a file instead: JSON lines (text, prompt or chat messages, optional "
             "max_tokens) or a ShareGPT JSON file.",
-            show_default=False,
         ),
     ] = None
     slo: Annotated[
@@ -55,7 +53,6 @@ class LlmFlags:
         typer.Option(
             "--slo",
             help="Limits in ms, e.g. ttft=200,itl=50,e2e=5000: goodput counts the requests meeting each.",
-            show_default=False,
         ),
     ] = None
     api_key_env: Annotated[
@@ -63,7 +60,6 @@ class LlmFlags:
         typer.Option(
             "--api-key-env",
             help="The environment variable holding the API key, sent as a bearer token (never printed).",
-            show_default=False,
         ),
     ] = None
 
@@ -83,15 +79,13 @@ class LlmFlags:
         """
         if self.api is None:
             return None
-        load = LlmLoad(
+        load = settings(
+            LlmLoad,
+            self,
             api=parse_api(self.api),
-            tokenizer=self.tokenizer,
             input_tokens=parse_token_count(self.input_tokens, "--input-tokens"),
             output_tokens=parse_token_count(self.output_tokens, "--output-tokens"),
-            prompts=self.prompts,
             slo=parse_slo(self.slo) if self.slo else Slo(),
-            api_key_env=self.api_key_env,
-            stream=self.stream,
         )
         load.check()
         return load

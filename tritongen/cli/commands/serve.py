@@ -10,13 +10,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.cli.common import console, err_console, parse_name_list, stop_on_signals, user_errors
-from tritongen.cli.options import SkipFailed
+from tritongen.cli.boundary import stop_on_signals, user_errors
+from tritongen.cli.console import console, err_console, say
+from tritongen.cli.options.parsing import parse_name_list
+from tritongen.cli.options.shared import SkipFailed
 from tritongen.cli.serving import show_finding, show_left_out
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError
+from tritongen.server.embedded import lint_before_serving, models_that_lint
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
-from tritongen.server.preflight import lint_before_serving, models_that_lint
 
 
 def serve_command(
@@ -30,9 +32,7 @@ def serve_command(
     metrics_port: Annotated[
         int, typer.Option("--metrics-port", help="Prometheus metrics port (0 picks a free one).", min=0)
     ] = 8002,
-    models: Annotated[
-        str | None, typer.Option("--models", help="Load only these models, e.g. a,b.", show_default=False)
-    ] = None,
+    models: Annotated[str | None, typer.Option("--models", help="Load only these models, e.g. a,b.")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     ready_timeout: Annotated[
         float, typer.Option("--ready-timeout", help="Seconds to wait for the server and its models.")
@@ -130,9 +130,7 @@ def _print_ready(server: LocalTritonServer) -> None:
     table.add_row("gRPC", server.grpc_url)
     table.add_row("metrics", server.metrics_url)
     console.print(table)
-    console.print(
-        f"models ready: {', '.join(server.ready_models())}", soft_wrap=True, highlight=False, markup=False
-    )
+    say(f"models ready: {', '.join(server.ready_models())}")
     if server.admin_key is not None:
         console.print(
             f"bound to {server.host}: the {RESTRICTED_APIS} APIs need the header "
@@ -140,9 +138,4 @@ def _print_ready(server: LocalTritonServer) -> None:
             soft_wrap=True,
             highlight=False,
         )
-    console.print(
-        f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop",
-        soft_wrap=True,
-        highlight=False,
-        markup=False,
-    )
+    say(f"pid {server.pid}; log {server.log_path}; Ctrl-C to stop")

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import parse_int_list
+from tritongen.cli.options.parsing import parse_int_list
+from tritongen.cli.options.settings import settings
 from tritongen.triton.batching import BatchingOptions
 
 
@@ -22,16 +23,13 @@ class KindChoice(str, Enum):
 
 MaxBatchSize = Annotated[
     int | None,
-    typer.Option(
-        "--max-batch-size", help="Largest batch the model accepts (0 = no batching).", show_default=False
-    ),
+    typer.Option("--max-batch-size", help="Largest batch the model accepts (0 = no batching)."),
 ]
 PreferredBatchSizes = Annotated[
     str | None,
     typer.Option(
         "--preferred-batch-sizes",
         help="Batch sizes the dynamic batcher aims for, e.g. 4,8,16.",
-        show_default=False,
     ),
 ]
 MaxQueueDelay = Annotated[
@@ -39,7 +37,6 @@ MaxQueueDelay = Annotated[
     typer.Option(
         "--max-queue-delay-us",
         help="How long a request may wait for a batch to fill, in µs.",
-        show_default=False,
     ),
 ]
 DynamicBatchingFlag = Annotated[
@@ -47,19 +44,15 @@ DynamicBatchingFlag = Annotated[
     typer.Option(
         "--dynamic-batching/--no-dynamic-batching",
         help="Turn the dynamic batcher on or off (on by default for batching models).",
-        show_default=False,
     ),
 ]
-Instances = Annotated[
-    int | None, typer.Option("--instances", help="Model instances (copies) to run.", show_default=False)
-]
+Instances = Annotated[int | None, typer.Option("--instances", help="Model instances (copies) to run.")]
 Kind = Annotated[
     KindChoice | None,
     typer.Option(
         "--kind",
         help="Instance kind: auto (CPU for local, GPU for container), cpu, gpu "
         "(local: TorchScript with CUDA torch, TVM built with --tvm-target cuda).",
-        show_default=False,
     ),
 ]
 
@@ -82,11 +75,4 @@ class BatchingFlags:
             sizes = ()
         else:
             sizes = parse_int_list(self.preferred_batch_sizes, "--preferred-batch-sizes")
-        return BatchingOptions(
-            max_batch_size=self.max_batch_size,
-            dynamic_batching=self.dynamic_batching,
-            preferred_batch_sizes=sizes,
-            max_queue_delay_us=self.max_queue_delay_us,
-            instances=self.instances,
-            kind=self.kind.value if self.kind is not None else None,
-        )
+        return settings(BatchingOptions, self, preferred_batch_sizes=sizes)

@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: consoles, the error boundary, list parsing."""
+"""The error boundary: a user error becomes one line and an exit code; a signal, an orderly stop."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from types import FrameType
 import typer
 from rich.markup import escape
 
-from tritongen.cli.console import console as console  # built in cli/console.py, imported from here
-from tritongen.cli.console import err_console as err_console
+from tritongen.cli.console import err_console
 from tritongen.errors import TritongenError
 
 EXIT_INTERRUPTED = 130
@@ -32,30 +31,6 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt as e:
         err_console.print("[bold red]interrupted[/]", soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from e
-
-
-def parse_int_list(value: str | None, option: str) -> tuple[int, ...] | None:
-    """Parse ``"4,8,16"`` into ``(4, 8, 16)``; ``None``/empty stays ``None``.
-
-    Raises:
-        typer.BadParameter: an entry is not an integer.
-    """
-    if value is None or not value.strip():
-        return None
-    items = [item.strip() for item in value.split(",") if item.strip()]
-    try:
-        return tuple(int(item) for item in items)
-    except ValueError as e:
-        raise typer.BadParameter(
-            f"expected integers separated by commas, e.g. 4,8,16; got {value!r}", param_hint=option
-        ) from e
-
-
-def parse_name_list(value: str | None) -> tuple[str, ...]:
-    """Parse ``"a,b"`` into ``("a", "b")``."""
-    if value is None:
-        return ()
-    return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
 @contextlib.contextmanager

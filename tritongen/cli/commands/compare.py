@@ -10,12 +10,16 @@ import typer
 from rich.markup import escape
 from rich.status import Status
 
-from tritongen.cli.batching_options import BatchingFlags
-from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
-from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import AutoRoundsFlags, Cpus, LoadFlags, MaxDuration, MeasurementWindow
-from tritongen.cli.options import (
+from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
+from tritongen.cli.console import console, err_console, say
+from tritongen.cli.options.batching import BatchingFlags
+from tritongen.cli.options.engine import EngineFlags, PrecisionFlags, VerifyFlags, build_request
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.load import Cpus, LoadFlags, MaxDuration, MeasurementWindow
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.rounds import AutoRoundsFlags
+from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shared import (
     AdminKey,
     Formats,
     MetricsUrl,
@@ -25,7 +29,6 @@ from tritongen.cli.options import (
     Url,
     WorkDir,
 )
-from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.serving import show_finding
 from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.client.inputs import parse_shape_overrides
@@ -37,9 +40,9 @@ from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
 from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import parse_duration
-from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
+from tritongen.pipeline.request import build_plan, model_dir_name
 from tritongen.server.affinity import parse_cpus
-from tritongen.server.preflight import lint_before_serving
+from tritongen.server.embedded import lint_before_serving
 from tritongen.triton.batching import BatchingOptions
 
 SourceArg = Annotated[
@@ -70,9 +73,7 @@ class CompareFlags:
     ] = 32
     seq: Annotated[
         int | None,
-        typer.Option(
-            "--seq", help="Value of every dynamic non-batch dim, e.g. 128.", min=1, show_default=False
-        ),
+        typer.Option("--seq", help="Value of every dynamic non-batch dim, e.g. 128.", min=1),
     ] = None
     rank_by: Annotated[
         str, typer.Option("--rank-by", help=f"Order of the table: {', '.join(RANK_KEYS)}.")
@@ -84,7 +85,6 @@ class CompareFlags:
             help="With --rounds auto, the figures whose pairs the rounds must decide: latency, "
             "throughput or both (default: the --rank-by figure; ranked by memory, latency). The "
             "other is reported with the interval it reached.",
-            show_default=False,
         ),
     ] = None
     out: Annotated[
@@ -99,7 +99,6 @@ class CompareFlags:
             help="Do not recommend reduced-precision engines whose relative RMS error against FP32 "
             "exceeds this (measured on --verify-data or held-out calibration rows).",
             min=0.0,
-            show_default=False,
             rich_help_panel="Precision",
         ),
     ] = None
@@ -177,10 +176,10 @@ def compare_command(
     """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
     with user_errors():
         name = compare.name if compare.name is not None else default_name(source)
-        settings = _settings(compare, load, rounds)
+        measure = _settings(compare, load, rounds)
         chosen, unavailable = _formats(compare.formats, source, deployment.existing)
         _refuse_foreign_tvm(chosen, engines.tvm_target)
-        variants, precision_options = precision.settings()
+        variants, _ = precision.settings()
         if deployment.url is None and deployment.repo is not None:
             planned, _ = build_plan(chosen, variants)  # served here: refuse what Triton would refuse
             lint_before_serving(
@@ -189,38 +188,29 @@ def compare_command(
         work = compare.out or Path(f"compare-{name}")
         build = None
         if not deployment.existing:
-            build = BuildRequest(
-                source=source if source_kind_or_none(source) == "pytorch" else Path(source),
+            build = build_request(
+                source,
+                engines,
+                verify,
+                precision,
                 name=name,
                 repo=work / "model_repository",
                 formats=chosen,
                 options=BatchingOptions(max_batch_size=_max_batch(batching, compare)),
                 force=True,
                 templates_dir=compare.templates,
-                input_specs=engines.specs(),
-                output_names=engines.names(),
-                torchscript_mode=engines.torchscript_mode(),
-                tvm=engines.tvm(),
-                verify=verify.options(),
-                precisions=variants,
-                precision=precision_options,
             )
-        request = CompareRequest(
+        request = settings(
+            CompareRequest, deployment, compare,
             source=source,
             name=name,
             formats=chosen,
-            settings=settings,
+            settings=measure,
             build=build,
-            repo=deployment.repo,
-            url=deployment.url,
-            metrics_url=deployment.metrics_url,
-            admin_key=deployment.admin_key,
-            rank_by=compare.rank_by,
             decide=compare.decided(),
             unavailable=unavailable,
             precisions=variants,
-            max_drift=compare.max_drift,
-        )
+        )  # fmt: skip
         _run(request, [work / "compare.json", *([output.json_path] if output.json_path else [])], output)
 
 
@@ -245,33 +235,27 @@ def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> N
         report = measure_compare(request, report, live.say, live.progress, save, stopping)
     _write_outputs(report, output.markdown_path, output.html_path)
     print_report(report)
-    console.print(
-        f"results: {', '.join(str(p) for p in outputs)}", highlight=False, soft_wrap=True, markup=False
-    )
+    say(f"results: {', '.join(str(p) for p in outputs)}")
     _finish(report)
 
 
 def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -> MeasureSettings:
     """How every engine is measured (checked)."""
     count, stopping = rounds.rule(default_auto=True)
-    settings = MeasureSettings(
-        batch_size_throughput=compare.batch_size_throughput,
+    measure = settings(
+        MeasureSettings, compare, load, rounds,
         shapes=parse_shape_overrides(load.shapes or []),
-        seq=compare.seq,
         duration_s=load.duration_s(),
         warmup_s=load.warmup_s(),
         concurrency_levels=load.concurrency_levels(),
-        protocol=load.protocol.value,
-        seed=load.seed,
         rounds=count,
-        confidence=rounds.confidence,
         stopping=stopping,
         window_s=_seconds_or_none(compare.window, "--window"),
         max_duration_s=_seconds_or_none(compare.max_duration, "--max-duration"),
         cpus=parse_cpus(compare.cpus) if compare.cpus else None,
-    )
-    settings.check()
-    return settings
+    )  # fmt: skip
+    measure.check()
+    return measure
 
 
 def _seconds_or_none(text: str | None, option: str) -> float | None:
@@ -342,7 +326,7 @@ def print_report(report: CompareReport) -> None:
     for table in tables:
         console.print(to_rich(table))
         for note in table.notes:
-            console.print(f"  {note}", soft_wrap=True, highlight=False, markup=False)
+            say(f"  {note}")
     if report.recommendations:
         console.print("[bold]recommendations[/]")
         for rec in report.recommendations:

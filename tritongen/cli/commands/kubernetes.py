@@ -9,11 +9,13 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import console, user_errors
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.load_options import LoadFlags, RunFlags, load_spec
-from tritongen.cli.options import Force, Image
-from tritongen.cli.output_options import OutputPath
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import say
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
+from tritongen.cli.options.output import OutputPath
+from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shared import Force, Image
 from tritongen.client.endpoint import DEFAULT_PORTS
 from tritongen.deploy.compose import repository_models
 from tritongen.deploy.kubernetes.load import choose_load_model, cluster_load
@@ -45,7 +47,6 @@ class ClusterFlags:
         typer.Option(
             "--kubernetes-version",
             help="Validate against this release's schemas (default: the newest the validator ships).",
-            show_default=False,
         ),
     ] = None
     startup_timeout: Annotated[
@@ -64,7 +65,6 @@ class StoreFlags:
             "--model-store",
             help="s3://…, gs://…, as://… (read by Triton), pvc:CLAIM, nfs:SERVER:/EXPORT "
             "(default: a new PersistentVolumeClaim).",
-            show_default=False,
         ),
     ] = None
     store_secret: Annotated[
@@ -72,7 +72,6 @@ class StoreFlags:
         typer.Option(
             "--store-secret",
             help="Secret holding the bucket's credentials (referenced only).",
-            show_default=False,
         ),
     ] = None
     storage_class: Annotated[
@@ -80,7 +79,6 @@ class StoreFlags:
         typer.Option(
             "--storage-class",
             help="Storage class of the new claim (ReadWriteMany; not with --model-store).",
-            show_default=False,
         ),
     ] = None
 
@@ -100,7 +98,6 @@ class ScalingFlags:
         typer.Option(
             "--scale-target",
             help="Target per replica (default: from --from tune.json, else documented).",
-            show_default=False,
         ),
     ] = None
     scale_window: Annotated[
@@ -115,15 +112,8 @@ class ScalingFlags:
 
     def scaling(self) -> Scaling:
         """As the workflow's settings."""
-        return Scaling(
-            autoscaler=self.autoscaler,  # type: ignore[arg-type]
-            min_replicas=self.min_replicas,
-            max_replicas=self.max_replicas,
-            signal=self.scale_on,
-            target=self.scale_target,
-            window=self.scale_window,
-            prometheus_url=self.prometheus_url,
-            scrape_interval=self.scrape_interval,
+        return settings(
+            Scaling, self, signal=self.scale_on, target=self.scale_target, window=self.scale_window
         )
 
 
@@ -136,7 +126,6 @@ class ClusterLoadFlags:
         typer.Option(
             "--load-model",
             help="Model the load test sends to (default: the model of --from tune.json, else the first).",
-            show_default=False,
         ),
     ] = None
     load_workers: Annotated[
@@ -158,9 +147,7 @@ class WriteFlags:
 
 Sources = Annotated[
     list[Path] | None,
-    typer.Option(
-        "--from", help="tune and/or compare JSON: scaling target and memory request.", show_default=False
-    ),
+    typer.Option("--from", help="tune and/or compare JSON: scaling target and memory request."),
 ]
 
 
@@ -189,20 +176,16 @@ def kubernetes_command(
 ) -> None:
     """Write kustomize manifests (base, gpu/cpu overlays), autoscaling on Triton's queue, a load test."""
     with user_errors():
-        spec = KubernetesSpec(
+        spec = settings(
+            KubernetesSpec, cluster, write,
             repo=repo,
             output=output,
-            name=cluster.name,
-            namespace=cluster.namespace,
-            image=cluster.image,
             store=parse_store(store.model_store, cluster.name, store.store_secret, store.storage_class),
             scaling=scaling.scaling(),
             sources=tuple(sources or ()),
-            kubernetes_version=cluster.kubernetes_version,
             startup_timeout_s=round(parse_duration(cluster.startup_timeout, "--startup-timeout")),
-            force=write.force,
             validate=not write.no_validate,
-        )
+        )  # fmt: skip
         model = choose_load_model(
             repository_models(spec.repo)[0], cluster_load_flags.load_model, read_sources(spec.sources).tune
         )
@@ -216,9 +199,6 @@ def kubernetes_command(
 
 
 def _print_result(spec: KubernetesSpec, result: KubernetesResult) -> None:
-    def say(text: str) -> None:
-        console.print(text, soft_wrap=True, highlight=False, markup=False)
-
     say(f"wrote {spec.output} (image {result.image}):")
     for item in result.files:
         say(f"  {item.path:<36} {item.purpose}")

@@ -7,11 +7,12 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.batching_options import BatchingFlags
-from tritongen.cli.common import console, user_errors
+from tritongen.cli.boundary import user_errors
 from tritongen.cli.config_change import ShowDiff, show_diff
-from tritongen.cli.groups import option_groups
-from tritongen.cli.options import Templates
+from tritongen.cli.console import say
+from tritongen.cli.options.batching import BatchingFlags
+from tritongen.cli.options.groups import option_groups
+from tritongen.cli.options.shared import Templates
 from tritongen.pipeline.gpu_kind import check_render_kind
 from tritongen.pipeline.rerender import plan_rerender, write_rerender
 
@@ -48,4 +49,4 @@ def render_command(
     if diff:
         show_diff(plan)
     else:
-        console.print(plan.summary(), soft_wrap=True, highlight=False, markup=False)
+        say(plan.summary())

@@ -8,16 +8,15 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import parse_int_list
-from tritongen.cli.engine_options import Atol, Rtol
-from tritongen.cli.groups import reworded
-from tritongen.cli.options import MetricsUrl, Protocol, ProtocolChoice, Shapes
+from tritongen.cli.options.engine import Atol, Rtol
+from tritongen.cli.options.groups import reworded
+from tritongen.cli.options.parsing import parse_int_list
+from tritongen.cli.options.shared import MetricsUrl, Protocol, ProtocolChoice, Shapes
 from tritongen.client.address import DEFAULT_PORTS, ServerAddress
 from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
-from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS
 from tritongen.io.loadgen_shared import AUTO_KIND
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
 from tritongen.loadtest.kinds.registry import kind_names
@@ -28,60 +27,13 @@ from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.loadtest.sweep_rules import SweepRule
 from tritongen.server.affinity import parse_cpus
 from tritongen.server.ports import check_port_free, pick_free_ports
-from tritongen.stopping import (
-    BUSY_REPEATS,
-    DEFAULT_EQUIVALENCE,
-    DEFAULT_MAX_MINUTES,
-    DEFAULT_MAX_ROUNDS,
-    StopRule,
-    parse_margin,
-    parse_rounds,
-)
 
-Rounds = Annotated[
-    str | None,
-    typer.Option(
-        "--rounds",
-        help="Repeat each measurement this many times, contenders interleaved; figures get a median, "
-        "an interval and a CV (1 = one quick look, no interval). compare and tune's confirmation: "
-        "auto (their default) adds rounds until every pair (engines; each finalist and the current "
-        "config) differs or is equivalent within --equivalence.",
-        show_default=False,
-    ),
-]
-MaxRounds = Annotated[
-    int,
-    typer.Option("--max-rounds", help="--rounds auto: the most rounds before a pair is called undecided."),
-]
-MaxMinutes = Annotated[
-    float | None,
-    typer.Option(
-        "--max-minutes",
-        help="--rounds auto: start no round after this many minutes of rounds.",
-    ),
-]
-Equivalence = Annotated[
-    str,
-    typer.Option(
-        "--equivalence",
-        help="--rounds auto: a pair whose interval lies within this of 1 is called equivalent, e.g. 5%.",
-    ),
-]
 Cpus = Annotated[
     str | None,
     typer.Option(
         "--cpus",
         help="server=LIST,load=LIST: the server's processes and the load generator's on cores of "
         "their own, e.g. server=0-5,load=6-7 (a server on this machine; default: not pinned).",
-        show_default=False,
-    ),
-]
-BusyRepeats = Annotated[
-    int,
-    typer.Option(
-        "--busy-repeats",
-        help="--rounds auto: a round with a run flagged busy (other processes' CPU) is measured again "
-        "instead of counted, this many times at most (0: busy rounds count, flagged).",
     ),
 ]
 
@@ -90,12 +42,11 @@ MaxDuration = Annotated[
     typer.Option(
         "--max-duration",
         help="Cap while waiting for stability (default 3 × duration).",
-        show_default=False,
     ),
 ]
 MeasurementWindow = Annotated[
     str | None,
-    typer.Option("--window", help="Measurement window (default duration/6, 1-5 s).", show_default=False),
+    typer.Option("--window", help="Measurement window (default duration/6, 1-5 s)."),
 ]
 RequestTimeout = Annotated[
     str,
@@ -114,11 +65,6 @@ OtherCpuLimit = Annotated[
         "server and the load generator used more than this share of one core, on average or in any "
         "second, e.g. 25%.",
     ),
-]
-
-Confidence = Annotated[
-    float,
-    typer.Option("--confidence", help="Confidence level of the intervals, between 0 and 1."),
 ]
 
 
@@ -148,7 +94,7 @@ class LoadFlags:
     ] = None
     rate: Annotated[
         str | None,
-        typer.Option("--rate", help="Open loop: requests/s per run, e.g. 500,1000.", show_default=False),
+        typer.Option("--rate", help="Open loop: requests/s per run, e.g. 500,1000."),
     ] = None
     batch_size: Annotated[int, typer.Option("--batch-size", help="Batch size of each request.", min=1)] = 1
     shapes: Shapes = None
@@ -179,7 +125,6 @@ class LoadFlags:
             "--input-value",
             help="NAME=VALUE: one input fixed in every request, a string for BYTES inputs (e.g. the "
             "model a BLS model calls: MODEL_NAME=mlp_onnx), else a number (repeatable).",
-            show_default=False,
         ),
     ] = None
     atol: Annotated[
@@ -210,7 +155,6 @@ class LoadFlags:
             help="Shared-memory bytes of each output whose size the model leaves open (dynamic dims, "
             "strings); the others are sized from the model.",
             min=1,
-            show_default=False,
         ),
     ] = None
     sequences: Annotated[
@@ -219,7 +163,6 @@ class LoadFlags:
             "--sequences",
             help="Sequence model: sequences in flight per run, e.g. 1,4,16 (its closed loop, "
             "instead of --concurrency).",
-            show_default=False,
         ),
     ] = None
     sequence_length: Annotated[
@@ -228,7 +171,6 @@ class LoadFlags:
             "--sequence-length",
             help="Requests per sequence (default: one per step of the input data when it has several, "
             "else 20).",
-            show_default=False,
         ),
     ] = None
     sequence_id_range: Annotated[
@@ -236,7 +178,6 @@ class LoadFlags:
         typer.Option(
             "--sequence-id-range",
             help="Correlation IDs START:END, END excluded (default: from each load process's id).",
-            show_default=False,
         ),
     ] = None
     load_kind: Annotated[
@@ -326,7 +267,6 @@ class RunFlags:
             "--mix",
             help="Several models at once (MODEL a,b): each one's share of the load, e.g. 3:1 "
             "(default: equal shares).",
-            show_default=False,
         ),
     ] = None
     master: Annotated[
@@ -340,7 +280,7 @@ class RunFlags:
     ] = False
     workers: Annotated[
         int | None,
-        typer.Option("--workers", help="With --master: load workers each run waits for.", show_default=False),
+        typer.Option("--workers", help="With --master: load workers each run waits for."),
     ] = None
     worker: Annotated[
         bool,
@@ -352,7 +292,7 @@ class RunFlags:
     ] = False
     master_host: Annotated[
         str | None,
-        typer.Option("--master-host", help="With --worker: the master's host.", show_default=False),
+        typer.Option("--master-host", help="With --worker: the master's host."),
     ] = None
     master_port: Annotated[
         int, typer.Option("--master-port", help="The master's port (--master binds it, --worker joins it).")
@@ -380,7 +320,6 @@ class RunFlags:
             help="With --web: the web UI's port, kept for every run (default: a free one).",
             min=0,
             max=65535,
-            show_default=False,
         ),
     ] = None
 
@@ -429,52 +368,6 @@ class RunFlags:
         wait_s = parse_duration(self.worker_wait, "--worker-wait")
         workers = 1 if self.workers is None else self.workers
         return Distributed(workers=workers, port=self.master_port, wait_s=wait_s)
-
-
-@dataclass(frozen=True)
-class RoundsFlags:
-    """How often each measurement is repeated, and the confidence of the intervals."""
-
-    rounds: Rounds = None
-    confidence: Confidence = DEFAULT_CONFIDENCE
-
-    def count(self, default: int) -> int:
-        """``--rounds``, or ``default`` when not given (checked where the rounds are used).
-
-        Raises:
-            ConfigError: ``--rounds auto`` where a number is wanted, or neither.
-        """
-        given = parse_rounds(self.rounds)
-        if given == "auto":
-            raise ConfigError(
-                "--rounds auto is compare's and tune's; this command takes a number of rounds",
-                "e.g. --rounds 3",
-            )
-        return default if given is None else given
-
-
-@dataclass(frozen=True)
-class AutoRoundsFlags(RoundsFlags):
-    """The rounds of compare and of tune's confirmation: a number, or ``auto`` with its caps and margin."""
-
-    max_rounds: MaxRounds = DEFAULT_MAX_ROUNDS
-    max_minutes: MaxMinutes = DEFAULT_MAX_MINUTES
-    busy_repeats: BusyRepeats = BUSY_REPEATS
-    equivalence: Equivalence = f"{DEFAULT_EQUIVALENCE:.0%}"
-
-    def rule(self, default_auto: bool) -> tuple[int, StopRule | None]:
-        """Rounds to run at most, and the stopping rule when they are ``auto`` (checked).
-
-        Raises:
-            ConfigError: a cap or margin that leaves nothing to decide.
-        """
-        given = parse_rounds(self.rounds)
-        if given == "auto" or (given is None and default_auto):
-            margin = parse_margin(self.equivalence)
-            rule = StopRule(self.max_rounds, self.max_minutes, margin, busy_repeats=self.busy_repeats)
-            rule.check()
-            return rule.max_rounds, rule
-        return (DEFAULT_ROUNDS if given is None else given), None
 
 
 def load_spec(

@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import console, user_errors
-from tritongen.cli.groups import reworded
-from tritongen.cli.options import Image, Templates
-from tritongen.cli.output_options import OutputPath
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import say
+from tritongen.cli.options.groups import reworded
+from tritongen.cli.options.output import OutputPath
+from tritongen.cli.options.shared import Image, Templates
 from tritongen.deploy.compose import ComposeSpec, render_compose
 from tritongen.io.files import atomic_write_text
 
@@ -34,9 +35,4 @@ def compose_command(
         output.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(output, text)
     where = "every interface" if public else "127.0.0.1"
-    console.print(
-        f"wrote {output} (ports 8000-8002 on {where}); start it with `docker compose -f {output} up`",
-        soft_wrap=True,
-        highlight=False,
-        markup=False,
-    )
+    say(f"wrote {output} (ports 8000-8002 on {where}); start it with `docker compose -f {output} up`")

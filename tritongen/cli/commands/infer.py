@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated
 
 import numpy as np
@@ -12,16 +9,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.cli.common import console, user_errors
-from tritongen.cli.groups import Pick, option_groups
-from tritongen.cli.load_options import LoadFlags
-from tritongen.cli.options import ModelName, Protocol, ProtocolChoice, Serve, Url
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import console
+from tritongen.cli.options.groups import Pick, option_groups
+from tritongen.cli.options.load import LoadFlags
+from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shared import ModelName, Protocol, ProtocolChoice, Serve, Url
 from tritongen.cli.serving import serving_hooks
-from tritongen.client.endpoint import DEFAULT_PORTS, InferResult, TritonEndpoint
-from tritongen.client.input_data import input_steps
+from tritongen.client.endpoint import InferResult
 from tritongen.client.inputs import parse_input_files, parse_shape_overrides
-from tritongen.errors import ConfigError
-from tritongen.server.embedded import embedded_server
+from tritongen.workflows.infer import InferRequest, infer_once
 
 
 @option_groups(
@@ -41,7 +38,7 @@ def infer_command(
     protocol: Protocol = ProtocolChoice.http,
     inputs: Annotated[
         list[str] | None,
-        typer.Option("--input", help="NAME=FILE.npy for an input (repeatable).", show_default=False),
+        typer.Option("--input", help="NAME=FILE.npy for an input (repeatable)."),
     ] = None,
     step: Annotated[
         int, typer.Option("--step", help="Which step (entry) of an --input-data file to send, from 0.")
@@ -57,35 +54,21 @@ def infer_command(
 ) -> None:
     """Send one inference request to MODEL and print its outputs and latency."""
     with user_errors():
-        plan = load.input_plan()
-        files = parse_input_files(inputs or [])
-        shapes = parse_shape_overrides(load.shapes or [])
-        with _endpoint(url, protocol.value, serve, model) as endpoint:
-            interface = endpoint.interface(model)
-            steps = input_steps(
-                interface, plan, batch_size=load.batch_size, shapes=shapes, seed=load.seed, files=files
-            )
-            if not 0 <= step < len(steps):
-                raise ConfigError(
-                    f"--step {step} is out of range: the input data has {len(steps)} step(s)",
-                    f"give 0 to {len(steps) - 1}",
-                )
-            arrays = steps[step]
-            for _ in range(warmup):
-                endpoint.infer(model, arrays, interface.outputs)
-            result = endpoint.infer(model, arrays, interface.outputs)
-    _print_result(model, arrays, result, warmup)
-
-
-@contextlib.contextmanager
-def _endpoint(url: str | None, protocol: str, serve: Path | None, model: str) -> Iterator[TritonEndpoint]:
-    with contextlib.ExitStack() as stack:
-        if serve is not None:
-            server = stack.enter_context(embedded_server(serve, [model], serving_hooks()))
-            url = server.http_url if protocol == "http" else server.grpc_url
-        endpoint = TritonEndpoint(url or f"localhost:{DEFAULT_PORTS[protocol]}", protocol)  # type: ignore[arg-type]
-        stack.callback(endpoint.close)
-        yield endpoint
+        request = settings(
+            InferRequest,
+            load,
+            model=model,
+            plan=load.input_plan(),
+            url=url,
+            protocol=protocol.value,
+            serve=serve,
+            shapes=parse_shape_overrides(load.shapes or []),
+            files=parse_input_files(inputs or []),
+            step=step,
+            warmup=warmup,
+        )
+        outcome = infer_once(request, serving_hooks())
+    _print_result(model, outcome.inputs, outcome.result, warmup)
 
 
 def _preview(array: np.ndarray, count: int = 6) -> str:  # type: ignore[type-arg]

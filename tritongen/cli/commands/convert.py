@@ -11,12 +11,19 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.cli.batching_options import BatchingFlags
-from tritongen.cli.common import console, err_console, user_errors
-from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
-from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.options import Force, Formats, ModelNameOption, Repo, Templates
-from tritongen.cli.output_options import OutputFlags
+from tritongen.cli.boundary import user_errors
+from tritongen.cli.console import console, err_console
+from tritongen.cli.options.batching import BatchingFlags
+from tritongen.cli.options.engine import (
+    EngineFlags,
+    PrecisionFlags,
+    TensorRtFlags,
+    VerifyFlags,
+    build_request,
+)
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.shared import Force, Formats, ModelNameOption, Repo, Templates
 from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch
@@ -74,25 +81,19 @@ def convert_command(
     """Convert SOURCE into one verified Triton model directory per format, each with a checked config."""
     options = batching.options()
     with user_errors():
-        kind = source_kind_or_none(source)
-        variants, precision_options = precision.settings()
-        request = BuildRequest(
-            source=Path(source) if kind != "pytorch" else source,
+        request = build_request(
+            source,
+            engines,
+            verify,
+            precision,
             name=convert.name if convert.name is not None else default_name(source),
             repo=convert.repo,
             target=convert.target.value,
-            formats=parse_formats(convert.formats, kind),
+            formats=parse_formats(convert.formats, source_kind_or_none(source)),
             options=options,
             force=convert.force,
             templates_dir=convert.templates,
-            input_specs=engines.specs(),
-            output_names=engines.names(),
-            torchscript_mode=engines.torchscript_mode(),
-            tvm=engines.tvm(),
             tensorrt=tensorrt.options(),
-            verify=verify.options(),
-            precisions=variants,
-            precision=precision_options,
             # "all" means every format that can be built here: precisions a format does not
             # take are not asked of it.
             list_unsupported_precisions=convert.formats.strip().lower() != "all",
