@@ -15,9 +15,10 @@ from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import console, err_console, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.options import Force, Formats, ModelNameOption, Repo, Templates
+from tritongen.cli.options import Force, Formats, ModelNameOption, Repo, Shapes, Templates
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.source_names import default_name, source_kind_or_none
+from tritongen.client.inputs import parse_shape_overrides
 from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch
 from tritongen.pipeline.request import BuildRequest, BuildResult
@@ -60,10 +61,41 @@ class ConvertFlags:
     force: Force = False
 
 
+@dataclass(frozen=True)
+class ShapeFlags:
+    """The dims the source is run at, and what is frozen into it."""
+
+    shape: Annotated[
+        list[str] | None,
+        reworded(
+            Shapes,
+            "NAME=DIMS, repeatable: the dims of an input (batch dim included or not, e.g. x=1,3,640,640) "
+            "that verification, calibration and TVM's default buckets use. Without it, dynamic dims come "
+            "from the model's clues, else the first of 8, 32, 64, 224, 320, 640 the source runs at.",
+        ),
+    ] = None
+    fixed_shape: Annotated[
+        bool,
+        typer.Option(
+            "--fixed-shape",
+            help="Also write the --shape dims into config.pbtxt: the model serves those dims only.",
+        ),
+    ] = False
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """``--shape`` by input name.
+
+        Raises:
+            ConfigError: an item is not NAME=DIMS.
+        """
+        return parse_shape_overrides(self.shape or [])
+
+
 @option_groups(output=Pick(only=("json_path", "html_path")))
 def convert_command(
     source: Source,
     convert: ConvertFlags,
+    shapes: ShapeFlags,
     batching: BatchingFlags,
     engines: EngineFlags,
     precision: PrecisionFlags,
@@ -96,6 +128,8 @@ def convert_command(
             # "all" means every format that can be built here: precisions a format does not
             # take are not asked of it.
             list_unsupported_precisions=convert.formats.strip().lower() != "all",
+            shapes=shapes.shapes(),
+            fixed_shape=shapes.fixed_shape,
         )
         with err_console.status("converting") as status:
             result = build_models(request, progress=lambda msg: status.update(msg))
@@ -174,12 +208,24 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
             err_console.print(
                 f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False, markup=False
             )
+    print_notes(result)
     for outcome in result.failures:
         style = "yellow" if outcome.status in ("unavailable", "kept") else "red"
         line = f"[{style}]{escape(outcome.label)} {outcome.status}:[/] {escape(outcome.reason or '')}"
         err_console.print(line, soft_wrap=True, highlight=False)
         if outcome.hint:
             err_console.print(outcome.hint, soft_wrap=True, highlight=False, markup=False)
+
+
+def print_notes(result: BuildResult) -> None:
+    """The shapes verification ran at (when chosen, not declared) and where the engines' messages went."""
+    plan = result.shape_plan
+    if plan is not None and plan.chosen_by not in ("static", "default"):
+        shapes = ", ".join(f"{n}{s}" for n, s in plan.first_shapes(result.signature).items())
+        reasons = "; ".join(plan.reasons)
+        console.print(f"verified at {shapes} ({reasons})", soft_wrap=True, highlight=False, markup=False)
+    if result.log_path is not None:
+        err_console.print(f"engine messages: {result.log_path}", style="dim", soft_wrap=True, highlight=False)
 
 
 def print_precision(result: BuildResult) -> None:

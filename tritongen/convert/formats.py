@@ -25,6 +25,7 @@ from tritongen.errors import ConfigError
 from tritongen.sources.model_source import ModelSource
 from tritongen.sources.onnx_source import OnnxSource
 from tritongen.sources.samples import Feed
+from tritongen.sources.shape_plan import ShapePlan
 
 FORMATS = ("onnx", "torchscript", "tvm", "tensorrt")
 """Every format tritongen builds, in the order it builds them."""
@@ -111,6 +112,9 @@ class ConvertSession:
         """Random verification batches: what accuracy is measured on when there is nothing better."""
         self.reports: dict[tuple[str, Variant], PrecisionReport] = {}
         """The precision report of every reduced variant built so far."""
+        self.shape_plan: ShapePlan | None = None
+        """The dims random inputs are drawn at (random calibration rows too)."""
+        self._reference: Runner | None = None
 
     def onnx(self) -> OnnxSource:
         """The source as ONNX: the file itself, or a PyTorch source exported once."""
@@ -291,16 +295,19 @@ class ConvertSession:
         return None
 
     def reference(self) -> Runner:
-        """The source itself, run in-process: ONNX Runtime on an ONNX source, else the module."""
-        signature = self.source.signature
-        if self.source.onnx is not None:
-            from tritongen.convert.onnx import onnx_runner
+        """The source itself, run in-process (made once): ONNX Runtime on an ONNX source, else the module."""
+        if self._reference is None:
+            signature = self.source.signature
+            if self.source.onnx is not None:
+                from tritongen.convert.onnx import onnx_runner
 
-            return onnx_runner(self.source.onnx.path, signature)
-        from tritongen.convert.torchscript import module_runner
+                self._reference = onnx_runner(self.source.onnx.path, signature)
+            else:
+                from tritongen.convert.torchscript import module_runner
 
-        assert self.source.torch is not None
-        return module_runner(self.source.torch.module, signature)
+                assert self.source.torch is not None
+                self._reference = module_runner(self.source.torch.module, signature)
+        return self._reference
 
 
 def discard(path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tritongen.errors import ConversionError, first_line
-from tritongen.sources.samples import random_feed
+from tritongen.sources.samples import random_array, random_feed
 from tritongen.sources.torch_source import TorchSource, import_torch
 
 ONNX_OPSET = 17
@@ -23,9 +23,14 @@ _SAMPLE_DIM = 7
 
 
 def sample_args(source: TorchSource, device: str = "cpu") -> tuple[Any, ...]:
-    """Example input tensors, positional in ``--input-spec`` order, on ``device``."""
+    """Example input tensors, positional in ``--input-spec`` order, on ``device``: at the shapes it ran at."""
     torch = import_torch()
-    feed = random_feed(source.signature, _SAMPLE_BATCH, _SAMPLE_DIM, np.random.default_rng(0))
+    rng = np.random.default_rng(0)
+    feed = random_feed(source.signature, _SAMPLE_BATCH, _SAMPLE_DIM, rng)
+    for tensor in source.signature.inputs:
+        shape = source.sample_shapes.get(tensor.name)
+        if shape is not None:
+            feed[tensor.name] = random_array(tensor.data_type, shape, rng)
     return tuple(torch.from_numpy(feed[t.name]).to(device) for t in source.signature.inputs)
 
 

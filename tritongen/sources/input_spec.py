@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tritongen.errors import SourceError
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature, TensorSpec
@@ -142,3 +142,15 @@ def check_specs_match(specs: Sequence[InputSpec], signature: Signature, where: s
                 f"--input-spec {spec.describe()} contradicts {where}, which declares {shown}",
                 "fix the spec or drop it (the model carries its own signature)",
             )
+
+
+def narrow_to_specs(signature: Signature, specs: Sequence[InputSpec]) -> Signature:
+    """``signature`` with the dims the specs fix where the model leaves them dynamic (checked before)."""
+    given = {s.name: s.shape[1:] if signature.batched else s.shape for s in specs}
+    inputs = tuple(
+        replace(t, dims=tuple(d if d != -1 else g for d, g in zip(t.dims, given[t.name], strict=True)))
+        if t.name in given
+        else t
+        for t in signature.inputs
+    )
+    return replace(signature, inputs=inputs)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from tritongen.errors import SourceError
-from tritongen.sources.input_spec import check_specs_match, parse_input_specs
+from tritongen.sources.input_spec import check_specs_match, narrow_to_specs, parse_input_specs
 from tritongen.sources.onnx_source import OnnxSource
 from tritongen.sources.signature import Signature
 from tritongen.sources.torch_source import TorchSource, is_factory_reference
@@ -62,7 +62,10 @@ def source_kind(reference: str) -> SourceKind:
 
 
 def load_source(
-    reference: str, input_specs: Sequence[str] = (), output_names: Sequence[str] = ()
+    reference: str,
+    input_specs: Sequence[str] = (),
+    output_names: Sequence[str] = (),
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> ModelSource:
     """Load any source and describe its signature.
 
@@ -77,6 +80,8 @@ def load_source(
 
         onnx_source = load_onnx(Path(reference))
         check_specs_match(specs, onnx_source.signature, reference)
+        if specs:  # the spec's fixed dims narrow the graph's dynamic ones
+            onnx_source = replace(onnx_source, signature=narrow_to_specs(onnx_source.signature, specs))
         declared = [t.name for t in onnx_source.signature.outputs]
         if output_names and list(output_names) != declared:
             raise SourceError(
@@ -93,7 +98,7 @@ def load_source(
         )
     from tritongen.sources.torch_source import load_torch_source
 
-    torch_source = load_torch_source(reference, specs, output_names)
+    torch_source = load_torch_source(reference, specs, output_names, shapes)
     return ModelSource(
         kind=kind,
         reference=reference,

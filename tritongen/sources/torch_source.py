@@ -11,18 +11,21 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import itertools
 import re
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from tritongen.errors import MissingDependencyError, SourceError, engine_error, first_line
+from tritongen.sources.dim_search import LADDER, describe_free, shape_hint
 from tritongen.sources.input_spec import InputSpec, input_tensors, specs_batched
-from tritongen.sources.samples import Array, Feed, random_feed
+from tritongen.sources.samples import Array, Feed
+from tritongen.sources.shape_plan import ShapePlan, apply_shapes, default_plan, export_dim_names
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature, TensorSpec
 
 FACTORY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -50,6 +53,8 @@ class TorchSource:
     signature: Signature
     sha256: str
     output_structure: Literal["tensor", "sequence", "dict"]
+    sample_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Input shapes the module ran at (batch 2): what tracing and export run on."""
 
 
 def is_factory_reference(text: str) -> bool:
@@ -213,9 +218,13 @@ def run_module(module: Any, specs: Sequence[InputSpec], feed: Feed) -> tuple[lis
 
 
 def torch_signature(
-    module: Any, specs: Sequence[InputSpec], output_names: Sequence[str], where: str
-) -> tuple[Signature, str]:
-    """Find the output signature by running ``module`` at two probe shapes.
+    module: Any,
+    specs: Sequence[InputSpec],
+    output_names: Sequence[str],
+    where: str,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> tuple[Signature, str, dict[str, tuple[int, ...]]]:
+    """Find the output signature by running ``module`` at two probe shapes; also the first probe's shapes.
 
     Raises:
         SourceError: the module rejects inputs shaped as the specs say, or the output
@@ -223,7 +232,8 @@ def torch_signature(
     """
     batched = specs_batched(specs)
     inputs = input_tensors(specs, batched)
-    (first_out, structure, keys), (second_out, _, _) = _probe_runs(module, specs, inputs, batched, where)
+    runs, sample_shapes = _probe_runs(module, specs, inputs, batched, where, shapes or {})
+    (first_out, structure, keys), (second_out, _, _) = runs
     names = _output_names(output_names, keys, len(first_out), where)
     outputs_batched = batched and all(
         a.ndim >= 1 and b.ndim >= 1 and a.shape[0] == _PROBES[0][0] and b.shape[0] == _PROBES[1][0]
@@ -238,33 +248,69 @@ def torch_signature(
     )
     if not outputs_batched:
         inputs = input_tensors(specs, batched=False)
-    return Signature(inputs=inputs, outputs=outputs, batched=outputs_batched, notes=tuple(notes)), structure
+    signature = Signature(inputs=inputs, outputs=outputs, batched=outputs_batched, notes=tuple(notes))
+    return signature, structure, sample_shapes
 
 
 def _probe_runs(
-    module: Any, specs: Sequence[InputSpec], inputs: tuple[TensorSpec, ...], batched: bool, where: str
-) -> list[tuple[list[Array], str, list[str]]]:
-    """Run ``module`` on random inputs at each of the probe shapes (see :func:`run_module`).
+    module: Any,
+    specs: Sequence[InputSpec],
+    inputs: tuple[TensorSpec, ...],
+    batched: bool,
+    where: str,
+    shapes: Mapping[str, tuple[int, ...]],
+) -> tuple[list[tuple[list[Array], str, list[str]]], dict[str, tuple[int, ...]]]:
+    """Run ``module`` on random inputs at two shapes (see :func:`run_module`); also the first feed's shapes.
+
+    Free dims are 7 and 11, else the first pair of :data:`LADDER` rungs the module runs at;
+    dims given with ``--shape`` are doubled in the second run, so that outputs following them
+    are found dynamic.
 
     Raises:
-        SourceError: the module rejects the inputs, or returns something other than tensors.
+        SourceError: the module rejects the inputs at every size, or returns something other than tensors.
     """
     probe = Signature(inputs=inputs, outputs=(), batched=batched)
+    names = export_dim_names(probe)
+    plan = apply_shapes(default_plan(probe, names), probe, shapes, names)
+    doubled = _doubled(plan, inputs)
     rng = np.random.default_rng(0)
-    runs = []
-    for batch, dim_value in _PROBES:
-        feed = random_feed(probe, batch, dim_value, rng)
+    pairs = [_PROBES[0][1:] + _PROBES[1][1:], *itertools.pairwise(LADDER[1:])]
+    error: Exception | None = None
+    tried: list[int] = []
+    for first, second in pairs if plan.has_free else pairs[:1]:
+        feeds = [plan.feed(probe, _PROBES[0][0], first, rng), doubled.feed(probe, _PROBES[1][0], second, rng)]
+        tried.append(first)
         try:
-            runs.append(run_module(module, specs, feed))
+            runs = [run_module(module, specs, feed) for feed in feeds]
         except SourceError:
             raise
         except Exception as e:
-            shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
-            raise SourceError(
-                f"{where} rejects inputs shaped as --input-spec says ({shapes}): {engine_error(e, 200)}",
-                "fix --input-spec: names in forward() order, the right dtypes, -1 where a dim varies",
-            ) from e
-    return runs
+            error = e
+            continue
+        return runs, {k: tuple(v.shape) for k, v in feeds[0].items()}
+    assert error is not None
+    if plan.has_free and len(tried) > 1:
+        raise SourceError(
+            f"{where} rejects random inputs at every size tried for its dynamic dims "
+            f"({describe_free(plan, probe)} at {', '.join(map(str, tried))}): {engine_error(error, 200)}",
+            f"give the dims it takes: {shape_hint(plan, probe, tried[-1])}",
+        ) from error
+    shown = ", ".join(f"{n}{list(plan.shape(n, batched, 2, 7))}" for n in plan.dims)
+    raise SourceError(
+        f"{where} rejects inputs shaped as --input-spec says ({shown}): {engine_error(error, 200)}",
+        "fix --input-spec: names in forward() order, the right dtypes, -1 where a dim varies",
+    ) from error
+
+
+def _doubled(plan: ShapePlan, inputs: tuple[TensorSpec, ...]) -> ShapePlan:
+    """``plan`` with the dims ``--shape`` set on dynamic dims doubled (the second probe)."""
+    dims = {
+        t.name: tuple(
+            v * 2 if d == -1 and v > 0 else v for d, v in zip(t.dims, plan.dims[t.name], strict=True)
+        )
+        for t in inputs
+    }
+    return replace(plan, dims=dims)
 
 
 def _output_names(given: Sequence[str], keys: list[str], count: int, where: str) -> list[str]:
@@ -302,7 +348,10 @@ def _output_spec(name: str, first: Array, second: Array, batched: bool) -> Tenso
 
 
 def load_torch_source(
-    reference: str, specs: Sequence[InputSpec], output_names: Sequence[str] = ()
+    reference: str,
+    specs: Sequence[InputSpec],
+    output_names: Sequence[str] = (),
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> TorchSource:
     """Load a PyTorch factory or a TorchScript file and describe it.
 
@@ -325,7 +374,7 @@ def load_torch_source(
         module = load_torchscript(path)
         sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
     check_argument_order(module, specs, where)
-    signature, structure = torch_signature(module, specs, output_names, where)
+    signature, structure, sample_shapes = torch_signature(module, specs, output_names, where, shapes)
     return TorchSource(
         kind=kind,
         reference=reference,
@@ -334,4 +383,5 @@ def load_torch_source(
         signature=signature,
         sha256=sha256,
         output_structure=structure,  # type: ignore[arg-type]
+        sample_shapes=sample_shapes,
     )
