@@ -11,7 +11,9 @@
 - ``doubled``: ONNX whose output dim is an expression of the input's (``2*seq``);
 - ``scale_int``: TorchScript ``forward(self, x, sr: int)``: a Python ``int`` argument;
 - ``accumulator``: TorchScript that keeps a running sum in an attribute (stateful);
-- ``counter``: TorchScript that counts its calls in an attribute but answers from its input alone.
+- ``counter``: TorchScript that counts its calls in an attribute but answers from its input alone;
+- ``gain_ts``: TorchScript ``forward(self, x, gain)`` with ``gain`` a rank-0 tensor;
+- ``half_ts``: TorchScript in FP16 throughout.
 """
 
 from __future__ import annotations
@@ -242,7 +244,32 @@ def counter(path: Path) -> Path:
     return _script(Counter(), path)
 
 
-TORCHSCRIPT_MODELS = {"scale_int": scale_int, "accumulator": accumulator, "counter": counter}
+def gain_ts(path: Path) -> Path:
+    """TorchScript ``forward(self, x, gain)`` with ``gain`` a rank-0 tensor: ``x * gain``."""
+    import torch
+
+    class Gain(torch.nn.Module):
+        def forward(self, x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+            return x * gain
+
+    return _script(Gain(), path)
+
+
+def half_ts(path: Path) -> Path:
+    """TorchScript in half precision: ``x [batch, 16] FP16`` -> ``[batch, 8] FP16``."""
+    import torch
+
+    torch.manual_seed(3)
+    return _script(torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU()).half().eval(), path)
+
+
+TORCHSCRIPT_MODELS = {
+    "scale_int": scale_int,
+    "accumulator": accumulator,
+    "counter": counter,
+    "gain_ts": gain_ts,
+    "half_ts": half_ts,
+}
 
 
 def write_model(name: str, folder: Path) -> Path:

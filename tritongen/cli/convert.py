@@ -23,6 +23,7 @@ from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch
 from tritongen.pipeline.request import BuildRequest, BuildResult
 from tritongen.pipeline.run import build_models
+from tritongen.sources.adaptation import parse_constants
 from tritongen.triton.model_config import ModelConfig
 
 
@@ -81,6 +82,15 @@ class ShapeFlags:
             help="Also write the --shape dims into config.pbtxt: the model serves those dims only.",
         ),
     ] = False
+    constant: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--constant",
+            help="NAME=VALUE, repeatable: freeze an input (ONNX) or a forward() argument (an int, float "
+            "or bool a TorchScript or PyTorch module takes) into the served model, e.g. sr=16000.",
+            show_default=False,
+        ),
+    ] = None
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """``--shape`` by input name.
@@ -130,6 +140,7 @@ def convert_command(
             list_unsupported_precisions=convert.formats.strip().lower() != "all",
             shapes=shapes.shapes(),
             fixed_shape=shapes.fixed_shape,
+            constants=parse_constants(shapes.constant or []),
         )
         with err_console.status("converting") as status:
             result = build_models(request, progress=lambda msg: status.update(msg))

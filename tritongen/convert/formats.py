@@ -104,7 +104,7 @@ class ConvertSession:
         self.workdir = workdir
         self.options = options
         self.say = progress
-        self._onnx: OnnxSource | None = source.onnx
+        self._onnx: OnnxSource | None = source.onnx if not source.adaptation.needed else None
         self._reduced: ReducedPrecision | None = None
         self.verify_feeds: Sequence[Feed] = ()
         """The user's --verify-data: what accuracy is measured on first."""
@@ -117,14 +117,23 @@ class ConvertSession:
         self._reference: Runner | None = None
 
     def onnx(self) -> OnnxSource:
-        """The source as ONNX: the file itself, or a PyTorch source exported once."""
+        """The source as served, in ONNX: the file, its adapted copy, or a PyTorch source exported once."""
         if self._onnx is None:
-            from tritongen.convert.torch_export import export_onnx
             from tritongen.sources.onnx_source import load_onnx
 
-            assert self.source.torch is not None
-            self.say("exporting to ONNX")
-            path = export_onnx(self.source.torch, self.workdir / "exported.onnx")
+            if self.source.onnx is not None:
+                from tritongen.convert.served_onnx import write_served_onnx
+
+                self.say("adapting the graph for Triton")
+                path = write_served_onnx(
+                    self.source.onnx.path, self.source.adaptation, self.workdir / "served.onnx"
+                )
+            else:
+                from tritongen.convert.torch_export import export_onnx
+
+                assert self.source.torch is not None
+                self.say("exporting to ONNX")
+                path = export_onnx(self.source.torch, self.workdir / "exported.onnx")
             self._onnx = load_onnx(path)
         return self._onnx
 
@@ -299,9 +308,10 @@ class ConvertSession:
         if self._reference is None:
             signature = self.source.signature
             if self.source.onnx is not None:
-                from tritongen.convert.onnx import onnx_runner
+                from tritongen.convert.onnx import adapted_runner, onnx_runner
 
-                self._reference = onnx_runner(self.source.onnx.path, signature)
+                runner = onnx_runner(self.source.onnx.path, signature)
+                self._reference = adapted_runner(runner, self.source.adaptation, signature)
             else:
                 from tritongen.convert.torchscript import module_runner
 

@@ -69,8 +69,11 @@ def export_onnx(source: TorchSource, path: Path, opset: int = ONNX_OPSET) -> Pat
     try:
         with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
             warnings.simplefilter("ignore")
+            module = source.module
+            if source.adapt is not None:  # a wrapper around a TorchScript module exports once traced
+                module = torch.jit.trace(module, sample_args(source), check_trace=False, strict=False)
             torch.onnx.export(
-                source.module,
+                module,
                 sample_args(source),
                 str(path),
                 input_names=names_in,
@@ -101,13 +104,18 @@ def export_torchscript(
     """
     torch = import_torch()
     path.parent.mkdir(parents=True, exist_ok=True)
-    if source.kind == "torchscript":
+    if source.kind == "torchscript" and source.adapt is None:
         source.module.save(str(path))
         return path
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            if mode == "script":
+            if (
+                mode == "script" and source.adapt is not None
+            ):  # the user's module scripted, the wrapper traced
+                wrapped = source.adapt(torch.jit.script(source.original))
+                torch.jit.trace(wrapped, sample_args(source), check_trace=False, strict=False).save(str(path))
+            elif mode == "script":
                 torch.jit.script(source.module).save(str(path))
             else:
                 module = source.module.to(device) if device != "cpu" else source.module

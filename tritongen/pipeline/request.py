@@ -86,6 +86,8 @@ class BuildRequest:
     """``--shape``: dims of inputs (batch dim included or not) random inputs are drawn at."""
     fixed_shape: bool = False
     """``--fixed-shape``: the ``--shape`` dims are also written into the config."""
+    constants: dict[str, str] = field(default_factory=dict)
+    """``--constant``: inputs and ``forward()`` arguments frozen into the served model, by name."""
     log_path: Path | None = None
     """Where the engines' own output goes (default: a file per model name in the temporary folder)."""
 

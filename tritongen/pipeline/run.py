@@ -38,9 +38,10 @@ from tritongen.pipeline.request import (
 )
 from tritongen.pipeline.shapes import fix_shapes, plan_shapes, random_batches
 from tritongen.pipeline.verify_data import verify_data_feeds
-from tritongen.sources.model_source import ModelSource, load_source
+from tritongen.sources.model_source import ModelSource, load_source, without_batching
 from tritongen.sources.samples import Feed
 from tritongen.sources.shape_plan import ShapePlan
+from tritongen.sources.signature import Signature
 from tritongen.triton.model_config import CudaOptimization, ModelConfig, Optimization
 from tritongen.triton.names import check_model_name
 from tritongen.triton.render import render_config
@@ -120,7 +121,16 @@ def _load(request: BuildRequest) -> tuple[ModelSource, ShapePlan]:
     Raises:
         TritongenError: the source cannot be loaded, or ``--shape`` does not fit it.
     """
-    source = load_source(str(request.source), request.input_specs, request.output_names, request.shapes)
+    source = load_source(
+        str(request.source), request.input_specs, request.output_names, request.shapes, request.constants
+    )
+    scalars = [t.name for t in source.signature.inputs if t.scalar]
+    if request.target == "container" and scalars and source.signature.batched:
+        reason = (
+            f"scalar input(s) {', '.join(scalars)} are one value per request, and Triton's native backends "
+            "would batch requests with other values together: served with max_batch_size 0"
+        )
+        source = without_batching(source, reason)
     shape_plan = plan_shapes(source, request.shapes)
     if request.fixed_shape:
         source = fix_shapes(source, shape_plan, request.shapes)
@@ -288,7 +298,7 @@ class _ModelBuild:
         if not batches and report is None:
             return None, None
         source = self.session.source
-        tolerance = self.request.verify.tolerance(self.variant.precision)
+        tolerance = self.request.verify.tolerance(_judged_as(self.variant, source.signature))
         device = "cpu" if self.device_id is None else f"cuda:{self.device_id}"
         try:
             runner = self.session.runner(self.fmt, self.model_dir, device_id=self.device_id)
@@ -382,6 +392,12 @@ class _ModelBuild:
             hint=_verification_hint(self.fmt, self.variant, verification),
             verification=verification,
         )
+
+
+def _judged_as(variant: Variant, signature: Signature) -> str:
+    """The precision a variant's outputs are judged at: FP16's when the source itself answers in FP16/BF16."""
+    half = any(t.data_type in ("TYPE_FP16", "TYPE_BF16") for t in signature.outputs)
+    return "fp16" if half and variant.precision == "fp32" else variant.precision
 
 
 def _verification_hint(fmt: str, variant: Variant, verification: Verification) -> str:

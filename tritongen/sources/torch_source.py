@@ -8,13 +8,13 @@ called, and a TorchScript file may hold arbitrary TorchScript.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
-import inspect
 import itertools
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -22,11 +22,13 @@ from typing import Any, Literal
 import numpy as np
 
 from tritongen.errors import MissingDependencyError, SourceError, engine_error, first_line
+from tritongen.sources.adaptation import Adaptation
 from tritongen.sources.dim_search import LADDER, describe_free, shape_hint
 from tritongen.sources.input_spec import InputSpec, input_tensors, specs_batched
-from tritongen.sources.samples import Array, Feed
+from tritongen.sources.samples import Array, Feed, random_array
 from tritongen.sources.shape_plan import ShapePlan, apply_shapes, default_plan, export_dim_names
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature, TensorSpec
+from tritongen.sources.torch_arguments import adapted_module, check_stateless, plan_call, written_attributes
 
 FACTORY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
@@ -55,6 +57,14 @@ class TorchSource:
     output_structure: Literal["tensor", "sequence", "dict"]
     sample_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """Input shapes the module ran at (batch 2): what tracing and export run on."""
+    adapt: Callable[[Any], Any] | None = None
+    """Wraps the user's module as served (frozen arguments, scalars as ``[1]``); ``None`` when
+    ``module`` is the user's own. ``module`` is then already wrapped."""
+
+    @property
+    def original(self) -> Any:
+        """The user's own module, unwrapped."""
+        return self.module.inner if self.adapt is not None else self.module
 
 
 def is_factory_reference(text: str) -> bool:
@@ -140,44 +150,6 @@ def load_torchscript(path: Path) -> Any:
             "save the model with torch.jit.trace(...).save() or torch.jit.script(...).save()",
         ) from e
     return module.eval()
-
-
-def forward_argument_names(module: Any) -> list[str] | None:
-    """The names of ``forward``'s tensor arguments, where they can be read."""
-    schema = getattr(getattr(module, "forward", None), "schema", None)
-    if schema is not None:  # TorchScript: the first argument is self
-        return [a.name for a in schema.arguments[1:]]
-    try:
-        parameters = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-        return None
-    return [p.name for p in parameters]
-
-
-def check_argument_order(module: Any, specs: Sequence[InputSpec], where: str) -> None:
-    """Inputs go to ``forward`` positionally in ``--input-spec`` order; catch swapped specs early.
-
-    Raises:
-        SourceError: there are more specs than arguments, or the specs use forward's
-            argument names in another order.
-    """
-    names = forward_argument_names(module)
-    if names is None:
-        return
-    given = [s.name for s in specs]
-    if len(given) > len(names):
-        raise SourceError(
-            f"{len(given)} --input-spec given, but {where}'s forward() takes {len(names)} "
-            f"({', '.join(names)})",
-            "give one --input-spec per forward() argument",
-        )
-    if set(given) <= set(names) and given != names[: len(given)]:
-        raise SourceError(
-            f"--input-spec order {', '.join(given)} differs from {where}'s forward({', '.join(names)})",
-            "list the --input-spec options in forward()'s argument order",
-        )
 
 
 def module_sha256(module: Any, reference: str) -> str:
@@ -352,14 +324,19 @@ def load_torch_source(
     specs: Sequence[InputSpec],
     output_names: Sequence[str] = (),
     shapes: Mapping[str, tuple[int, ...]] | None = None,
+    constants: Mapping[str, str] | None = None,
 ) -> TorchSource:
-    """Load a PyTorch factory or a TorchScript file and describe it.
+    """Load a PyTorch factory or a TorchScript file and describe it as served.
+
+    Value arguments are frozen (``constants``), scalar inputs are taken as ``[1]`` and rank-0
+    outputs answered as ``[1]`` (see :func:`adapted_module`); a module whose answers depend on
+    state it keeps in its attributes is refused.
 
     Raises:
-        SourceError: no input specs, an unloadable source, or specs the model rejects.
+        SourceError: no input specs, an unloadable source, specs the model rejects, a value
+            argument left free, or a stateful module.
         MissingDependencyError: torch is not installed.
     """
-    path = Path(reference)
     kind: Literal["pytorch", "torchscript"] = "pytorch" if is_factory_reference(reference) else "torchscript"
     where = reference
     if not specs:
@@ -367,21 +344,80 @@ def load_torch_source(
             f"{reference} does not carry its input signature",
             "describe each input with --input-spec NAME:DTYPE:DIMS (first dim the batch, -1 dynamic)",
         )
-    if kind == "pytorch":
-        module = load_factory(reference)
-        sha256 = module_sha256(module, reference)
-    else:
-        module = load_torchscript(path)
-        sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    check_argument_order(module, specs, where)
-    signature, structure, sample_shapes = torch_signature(module, specs, output_names, where, shapes)
+    module, sha256 = _load_module(reference, kind)
+    call = plan_call(module, specs, constants or {}, where)
+    wrap = functools.partial(
+        adapted_module,
+        call=call,
+        served=[s.name for s in specs],
+        scalars=[s.name for s in specs if not s.shape],
+        batched=specs_batched(specs),
+    )
+    adapted = (
+        bool(call.constants) or any(not s.shape for s in specs) or list(call.order) != [s.name for s in specs]
+    )
+    served = wrap(module) if adapted else module
+    signature, structure, sample_shapes = torch_signature(served, specs, output_names, where, shapes)
+    if not adapted and any(t.dims == () and not signature.batched for t in signature.outputs):
+        adapted, served = True, wrap(module)  # rank-0 outputs are answered as [1]
+        signature, structure, sample_shapes = torch_signature(served, specs, output_names, where, shapes)
+    note = _check_state(module, served, specs, sample_shapes, sha256 if kind == "pytorch" else None, where)
+    scalars = tuple(s.name for s in specs if not s.shape)
+    described = Adaptation(
+        scalar_inputs=scalars, constants=call.constants, batched=signature.batched
+    ).describe()
+    signature = replace(signature, notes=(*signature.notes, *described, *([note] if note else [])))
     return TorchSource(
         kind=kind,
         reference=reference,
-        module=module,
+        module=served,
         specs=tuple(specs),
         signature=signature,
         sha256=sha256,
         output_structure=structure,  # type: ignore[arg-type]
         sample_shapes=sample_shapes,
+        adapt=wrap if adapted else None,
     )
+
+
+def _load_module(reference: str, kind: str) -> tuple[Any, str]:
+    """The user's module and its digest (a factory's weights, or the TorchScript file's bytes).
+
+    Raises:
+        SourceError: the factory or the file cannot be loaded.
+    """
+    if kind == "pytorch":
+        module = load_factory(reference)
+        return module, module_sha256(module, reference)
+    path = Path(reference)
+    module = load_torchscript(path)
+    return module, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _check_state(
+    module: Any,
+    served: Any,
+    specs: Sequence[InputSpec],
+    shapes: Mapping[str, tuple[int, ...]],
+    digest: str | None,
+    where: str,
+) -> str | None:
+    """Refuse a module that answers by state kept in its attributes; a note when it writes some harmlessly.
+
+    ``digest``: an eager module's weights digest before it ran (its buffers changing tells of state).
+
+    Raises:
+        SourceError: the module's answer to an input changes after another input.
+    """
+    written = [f"self.{name}" for name in written_attributes(module)]
+    if digest is not None and module_sha256(module, where) != digest:
+        written.append("its buffers")
+    if not written:
+        return None
+    feeds = []
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        feeds.append({s.name: random_array(s.data_type, shapes[s.name], rng) for s in specs})
+    what = ", ".join(written)
+    check_stateless(lambda feed: run_module(served, specs, feed)[0], feeds[0], feeds[1], what, where)
+    return f"forward() writes {what}, but its answers do not depend on it (checked by calling it in turn)"
