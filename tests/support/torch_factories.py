@@ -52,3 +52,46 @@ def not_a_module() -> Any:
 def raises() -> Any:
     """A factory that fails."""
     raise RuntimeError("weights not found")
+
+
+def strided() -> Any:
+    """Five 2x2 pools upsampled 32-fold and concatenated with the image: sides must be multiples of 32."""
+    import torch
+
+    class Strided(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pool = torch.nn.Sequential(*(torch.nn.MaxPool2d(2) for _ in range(5)))
+            self.up = torch.nn.Upsample(scale_factor=32.0)
+
+        def forward(self, image: Any) -> Any:
+            return torch.cat([image, self.up(self.pool(image))], dim=1)
+
+    return Strided()
+
+
+def running_mean() -> Any:
+    """Keeps a running mean of its inputs in a buffer and subtracts it: stateful."""
+    import torch
+
+    class RunningMean(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(4))
+
+        def forward(self, x: Any) -> Any:
+            self.mean.mul_(0.9).add_(0.1 * x.mean(0))
+            return x - self.mean
+
+    return RunningMean()
+
+
+def resampled() -> Any:
+    """``forward(self, x, rate: int, scale: float = 1.0)``: Python values beside the tensor."""
+    import torch
+
+    class Resampled(torch.nn.Module):
+        def forward(self, x: Any, rate: int, scale: float = 1.0) -> Any:
+            return x * (rate / 16000.0) * scale
+
+    return Resampled()

@@ -94,15 +94,15 @@ def plan_call(module: Any, specs: Sequence[InputSpec], constants: Mapping[str, s
         for a in arguments
         if a.name in constants
     }
-    for argument in arguments:
-        if argument.kind != "tensor" and argument.required and argument.name not in constants:
+    free = [a for a in arguments if a.name not in constants]
+    for argument in free[len(given) :]:  # the specs cover the first free arguments, in order
+        if argument.kind != "tensor" and argument.required:
             raise SourceError(
                 f"{where}'s forward() takes '{argument.name}: {argument.kind}', a Python value Triton cannot "
                 "send (it sends tensors)",
                 f"freeze it with --constant {argument.name}=VALUE",
             )
-    free = [n for n in names if n not in constants]
-    _check_order(given, free, where)
+    _check_order(given, [a.name for a in free], where)
     order: list[str] = []
     pending = list(given)
     for name in names:  # tensors go positionally, in --input-spec order, between the frozen values
