@@ -95,3 +95,25 @@ def resampled() -> Any:
             return x * (rate / 16000.0) * scale
 
     return Resampled()
+
+
+def pooled_pair() -> Any:
+    """:func:`pooled` answering a tuple (pooled, scores): traceable, scriptable and exportable alike."""
+    import torch
+
+    class Pair(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(1)
+            self.embed = torch.nn.Embedding(50, 8)
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(
+            self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            tokens = self.embed(input_ids)
+            mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+            pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return pooled, self.head(tokens)
+
+    return Pair()

@@ -24,6 +24,7 @@ from tritongen.convert.verify import (
 from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_model_text
+from tritongen.pipeline.applicable import check_applicable
 from tritongen.pipeline.configs import model_config_for, model_metadata, resolve_max_batch_size
 from tritongen.pipeline.gpu_kind import check_build_kind, trace_device, verification_device
 from tritongen.pipeline.request import (
@@ -38,7 +39,7 @@ from tritongen.pipeline.request import (
 )
 from tritongen.pipeline.shapes import fix_shapes, plan_shapes, random_batches
 from tritongen.pipeline.verify_data import verify_data_feeds
-from tritongen.sources.model_source import ModelSource, load_source, without_batching
+from tritongen.sources.model_source import ModelSource, load_source, source_kind, without_batching
 from tritongen.sources.samples import Feed
 from tritongen.sources.shape_plan import ShapePlan
 from tritongen.sources.signature import Signature
@@ -154,6 +155,7 @@ def _check_request(
     if unknown:
         raise ConfigError(f"format {unknown[0]!r} is not supported", f"choose from: {', '.join(FORMATS)}")
     request.options.check()
+    check_applicable(request, source_kind(str(request.source)))
     check_build_kind(request)  # before the source is read and any slow compile starts
     plan, skipped = build_plan(request.formats, request.precisions)
     request.precision.check(tuple(v for _, v in plan), tuple(f for f, v in plan if v.reduced))

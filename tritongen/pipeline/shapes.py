@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from tritongen.convert.formats import ConvertSession
-from tritongen.errors import ConfigError, SourceError, first_line
+from tritongen.errors import SourceError, first_line
 from tritongen.pipeline.request import BuildRequest, Progress
 from tritongen.sources.dim_clues import read_clues
 from tritongen.sources.dim_search import apply_clues, search_dims
@@ -49,15 +49,7 @@ def plan_shapes(source: ModelSource, shapes: Mapping[str, tuple[int, ...]]) -> S
 
 
 def fix_shapes(source: ModelSource, plan: ShapePlan, shapes: Mapping[str, tuple[int, ...]]) -> ModelSource:
-    """``--fixed-shape``: the source with the ``--shape`` dims written into its signature.
-
-    Raises:
-        ConfigError: no ``--shape`` was given.
-    """
-    if not shapes:
-        raise ConfigError(
-            "--fixed-shape fixes the dims given with --shape, and none is given", "add --shape NAME=DIMS"
-        )
+    """``--fixed-shape``: the source with the ``--shape`` dims written into its signature."""
     return replace(source, signature=fixed_signature(source.signature, plan))
 
 

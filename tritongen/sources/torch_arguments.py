@@ -87,6 +87,12 @@ def plan_call(module: Any, specs: Sequence[InputSpec], constants: Mapping[str, s
     refused = unknown_constant(list(constants), names, f"an argument of {where}'s forward()")
     if refused is not None:
         raise SourceError(refused.message, refused.hint)
+    both = [n for n in given if n in constants]
+    if both:
+        raise SourceError(
+            f"--input-spec and --constant both name '{both[0]}'",
+            "a frozen argument is not an input: drop its --input-spec",
+        )
     values = {
         a.name: parse_value(constants[a.name], a.kind, f"--constant {a.name}")
         if a.kind != "tensor"
