@@ -20,7 +20,7 @@ from tritongen.client.openai_api import OpenAiHealth, api_key_from_env, split_ba
 from tritongen.client.validation_data import ExpectedOutputs, expected_outputs
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.arrays import write_steps
-from tritongen.io.loadgen_shared import CLIENT_SPLIT, histogram_moments, is_stable_figures
+from tritongen.io.loadgen_shared import CLIENT_SPLIT, WORKER_FAILURE, histogram_moments, is_stable_figures
 from tritongen.loadtest.distributed import add_worker_figures, lost_reason
 from tritongen.loadtest.llm.load import llm_figures, prepare_llm_requests
 from tritongen.loadtest.llm.openai_server import prepare_openai_requests
@@ -510,6 +510,9 @@ class _LevelRun:
         watch.log.poll()
         if self.distributed is not None and not watch.log.windows:
             return self.distributed.exit_reason(locust.log_tail())
+        failed = [line for line in locust.log_tail() if line.startswith(WORKER_FAILURE)]
+        if failed:  # the load generator said why (a user that could not start)
+            return failed[-1][len(WORKER_FAILURE) :]
         return "Locust exited early: " + locust.last_line()
 
     def _health_reason(self, watch: _Watch) -> str | None:

@@ -73,7 +73,7 @@ def _auto_mixed(request: BuildRequest, _kind: str) -> str | None:
     return None if request.precision.auto_mixed else "it is the measure of --auto-mixed-precision"
 
 
-def _changed(group: str, name: str, default: object) -> Callable[[BuildRequest], bool]:
+def _changed(group: str, name: str, default: object = None) -> Callable[[BuildRequest], bool]:
     def given(request: BuildRequest) -> bool:
         return bool(getattr(getattr(request, group), name) != default)
 
@@ -139,7 +139,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "--calibration-samples",
-        _changed("precision", "calibration_samples", None),
+        _changed("precision", "calibration_samples"),
         _calibration_data,
         "add --calibration-data, or drop --calibration-samples",
     ),
