@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tritongen.convert.onnx import onnx_runner
 from tritongen.errors import ConfigError, SourceError
+from tritongen.pipeline.shapes import tvm_dim_values
 from tritongen.sources.dim_clues import read_clues
 from tritongen.sources.dim_search import LADDER, apply_clues, search_dims
 from tritongen.sources.onnx_source import load_onnx
@@ -74,6 +75,9 @@ def test_the_ladder_finds_the_first_size_a_detector_runs_at(tmp_path: Path) -> N
     settled = search_dims(plan, source.signature, onnx_runner(source.path, source.signature))
     assert settled.chosen_by == "ladder" and settled.free_values == (32,)
     assert settled.first_shapes(source.signature) == {"image": [1, 3, 32, 32]}
+    names = read_clues(source.model).names
+    assert tvm_dim_values(settled, source.signature, names) == {"height": 32, "width": 32}  # TVM's buckets
+    assert tvm_dim_values(plan, source.signature, names) == {}  # nothing chosen: TVM's own default
     feeds = settled.batches(source.signature, max_batch_size=4)
     assert [f["image"].shape for f in feeds] == [(1, 3, 32, 32), (3, 3, 32, 32), (4, 3, 32, 32)]
 

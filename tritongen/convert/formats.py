@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritongen.convert.artifact import Artifact, OnnxBuild, Runner, Target
+from tritongen.convert.calibration import Draw
 from tritongen.convert.precision import FP32, PrecisionOptions, Variant
 from tritongen.convert.reduced import PrecisionReport, ReducedPrecision
 from tritongen.convert.tensorrt import TensorRtOptions
@@ -148,8 +149,17 @@ class ConvertSession:
                 verify_feeds=self.verify_feeds,
                 random_feeds=self.random_feeds,
                 say=self.say,
+                draw=self._draw(),
             )
         return self._reduced
+
+    def _draw(self) -> Draw | None:
+        """Random calibration rows at the dims the shape plan settled on (``None``: the default dims)."""
+        plan = self.shape_plan
+        if plan is None or plan.chosen_by in ("default", "static"):
+            return None
+        signature = self.source.signature
+        return lambda rows, rng: plan.feed(signature, rows, plan.free_values[0], rng)
 
     def tensorrt_options(self, variant: Variant, kept: tuple[str, ...] = ()) -> TensorRtOptions:
         """The TensorRT options of one variant: its precision, calibration and kept FP32 layers.
