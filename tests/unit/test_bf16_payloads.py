@@ -14,7 +14,8 @@ import ml_dtypes
 import numpy as np
 from tritongen.loadtests.tritonload.options import OPTIONS, TritonOptions
 from tritongen.loadtests.tritonload.payloads import http_body, random_arrays, read_steps, wire_datatype
-from tritongen.loadtests.tritonload.shared import WORKER_FAILURE, bf16_from_floats, tensor_byte_size
+from tritongen.loadtests.tritonload.request_data import bf16_from_floats, tensor_byte_size
+from tritongen.loadtests.tritonload.shared import WORKER_FAILURE
 
 from tritongen.client.inputs import random_array
 from tritongen.io.arrays import write_steps
