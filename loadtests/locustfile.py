@@ -52,7 +52,7 @@ from tritonload.options import TritonOptions, add_options
 from tritonload.recording import Collector, Recorder
 from tritonload.shared import MESSAGE
 from tritonload.state import ProcessState
-from tritonload.workers import init_distributed, worker_options
+from tritonload.workers import WorkerFailed, fail_worker, init_distributed, worker_options
 
 STATE = ProcessState()
 """This process's state: the one instance, each part handed to what needs it."""
@@ -146,7 +146,19 @@ class TritonUser(User):
     user: UserLoad
 
     def on_start(self) -> None:
-        """Prepare the requests and a connection."""
+        """Prepare the requests and a connection; a failure is the run's one-line cause, not a silent user.
+
+        Locust would log the exception and run on without this user, and the run would wait for
+        its time cap; instead the reason is printed as a worker failure and Locust quits.
+        """
+        try:
+            self._start()
+        except WorkerFailed:
+            raise
+        except Exception as e:  # anything the user's data or the server's metadata provoke
+            fail_worker(self.environment, f"a user cannot start: {type(e).__name__}: {e}")
+
+    def _start(self) -> None:
         parsed = TritonOptions.from_parsed(self.environment.parsed_options)
         options = worker_options(self.environment, parsed, STATE.inputs)
         if not options.model:

@@ -15,13 +15,16 @@ import numpy as np
 
 from .options import TritonOptions
 from .request_data import (
+    BF16,
     NUMPY_DTYPES,
     STEP_FAILURES,
     STEPS_KEY,
     Array,
     NpzReadError,
+    bf16_from_floats,
     decode_steps,
     decode_streams,
+    is_bf16,
     is_string_array,
     item_bytes,
     random_strings,
@@ -54,7 +57,9 @@ def random_arrays(meta: ModelMeta, max_batch: int, options: TritonOptions) -> di
         if max_batch > 0:
             dims[0] = options.batch_size
         dtype = NUMPY_DTYPES.get(tensor["datatype"])
-        if dtype is None:
+        if tensor["datatype"] == BF16:
+            arrays[tensor["name"]] = bf16_from_floats(rng.standard_normal(dims))
+        elif dtype is None:
             arrays[tensor["name"]] = random_strings(dims, options.string_length, rng)
         elif np.issubdtype(dtype, np.floating):
             arrays[tensor["name"]] = rng.standard_normal(dims).astype(dtype)
@@ -114,10 +119,19 @@ def build_arrays(meta: ModelMeta, max_batch: int, options: TritonOptions) -> dic
 
 
 def wire_datatype(array: Array) -> str:
-    """The Triton wire type of ``array``; strings (``bytes``/``str`` objects, numpy ``S``/``U``) are BYTES."""
+    """The Triton wire type of ``array``; strings (``bytes``/``str`` objects, numpy ``S``/``U``) are BYTES.
+
+    Raises:
+        ValueError: numpy data of a type Triton has no wire type for.
+    """
     if is_string_array(array):
         return "BYTES"
-    return next(name for name, dtype in NUMPY_DTYPES.items() if np.dtype(dtype) == array.dtype)
+    if is_bf16(array):
+        return BF16
+    for name, dtype in NUMPY_DTYPES.items():
+        if np.dtype(dtype) == array.dtype:
+            return name
+    raise ValueError(f"arrays of {array.dtype} have no Triton wire type")
 
 
 def raw_bytes(array: Array) -> bytes:

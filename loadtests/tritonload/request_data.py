@@ -18,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "BF16",
+    "BF16_STORAGE",
     "ENTRIES_KEY",
     "EXPECTED_PREFIX",
     "NPZ_READ_FAILURES",
@@ -29,10 +31,12 @@ __all__ = [
     "TOLERANCE_KEY",
     "Array",
     "NpzReadError",
+    "bf16_from_floats",
     "decode_steps",
     "decode_streams",
     "decode_tolerance",
     "encode_steps",
+    "is_bf16",
     "is_string_array",
     "random_strings",
     "read_npz",
@@ -59,7 +63,11 @@ NUMPY_DTYPES: dict[str, type] = {
     "FP32": np.float32,
     "FP64": np.float64,
 }
-"""Triton wire type → numpy type (every other type is sent as BYTES)."""
+"""Triton wire type → numpy type (BF16 is :data:`BF16_STORAGE`; every other type is sent as BYTES)."""
+BF16 = "BF16"
+BF16_STORAGE = np.dtype("V2")
+"""How BF16 data lives here, numpy having no such number: 2 raw bytes per element. An ``.npz`` of
+``ml_dtypes.bfloat16`` arrays (what tritonclient takes) reads back so, and is sent as it is."""
 STRING_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 """What random BYTES elements are made of."""
 
@@ -84,12 +92,24 @@ def random_strings(shape: Sequence[int], length: int, rng: np.random.Generator) 
     return out.reshape(shape)
 
 
+def is_bf16(array: Array) -> bool:
+    """Whether ``array`` holds BF16: 2-byte elements, no numpy number (``ml_dtypes``, or raw ``|V2``)."""
+    return array.dtype.kind == "V" and array.dtype.itemsize == 2
+
+
+def bf16_from_floats(values: Array) -> Array:
+    """``values`` rounded to BF16 (to nearest, ties to even), as :data:`BF16_STORAGE`."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return rounded.view(BF16_STORAGE)
+
+
 def tensor_byte_size(datatype: str, dims: Sequence[int]) -> int | None:
     """Bytes of a tensor of wire type ``datatype`` and shape ``dims`` (at least 1); None if unknown.
 
     Unknown: a BYTES (or other non-numeric) tensor, or a dynamic (negative) dim.
     """
-    dtype = NUMPY_DTYPES.get(datatype)
+    dtype = BF16_STORAGE if datatype == BF16 else NUMPY_DTYPES.get(datatype)
     if dtype is None or any(d < 0 for d in dims):
         return None
     return max(1, math.prod(dims) * np.dtype(dtype).itemsize)

@@ -148,16 +148,20 @@ class InputsCopy:
                 os.unlink(self.path)
 
 
+class WorkerFailed(RuntimeError):
+    """Raised by :func:`fail_worker` once it has said why: the failure is reported already."""
+
+
 def fail_worker(environment: Any, reason: str) -> None:
     """Say in one line why this worker cannot load, and quit (the master notes the worker as lost).
 
     Raises:
-        RuntimeError: Always, to stop the user that found the problem.
+        WorkerFailed: Always, to stop the user that found the problem.
     """
     print(WORKER_FAILURE + reason, flush=True)
     environment.process_exit_code = 3
     gevent.spawn(environment.runner.quit)
-    raise RuntimeError(reason)
+    raise WorkerFailed(reason)
 
 
 def worker_options(environment: Any, options: TritonOptions, inputs: InputsCopy) -> TritonOptions:

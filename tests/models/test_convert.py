@@ -228,3 +228,19 @@ def test_tensorrt_cannot_target_the_embedded_server(example_models: dict[str, Pa
     code, _, err = _run("convert", example_models["mlp"], "--repo", tmp_path / "r", "--formats", "tensorrt")
     assert code == 1
     assert "--target container" in err
+
+
+def test_random_calibration_rows_take_the_dims_the_source_runs_at(tmp_path: Path) -> None:
+    from support.real_models import detector
+
+    source = detector(tmp_path / "detector.onnx")  # runs at 32 pixels, not at 8 or 16
+    out = tmp_path / "c.json"
+    code, stdout, stderr = _run(
+        "convert", source, "--repo", tmp_path / "repo", "--precision", "fp32,int8",
+        "--calibration-data", "random", "--json", out,
+    )  # fmt: skip
+    assert code == 0, stdout + stderr
+    document = json.loads(out.read_text())
+    assert [o["status"] for o in document["outcomes"]] == ["built", "built"]
+    assert document["verified_shapes"]["inputs"] == {"image": [1, 3, 32, 32]}
+    assert "verified at image[1, 3, 32, 32] (free dims at 32: the source fails at 8)" in stdout

@@ -299,3 +299,23 @@ def test_container_compose_image_installs_tvm(example_models: dict[str, Path], t
     service = yaml.safe_load(compose.read_text())["services"]["tritonserver"]
     dockerfile = service["build"]["dockerfile_inline"]
     assert "apache-tvm==" in dockerfile and "apache-tvm-ffi==" in dockerfile
+
+
+def test_an_output_dim_written_as_an_expression_builds_in_buckets(tmp_path: Path) -> None:
+    from support.real_models import doubled
+
+    source = load_onnx(doubled(tmp_path / "doubled.onnx"))
+    options = TvmOptions(buckets="batch=1,4;seq=16")
+    write_tvm_artifact(OnnxBuild(source.path, source.signature, tmp_path / "m", "local", 8), options)
+    run = wrapper_runner(tmp_path / "m" / "1", source.signature, 8)
+    x = np.arange(4 * 16, dtype=np.float32).reshape(4, 16)
+    np.testing.assert_array_equal(run({"x": x})[0], np.concatenate([x, x], axis=1))
+
+
+def test_ai_onnx_ml_ops_are_named_with_their_domain(tmp_path: Path) -> None:
+    from support.real_models import filetype
+
+    source = load_onnx(filetype(tmp_path / "filetype.onnx"))
+    with pytest.raises(ConversionError) as refused:
+        write_tvm_artifact(OnnxBuild(source.path, source.signature, tmp_path / "m", "local", 8), TvmOptions())
+    assert refused.value.message.startswith("TVM cannot import the ai.onnx.ml ops 'LabelEncoder', 'Scaler'")

@@ -1,7 +1,8 @@
 """Triton's documented ``simple_string`` model as ONNX: strings in, cast to integers, strings out.
 
-Its Cast cannot parse random strings, so verification needs the user's data: perf_analyzer's
-JSON of numeric strings, which then also drives the load test against the real server.
+Its Cast cannot parse random strings: tritongen sees the Cast and verifies on numeric strings;
+the user's data (perf_analyzer's JSON of numeric strings) verifies it too, and drives the load
+test against the real server.
 """
 
 from __future__ import annotations
@@ -53,21 +54,22 @@ def _tritongen(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_a_model_that_parses_strings_converts_with_json_data_and_serves(tmp_path: Path) -> None:
     source = _simple_string(tmp_path / "simple_string.onnx")
     repo = tmp_path / "repo"
-    refused = _tritongen("convert", source, "--formats", "onnx", "--repo", repo)
-    assert refused.returncode == 1
-    assert "verification failed: the source model failed on INPUT0[" in refused.stderr + refused.stdout
-    assert "give real inputs with --verify-data FILE" in refused.stderr + refused.stdout
-    assert "cannot run this model" not in refused.stderr + refused.stdout
-    assert not (repo / "simple_string_onnx").exists()
+    plain = _tritongen("convert", source, "--formats", "onnx", "--repo", repo, "--json", tmp_path / "c.json")
+    assert plain.returncode == 0, plain.stderr + plain.stdout
+    assert "INPUT0, INPUT1 as numeric strings (the graph casts them to numbers)" in plain.stdout
+    shapes = json.loads((tmp_path / "c.json").read_text())["verified_shapes"]
+    assert shapes["inputs"] == {"INPUT0": [1, 16], "INPUT1": [1, 16]} and shapes["chosen_by"] == "clues"
 
     data = tmp_path / "data.json"
     entries = [{"INPUT0": [str(i + k) for k in range(16)], "INPUT1": [str(2 * k) for k in range(16)]}
                for i in range(5)]  # fmt: skip
     data.write_text(json.dumps({"data": entries}))
-    built = _tritongen("convert", source, "--formats", "onnx", "--repo", repo, "--verify-data", data)
+    built = _tritongen(
+        "convert", source, "--formats", "onnx", "--repo", repo, "--verify-data", data, "--force"
+    )
     assert built.returncode == 0, built.stderr + built.stdout
     metadata = json.loads((repo / "simple_string_onnx" / "tritongen.json").read_text())
-    assert metadata["verification"]["passed"] is True and metadata["verification"]["samples"] == 5
+    assert metadata["verification"]["passed"] is True and metadata["verification"]["samples"] == 5 + 12
 
     validated = tmp_path / "validated.json"
     expected = [

@@ -52,3 +52,68 @@ def not_a_module() -> Any:
 def raises() -> Any:
     """A factory that fails."""
     raise RuntimeError("weights not found")
+
+
+def strided() -> Any:
+    """Five 2x2 pools upsampled 32-fold and concatenated with the image: sides must be multiples of 32."""
+    import torch
+
+    class Strided(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pool = torch.nn.Sequential(*(torch.nn.MaxPool2d(2) for _ in range(5)))
+            self.up = torch.nn.Upsample(scale_factor=32.0)
+
+        def forward(self, image: Any) -> Any:
+            return torch.cat([image, self.up(self.pool(image))], dim=1)
+
+    return Strided()
+
+
+def running_mean() -> Any:
+    """Keeps a running mean of its inputs in a buffer and subtracts it: stateful."""
+    import torch
+
+    class RunningMean(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(4))
+
+        def forward(self, x: Any) -> Any:
+            self.mean.mul_(0.9).add_(0.1 * x.mean(0))
+            return x - self.mean
+
+    return RunningMean()
+
+
+def resampled() -> Any:
+    """``forward(self, x, rate: int, scale: float = 1.0)``: Python values beside the tensor."""
+    import torch
+
+    class Resampled(torch.nn.Module):
+        def forward(self, x: Any, rate: int, scale: float = 1.0) -> Any:
+            return x * (rate / 16000.0) * scale
+
+    return Resampled()
+
+
+def pooled_pair() -> Any:
+    """:func:`pooled` answering a tuple (pooled, scores): traceable, scriptable and exportable alike."""
+    import torch
+
+    class Pair(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(1)
+            self.embed = torch.nn.Embedding(50, 8)
+            self.head = torch.nn.Linear(8, 3)
+
+        def forward(
+            self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            tokens = self.embed(input_ids)
+            mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+            pooled = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return pooled, self.head(tokens)
+
+    return Pair()

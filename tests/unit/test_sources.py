@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tritongen.errors import SourceError
-from tritongen.sources.input_spec import check_specs_match, parse_input_spec, parse_input_specs
+from tritongen.sources.input_spec import check_specs_match, input_tensors, parse_input_spec, parse_input_specs
 from tritongen.sources.model_source import load_source, source_kind
 from tritongen.sources.onnx_source import load_onnx
 
@@ -28,7 +28,6 @@ def test_input_spec_parses_names_types_and_dims() -> None:
     [
         "x",
         "x:FP32",
-        "x:FP32:",
         "x:FP33:-1,3",
         "x:FP32:-1,0",
         "x:FP32:-2",
@@ -41,6 +40,14 @@ def test_malformed_input_specs_are_one_line_errors(text: str) -> None:
     with pytest.raises(SourceError) as info:
         parse_input_spec(text)
     assert "\n" not in str(info.value)
+
+
+def test_a_scalar_input_spec_is_rank_0_served_as_one_value() -> None:
+    for text in ("sr:INT64:scalar", "sr:INT64:", "sr:INT64:[]"):
+        spec = parse_input_spec(text)
+        assert spec.shape == () and spec.describe() == "sr:INT64:scalar"
+    (tensor,) = input_tensors([parse_input_spec("sr:INT64:scalar")], batched=True)
+    assert tensor.dims == (1,) and tensor.scalar
 
 
 def test_repeated_input_spec_names_are_refused() -> None:

@@ -165,6 +165,8 @@ def random_array(
     dtype = numpy_dtype(datatype)
     if datatype == "BYTES":
         return random_strings(shape, string_length, rng)
+    if datatype == "BF16":  # ml_dtypes.bfloat16 is no numpy floating type, but it is a float
+        return rng.standard_normal(size=shape).astype(np.float32).astype(dtype)
     if datatype == "BOOL":
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     if np.issubdtype(dtype, np.floating):

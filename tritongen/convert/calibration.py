@@ -13,7 +13,7 @@ INT8 build, and its held-out rows are what the accuracy report is measured on wh
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ HELD_OUT_FRACTION = 0.2
 """Share of the calibration rows kept back to measure accuracy when no --verify-data is given."""
 
 CalibrationSource = Path | str
+Draw = Callable[[int, np.random.Generator], Feed]
+"""Draws one random batch of some rows (``--calibration-data random``) at the dims the build settled on."""
 """A path to ``.npz`` data, or :data:`RANDOM`."""
 
 
@@ -101,12 +103,13 @@ def load_calibration(
     hold_out: bool = False,
     limit: int | None = None,
     seed: int = 0,
+    draw: Draw | None = None,
 ) -> CalibrationSet:
     """Read the calibration rows (or draw noise), optionally keeping some back.
 
     ``hold_out`` keeps :data:`HELD_OUT_FRACTION` of the rows (at least one, and only
     when there are two or more) out of calibration, for the accuracy report. ``limit``
-    caps the rows calibrated on.
+    caps the rows calibrated on. ``draw`` makes the random rows (default: dynamic dims at 16).
 
     Raises:
         ConversionError: the path is missing, holds no ``.npz`` file, or an array does
@@ -117,7 +120,8 @@ def load_calibration(
         rng = np.random.default_rng(seed)
         rows = RANDOM_SAMPLES if limit is None else min(limit, RANDOM_SAMPLES)
         batch = CALIBRATION_BATCH if signature.batched else 1
-        feeds = [random_feed(signature, batch, RANDOM_DIM, rng) for _ in range(max(1, rows // max(1, batch)))]
+        make = draw or (lambda size, generator: random_feed(signature, size, RANDOM_DIM, generator))
+        feeds = [make(batch, rng) for _ in range(max(1, rows // max(1, batch)))]
         return CalibrationSet(source=RANDOM, calibrate=tuple(feeds), held_out=(), random=True)
     path = Path(source)
     arrays = _read_arrays(path, signature)

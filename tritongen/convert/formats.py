@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tritongen.convert.artifact import Artifact, OnnxBuild, Runner, Target
+from tritongen.convert.calibration import Draw
 from tritongen.convert.precision import FP32, PrecisionOptions, Variant
 from tritongen.convert.reduced import PrecisionReport, ReducedPrecision
 from tritongen.convert.tensorrt import TensorRtOptions
@@ -25,6 +26,7 @@ from tritongen.errors import ConfigError
 from tritongen.sources.model_source import ModelSource
 from tritongen.sources.onnx_source import OnnxSource
 from tritongen.sources.samples import Feed
+from tritongen.sources.shape_plan import ShapePlan
 
 FORMATS = ("onnx", "torchscript", "tvm", "tensorrt")
 """Every format tritongen builds, in the order it builds them."""
@@ -103,7 +105,7 @@ class ConvertSession:
         self.workdir = workdir
         self.options = options
         self.say = progress
-        self._onnx: OnnxSource | None = source.onnx
+        self._onnx: OnnxSource | None = source.onnx if not source.adaptation.needed else None
         self._reduced: ReducedPrecision | None = None
         self.verify_feeds: Sequence[Feed] = ()
         """The user's --verify-data: what accuracy is measured on first."""
@@ -111,16 +113,28 @@ class ConvertSession:
         """Random verification batches: what accuracy is measured on when there is nothing better."""
         self.reports: dict[tuple[str, Variant], PrecisionReport] = {}
         """The precision report of every reduced variant built so far."""
+        self.shape_plan: ShapePlan | None = None
+        """The dims random inputs are drawn at (random calibration rows too)."""
+        self._reference: Runner | None = None
 
     def onnx(self) -> OnnxSource:
-        """The source as ONNX: the file itself, or a PyTorch source exported once."""
+        """The source as served, in ONNX: the file, its adapted copy, or a PyTorch source exported once."""
         if self._onnx is None:
-            from tritongen.convert.torch_export import export_onnx
             from tritongen.sources.onnx_source import load_onnx
 
-            assert self.source.torch is not None
-            self.say("exporting to ONNX")
-            path = export_onnx(self.source.torch, self.workdir / "exported.onnx")
+            if self.source.onnx is not None:
+                from tritongen.convert.served_onnx import write_served_onnx
+
+                self.say("adapting the graph for Triton")
+                path = write_served_onnx(
+                    self.source.onnx.path, self.source.adaptation, self.workdir / "served.onnx"
+                )
+            else:
+                from tritongen.convert.torch_export import export_onnx
+
+                assert self.source.torch is not None
+                self.say("exporting to ONNX")
+                path = export_onnx(self.source.torch, self.workdir / "exported.onnx")
             self._onnx = load_onnx(path)
         return self._onnx
 
@@ -135,8 +149,17 @@ class ConvertSession:
                 verify_feeds=self.verify_feeds,
                 random_feeds=self.random_feeds,
                 say=self.say,
+                draw=self._draw(),
             )
         return self._reduced
+
+    def _draw(self) -> Draw | None:
+        """Random calibration rows at the dims the shape plan settled on (``None``: the default dims)."""
+        plan = self.shape_plan
+        if plan is None or plan.chosen_by in ("default", "static"):
+            return None
+        signature = self.source.signature
+        return lambda rows, rng: plan.feed(signature, rows, plan.free_values[0], rng)
 
     def tensorrt_options(self, variant: Variant, kept: tuple[str, ...] = ()) -> TensorRtOptions:
         """The TensorRT options of one variant: its precision, calibration and kept FP32 layers.
@@ -291,16 +314,20 @@ class ConvertSession:
         return None
 
     def reference(self) -> Runner:
-        """The source itself, run in-process: ONNX Runtime on an ONNX source, else the module."""
-        signature = self.source.signature
-        if self.source.onnx is not None:
-            from tritongen.convert.onnx import onnx_runner
+        """The source itself, run in-process (made once): ONNX Runtime on an ONNX source, else the module."""
+        if self._reference is None:
+            signature = self.source.signature
+            if self.source.onnx is not None:
+                from tritongen.convert.onnx import adapted_runner, onnx_runner
 
-            return onnx_runner(self.source.onnx.path, signature)
-        from tritongen.convert.torchscript import module_runner
+                runner = onnx_runner(self.source.onnx.path, signature)
+                self._reference = adapted_runner(runner, self.source.adaptation, signature)
+            else:
+                from tritongen.convert.torchscript import module_runner
 
-        assert self.source.torch is not None
-        return module_runner(self.source.torch.module, signature)
+                assert self.source.torch is not None
+                self._reference = module_runner(self.source.torch.module, signature)
+        return self._reference
 
 
 def discard(path: Path) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from tritongen.convert.artifact import Array, Artifact, Runner, Target
 from tritongen.convert.wrappers import write_wrapper
+from tritongen.sources.adaptation import Adaptation
 from tritongen.sources.signature import Signature
 
 if TYPE_CHECKING:
@@ -23,10 +24,16 @@ def write_onnx_artifact(source: Path, model_dir: Path, target: Target, version: 
     serves it through a Python-backend wrapper running ONNX Runtime, since the embedded
     server has only the Python backend.
     """
+    import onnx
+
+    from tritongen.convert.served_onnx import copy_external_data
+
     version_dir = model_dir / str(version)
     version_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, version_dir / "model.onnx")
+    graph_only = onnx.load(str(source), load_external_data=False)
     files = [f"{version}/model.onnx"]
+    files += [f"{version}/{name}" for name in copy_external_data(source, graph_only, version_dir)]
     if target == "container":
         return Artifact(format="onnx", backend="onnxruntime", files=tuple(files))
     files += [f"{version}/{name}" for name in write_wrapper("onnxruntime_model.py", version_dir)]
@@ -53,6 +60,18 @@ def onnx_runner(path: Path, signature: Signature, threads: int | None = None) ->
     def run(feed: dict[str, Array]) -> list[Array]:
         outputs: list[Array] = session.run(names, {k: _strings_as_str(v) for k, v in feed.items()})
         return outputs
+
+    return run
+
+
+def adapted_runner(runner: Runner, adaptation: Adaptation, signature: Signature) -> Runner:
+    """``runner`` (the source) taking served feeds and answering as the served model does."""
+    if not adaptation.needed:
+        return runner
+    names = [t.name for t in signature.outputs]
+
+    def run(feed: dict[str, Array]) -> list[Array]:
+        return adaptation.served_outputs(names, runner(adaptation.source_feed(feed)))
 
     return run
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from tritongen.convert.accuracy import AccuracyFigures, measure_accuracy
 from tritongen.convert.artifact import Runner
-from tritongen.convert.calibration import CalibrationSet, load_calibration
+from tritongen.convert.calibration import CalibrationSet, Draw, load_calibration
 from tritongen.convert.jsonable import json_fields, json_value
 from tritongen.convert.mixed_precision import MixedResult, search
 from tritongen.convert.precision import PrecisionOptions, Variant
@@ -94,6 +94,7 @@ class ReducedPrecision:
         verify_feeds: Sequence[Feed] = (),
         random_feeds: Sequence[Feed] = (),
         say: Say | None = None,
+        draw: Draw | None = None,
     ) -> None:
         """``verify_feeds``: the user's ``--verify-data``; ``random_feeds``: the fallback for accuracy."""
         self.onnx_path = onnx_path
@@ -103,6 +104,8 @@ class ReducedPrecision:
         self.verify_feeds = list(verify_feeds)
         self.random_feeds = list(random_feeds)
         self.say = say or (lambda _m: None)
+        self.draw = draw
+        """Random calibration rows at the build's dims (``--calibration-data random``)."""
         self._calibration: CalibrationSet | None = None
         self._reference: Runner | None = None
         self._prepared: Path | None = None
@@ -120,6 +123,7 @@ class ReducedPrecision:
                 self.signature,
                 hold_out=not self.verify_feeds,
                 limit=self.options.calibration_samples,
+                draw=self.draw,
             )
         return self._calibration
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import numpy as np
 
 from tritongen.errors import ConversionError, first_line
-from tritongen.sources.samples import random_feed
+from tritongen.sources.samples import random_array, random_feed
 from tritongen.sources.torch_source import TorchSource, import_torch
 
 ONNX_OPSET = 17
@@ -23,9 +23,14 @@ _SAMPLE_DIM = 7
 
 
 def sample_args(source: TorchSource, device: str = "cpu") -> tuple[Any, ...]:
-    """Example input tensors, positional in ``--input-spec`` order, on ``device``."""
+    """Example input tensors, positional in ``--input-spec`` order, on ``device``: at the shapes it ran at."""
     torch = import_torch()
-    feed = random_feed(source.signature, _SAMPLE_BATCH, _SAMPLE_DIM, np.random.default_rng(0))
+    rng = np.random.default_rng(0)
+    feed = random_feed(source.signature, _SAMPLE_BATCH, _SAMPLE_DIM, rng)
+    for tensor in source.signature.inputs:
+        shape = source.sample_shapes.get(tensor.name)
+        if shape is not None:
+            feed[tensor.name] = random_array(tensor.data_type, shape, rng)
     return tuple(torch.from_numpy(feed[t.name]).to(device) for t in source.signature.inputs)
 
 
@@ -64,8 +69,11 @@ def export_onnx(source: TorchSource, path: Path, opset: int = ONNX_OPSET) -> Pat
     try:
         with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
             warnings.simplefilter("ignore")
+            module = source.module
+            if source.adapt is not None:  # a wrapper around a TorchScript module exports once traced
+                module = torch.jit.trace(module, sample_args(source), check_trace=False, strict=False)
             torch.onnx.export(
-                source.module,
+                module,
                 sample_args(source),
                 str(path),
                 input_names=names_in,
@@ -96,13 +104,18 @@ def export_torchscript(
     """
     torch = import_torch()
     path.parent.mkdir(parents=True, exist_ok=True)
-    if source.kind == "torchscript":
+    if source.kind == "torchscript" and source.adapt is None:
         source.module.save(str(path))
         return path
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            if mode == "script":
+            if (
+                mode == "script" and source.adapt is not None
+            ):  # the user's module scripted, the wrapper traced
+                wrapped = source.adapt(torch.jit.script(source.original))
+                torch.jit.trace(wrapped, sample_args(source), check_trace=False, strict=False).save(str(path))
+            elif mode == "script":
                 torch.jit.script(source.module).save(str(path))
             else:
                 module = source.module.to(device) if device != "cpu" else source.module

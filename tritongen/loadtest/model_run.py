@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 
-from tritongen.io.loadgen_shared import is_stable_figures
+from tritongen.io.loadgen_shared import WORKER_FAILURE, is_stable_figures
 from tritongen.loadtest.distributed import lost_reason
 from tritongen.loadtest.load_processes import ServiceRun, StartedRun, shares_process, start_locust
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
@@ -210,6 +210,9 @@ class ModelRun:
         log.poll()
         if self.spec.distributed is not None and not log.windows:
             return self.spec.distributed.exit_reason(locust.log_tail())
+        failed = [line for line in locust.log_tail() if line.startswith(WORKER_FAILURE)]
+        if failed:  # the load generator said why (a user that could not start)
+            return failed[-1][len(WORKER_FAILURE) :]
         return "Locust exited early: " + locust.last_line()
 
     def _health_reason(self) -> str | None:

@@ -8,6 +8,7 @@ from tritongen.convert.reduced import PrecisionReport
 from tritongen.convert.verify import (
     Verification,
 )
+from tritongen.convert.wrappers import SCALARS_PARAMETER
 from tritongen.errors import ConfigError
 from tritongen.pipeline.request import BuildRequest
 from tritongen.sources.model_source import ModelSource
@@ -67,7 +68,7 @@ def model_config_for(
         input=[ModelInput(**_tensor_fields(t, keep_batch_dim)) for t in signature.inputs],
         output=[ModelOutput(**_tensor_fields(t, keep_batch_dim)) for t in signature.outputs],
         instance_group=[InstanceGroup(count=1, kind=auto_kind)],
-        parameters=dict(artifact.parameters),
+        parameters={**artifact.parameters, **_scalar_parameter(signature, max_batch)},
     )
     dynamic = options.dynamic_batching
     if dynamic is None and max_batch > 0:
@@ -81,6 +82,12 @@ def model_config_for(
         kind="cpu" if cpu_only and options.kind == "auto" else options.kind,
     )
     return apply_batching(base, resolved, target)
+
+
+def _scalar_parameter(signature: Signature, max_batch: int) -> dict[str, str]:
+    """Tell the served wrapper which inputs are one value per request, on a model that batches."""
+    scalars = [t.name for t in signature.inputs if t.scalar]
+    return {SCALARS_PARAMETER: ",".join(scalars)} if scalars and max_batch > 0 else {}
 
 
 def _tensor_fields(tensor: TensorSpec, keep_batch_dim: bool) -> dict[str, object]:

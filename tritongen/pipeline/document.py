@@ -95,6 +95,10 @@ class ConvertDocument:
     """The reduced-precision options as given (``PrecisionOptions.to_json``)."""
     outcomes: list[ConvertOutcome] = field(default_factory=list)
     tritongen_version: str = __version__
+    engine_log: str | None = None
+    """Where the engines' own output went (absent from the document when they printed nothing)."""
+    verified_shapes: dict[str, Any] | None = None
+    """The dims verification drew its inputs at, and why (absent with ``--no-verify``)."""
 
     def precision(self) -> PrecisionSettings:
         """``precision_settings`` read: where the calibration rows came from, and how."""
@@ -115,6 +119,8 @@ class ConvertDocument:
             "target": self.target,
             "signature": self.signature,
             "precision_settings": self.precision_settings,
+            **({"engine_log": self.engine_log} if self.engine_log is not None else {}),
+            **({"verified_shapes": self.verified_shapes} if self.verified_shapes is not None else {}),
             "outcomes": [o.to_json() for o in self.outcomes],
         }
 
@@ -130,4 +136,6 @@ class ConvertDocument:
             precision_settings=dict(data.get("precision_settings") or {}),
             outcomes=[ConvertOutcome.from_json(o) for o in data.get("outcomes") or ()],
             tritongen_version=str(data.get("tritongen_version", __version__)),
+            engine_log=data.get("engine_log"),
+            verified_shapes=data.get("verified_shapes"),
         )

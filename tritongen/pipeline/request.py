@@ -21,6 +21,7 @@ from tritongen.convert.verify import (
 from tritongen.errors import ConfigError
 from tritongen.pipeline.document import CONVERT_SCHEMA as CONVERT_SCHEMA
 from tritongen.pipeline.document import ConvertDocument, ConvertOutcome
+from tritongen.sources.shape_plan import ShapePlan
 from tritongen.sources.signature import Signature
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.model_config import (
@@ -81,6 +82,14 @@ class BuildRequest:
     precision: PrecisionOptions = field(default_factory=PrecisionOptions)
     list_unsupported_precisions: bool = True
     """Report (format, precision) pairs no format takes as ``unavailable``; off for ``--formats all``."""
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """``--shape``: dims of inputs (batch dim included or not) random inputs are drawn at."""
+    fixed_shape: bool = False
+    """``--fixed-shape``: the ``--shape`` dims are also written into the config."""
+    constants: dict[str, str] = field(default_factory=dict)
+    """``--constant``: inputs and ``forward()`` arguments frozen into the served model, by name."""
+    log_path: Path | None = None
+    """Where the engines' own output goes (default: a file per model name in the temporary folder)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,10 @@ class BuildResult:
     signature: Signature
     outcomes: tuple[FormatOutcome, ...]
     source_kind: str = "onnx"
+    shape_plan: ShapePlan | None = None
+    """The dims random inputs were drawn at (``None`` with ``--no-verify``)."""
+    log_path: Path | None = None
+    """The engines' own output, when they printed any."""
 
     @property
     def models(self) -> tuple[BuiltModel, ...]:
@@ -148,6 +161,8 @@ class BuildResult:
             target=request.target,
             signature=self.signature.describe(),
             precision_settings=request.precision.to_json(),
+            engine_log=str(self.log_path) if self.log_path is not None else None,
+            verified_shapes=self.shape_plan.to_json(self.signature) if self.shape_plan is not None else None,
             outcomes=[
                 ConvertOutcome(
                     format=o.format,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.convert.artifact import TARGETS, Artifact, Runner
+from tritongen.convert.engine_log import default_log_path, engine_output_to, written
 from tritongen.convert.formats import FORMATS, ConvertOptions, ConvertSession, discard, unavailable_reason
 from tritongen.convert.precision import Variant
 from tritongen.convert.reduced import PrecisionReport, onnxruntime_runner
@@ -18,12 +19,12 @@ from tritongen.convert.tvm.samples import bucket_feeds, strict_buckets
 from tritongen.convert.verify import (
     Verification,
     broken_verification,
-    verification_batches,
     verify_artifact,
 )
-from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error, first_line
+from tritongen.errors import ConfigError, ConversionError, MissingDependencyError, engine_error
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_model_text
+from tritongen.pipeline.applicable import check_applicable
 from tritongen.pipeline.configs import model_config_for, model_metadata, resolve_max_batch_size
 from tritongen.pipeline.gpu_kind import check_build_kind, trace_device, verification_device
 from tritongen.pipeline.request import (
@@ -36,9 +37,12 @@ from tritongen.pipeline.request import (
     build_plan,
     model_dir_name,
 )
+from tritongen.pipeline.shapes import fix_shapes, plan_shapes, random_batches
 from tritongen.pipeline.verify_data import verify_data_feeds
-from tritongen.sources.model_source import ModelSource, load_source
+from tritongen.sources.model_source import ModelSource, load_source, source_kind, without_batching
 from tritongen.sources.samples import Feed
+from tritongen.sources.shape_plan import ShapePlan
+from tritongen.sources.signature import Signature
 from tritongen.triton.model_config import CudaOptimization, ModelConfig, Optimization
 from tritongen.triton.names import check_model_name
 from tritongen.triton.render import render_config
@@ -46,6 +50,18 @@ from tritongen.triton.repository import METADATA_FILE, check_free, ensure_writab
 
 
 def build_models(request: BuildRequest, progress: Progress | None = None) -> BuildResult:
+    """Build as :func:`build_in_place` does, the engines' own output going to the build's log file.
+
+    Raises:
+        TritongenError: see :func:`build_in_place`.
+    """
+    log = request.log_path or default_log_path(request.name)
+    with engine_output_to(log):
+        result = build_in_place(request, progress)
+    return replace(result, log_path=written(log))
+
+
+def build_in_place(request: BuildRequest, progress: Progress | None = None) -> BuildResult:
     """Convert ``request.source`` into every requested format, verify each, publish the good ones.
 
     Every format is converted, configured, rendered and verified in a staging directory
@@ -64,13 +80,12 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
         check_model_name(name)
 
     say(f"loading {request.source}")
-    source = load_source(str(request.source), request.input_specs, request.output_names)
+    source, shape_plan = _load(request)
     ensure_writable_repo(request.repo)
     check_free(request.repo, names, request.force)
     max_batch = resolve_max_batch_size(request.name, source.signature, request.options)
-    # Read once: the random batches and --verify-data verify every artifact (unless --no-verify)
+    # Read once: --verify-data and the random batches verify every artifact (unless --no-verify)
     # and are the rows reduced precision falls back on.
-    random_feeds = verification_batches(source.signature, max_batch)
     verify_feeds = (
         verify_data_feeds(request.verify.data, source.signature, max(1, max_batch))
         if request.verify.data is not None
@@ -79,8 +94,7 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
     outcomes: list[FormatOutcome] = []
     with staging_dir(request.repo) as staged, tempfile.TemporaryDirectory(prefix="tritongen-") as work:
         session = _open_session(request, source, Path(work), max_batch, plan, say)
-        if verify_feeds and not request.verify.skip:
-            random_feeds = _feeds_the_source_runs(session, random_feeds, say)
+        shape_plan, random_feeds = random_batches(session, shape_plan, request, bool(verify_feeds), say)
         batches = [] if request.verify.skip else [*random_feeds, *verify_feeds]
         session.random_feeds, session.verify_feeds = random_feeds, verify_feeds
         _check_precision_inputs(session, plan)
@@ -94,28 +108,34 @@ def build_models(request: BuildRequest, progress: Progress | None = None) -> Bui
             say("publishing")
             publish(staged, request.repo, publishable, request.force)
     return BuildResult(
-        source=request.source, signature=source.signature, outcomes=tuple(outcomes), source_kind=source.kind
+        source=request.source,
+        signature=source.signature,
+        outcomes=tuple(outcomes),
+        source_kind=source.kind,
+        shape_plan=None if request.verify.skip else shape_plan,
     )
 
 
-def _feeds_the_source_runs(session: ConvertSession, feeds: list[Feed], say: Progress) -> list[Feed]:
-    """The random feeds the source itself runs on: with ``--verify-data`` given, the others are dropped.
+def _load(request: BuildRequest) -> tuple[ModelSource, ShapePlan]:
+    """The source, and the dims its random inputs are drawn at before any run (``--shape``, clues).
 
-    A model that parses its inputs (a Cast of strings to numbers) fails on random strings;
-    the user's data is what it is verified on then.
+    Raises:
+        TritongenError: the source cannot be loaded, or ``--shape`` does not fit it.
     """
-    reference = session.reference()
-    kept, failure = [], None
-    for feed in feeds:
-        try:
-            reference(feed)
-        except Exception as e:  # the source's runtime may raise anything
-            failure = failure or first_line(e)
-            continue
-        kept.append(feed)
-    if failure is not None:
-        say(f"the source fails on random inputs ({failure}): verifying on --verify-data alone")
-    return kept
+    source = load_source(
+        str(request.source), request.input_specs, request.output_names, request.shapes, request.constants
+    )
+    scalars = [t.name for t in source.signature.inputs if t.scalar]
+    if request.target == "container" and scalars and source.signature.batched:
+        reason = (
+            f"scalar input(s) {', '.join(scalars)} are one value per request, and Triton's native backends "
+            "would batch requests with other values together: served with max_batch_size 0"
+        )
+        source = without_batching(source, reason)
+    shape_plan = plan_shapes(source, request.shapes)
+    if request.fixed_shape:
+        source = fix_shapes(source, shape_plan, request.shapes)
+    return source, shape_plan
 
 
 def _check_request(
@@ -135,6 +155,7 @@ def _check_request(
     if unknown:
         raise ConfigError(f"format {unknown[0]!r} is not supported", f"choose from: {', '.join(FORMATS)}")
     request.options.check()
+    check_applicable(request, source_kind(str(request.source)))
     check_build_kind(request)  # before the source is read and any slow compile starts
     plan, skipped = build_plan(request.formats, request.precisions)
     request.precision.check(tuple(v for _, v in plan), tuple(f for f, v in plan if v.reduced))
@@ -279,7 +300,7 @@ class _ModelBuild:
         if not batches and report is None:
             return None, None
         source = self.session.source
-        tolerance = self.request.verify.tolerance(self.variant.precision)
+        tolerance = self.request.verify.tolerance(_judged_as(self.variant, source.signature))
         device = "cpu" if self.device_id is None else f"cuda:{self.device_id}"
         try:
             runner = self.session.runner(self.fmt, self.model_dir, device_id=self.device_id)
@@ -373,6 +394,12 @@ class _ModelBuild:
             hint=_verification_hint(self.fmt, self.variant, verification),
             verification=verification,
         )
+
+
+def _judged_as(variant: Variant, signature: Signature) -> str:
+    """The precision a variant's outputs are judged at: FP16's when the source itself answers in FP16/BF16."""
+    half = any(t.data_type in ("TYPE_FP16", "TYPE_BF16") for t in signature.outputs)
+    return "fp16" if half and variant.precision == "fp32" else variant.precision
 
 
 def _verification_hint(fmt: str, variant: Variant, verification: Verification) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tritongen.errors import SourceError
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature, TensorSpec
@@ -34,8 +34,8 @@ class InputSpec:
     shape: tuple[int, ...]
 
     def describe(self) -> str:
-        """Return the spec in the form it was given, e.g. ``x:FP32:-1,16``."""
-        dims = ",".join(str(d) for d in self.shape)
+        """Return the spec in the form it was given, e.g. ``x:FP32:-1,16`` (``sr:INT64:scalar``)."""
+        dims = ",".join(str(d) for d in self.shape) or "scalar"
         return f"{self.name}:{self.data_type.removeprefix('TYPE_')}:{dims}"
 
 
@@ -74,6 +74,8 @@ def parse_input_spec(text: str) -> InputSpec:
         )
     data_type = parse_data_type(dtype)
     shape: list[int] = []
+    if dims_text.lower() in ("", "scalar", "[]"):  # a rank-0 tensor, served as dims [1]
+        return InputSpec(name=name, data_type=data_type, shape=())
     for item in dims_text.split(","):
         item = item.strip()
         try:
@@ -105,14 +107,17 @@ def parse_input_specs(texts: Sequence[str]) -> tuple[InputSpec, ...]:
 
 
 def specs_batched(specs: Sequence[InputSpec]) -> bool:
-    """Whether the first dim is a batch dim: ``-1`` on every input."""
-    return bool(specs) and all(s.shape and s.shape[0] == -1 for s in specs)
+    """Whether the first dim is a batch dim: ``-1`` on every input but the scalars (rank 0)."""
+    tensors = [s for s in specs if s.shape]
+    return bool(tensors) and all(s.shape[0] == -1 for s in tensors)
 
 
 def input_tensors(specs: Sequence[InputSpec], batched: bool) -> tuple[TensorSpec, ...]:
-    """The signature's inputs: the batch dim dropped when ``batched``."""
+    """The signature's inputs: the batch dim dropped when ``batched``; a scalar served as dims ``[1]``."""
     return tuple(
-        TensorSpec(name=s.name, data_type=s.data_type, dims=s.shape[1:] if batched else s.shape)
+        TensorSpec(name=s.name, data_type=s.data_type, dims=(1,), scalar=True)
+        if not s.shape
+        else TensorSpec(name=s.name, data_type=s.data_type, dims=s.shape[1:] if batched else s.shape)
         for s in specs
     )
 
@@ -132,13 +137,31 @@ def check_specs_match(specs: Sequence[InputSpec], signature: Signature, where: s
                 f"--input-spec {spec.describe()} names an input {where} does not have",
                 f"its inputs are: {', '.join(model)}",
             )
-        declared = (*lead, *tensor.dims)
+        declared = () if tensor.scalar else (*lead, *tensor.dims)
         compatible = len(declared) == len(spec.shape) and all(
             d == s or d == -1 for d, s in zip(declared, spec.shape, strict=True)
         )
+        if compatible and lead and declared and spec.shape[0] != -1:
+            raise SourceError(
+                f"--input-spec {spec.describe()}: the first dim is {where}'s batch dim, which Triton sizes "
+                "per request",
+                "write -1 there; the largest batch is --max-batch-size",
+            )
         if spec.data_type != tensor.data_type or not compatible:
             shown = InputSpec(tensor.name, tensor.data_type, declared).describe()
             raise SourceError(
                 f"--input-spec {spec.describe()} contradicts {where}, which declares {shown}",
                 "fix the spec or drop it (the model carries its own signature)",
             )
+
+
+def narrow_to_specs(signature: Signature, specs: Sequence[InputSpec]) -> Signature:
+    """``signature`` with the dims the specs fix where the model leaves them dynamic (checked before)."""
+    given = {s.name: s.shape[1:] if signature.batched else s.shape for s in specs if s.shape}
+    inputs = tuple(
+        replace(t, dims=tuple(d if d != -1 else g for d, g in zip(t.dims, given[t.name], strict=True)))
+        if t.name in given
+        else t
+        for t in signature.inputs
+    )
+    return replace(signature, inputs=inputs)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tritongen.errors import MissingDependencyError, SourceError
 from tritongen.sources.signature import Signature, TensorSpec
@@ -43,7 +44,7 @@ class OnnxSource:
     model: onnx.ModelProto
 
 
-def load_onnx(path: Path) -> OnnxSource:
+def load_onnx(path: Path, frozen: Collection[str] = ()) -> OnnxSource:
     """Load, check and describe an ONNX file.
 
     Raises:
@@ -72,7 +73,8 @@ def load_onnx(path: Path) -> OnnxSource:
             f"{path} holds no ONNX graph", "re-export the model; the file may be truncated or not ONNX"
         )
     try:
-        onnx.checker.check_model(model, full_check=False)
+        # external data is found beside the file: checked by path (its bytes are not read)
+        onnx.checker.check_model(str(path) if _has_external_data(model) else model, full_check=False)
     except onnx.checker.ValidationError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise SourceError(f"{path} fails the ONNX checker: {first}", "re-export the model") from e
@@ -81,7 +83,7 @@ def load_onnx(path: Path) -> OnnxSource:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # inference is a best effort; the declared shapes still count
         inferred = model
-    signature = signature_from_onnx(inferred, str(path))
+    signature = signature_from_onnx(inferred, str(path), frozen)
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     return OnnxSource(
         path=path,
@@ -95,6 +97,12 @@ def load_onnx(path: Path) -> OnnxSource:
 ENGINE_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
 """Operator domains the engines implement: standard ONNX, ONNX-ML and ONNX Runtime's contrib ops.
 (The ONNX checker already refuses operators unknown to the standard domains.)"""
+
+
+def _has_external_data(model: onnx.ModelProto) -> bool:
+    import onnx
+
+    return any(init.data_location == onnx.TensorProto.EXTERNAL for init in model.graph.initializer)
 
 
 def _check_operator_domains(path: Path, model: onnx.ModelProto) -> None:
@@ -115,28 +123,30 @@ def _check_operator_domains(path: Path, model: onnx.ModelProto) -> None:
         )
 
 
-def signature_from_onnx(model: onnx.ModelProto, where: str = "model") -> Signature:
+def signature_from_onnx(
+    model: onnx.ModelProto, where: str = "model", frozen: Collection[str] = ()
+) -> Signature:
     """Describe the graph's inputs (initializers excluded) and outputs for Triton.
 
-    A leading dim that is dynamic on every input and output becomes the batch dim;
-    any other dynamic dim is ``-1``.
+    A leading dim that is dynamic on every input and output becomes the batch dim; any
+    other dynamic dim is ``-1``. A rank-0 tensor is served as dims ``[1]`` (``scalar``): on a
+    batching model a scalar input is one value per request (its first row), and takes no
+    part in finding the batch dim.
     """
-    initializers = {init.name for init in model.graph.initializer}
+    initializers = {init.name for init in model.graph.initializer} | set(frozen)
     raw_inputs = [_raw_tensor(v, where) for v in model.graph.input if v.name not in initializers]
     raw_outputs = [_raw_tensor(v, where) for v in model.graph.output]
     if not raw_inputs:
         raise SourceError(f"{where} has no inputs", "export the model with at least one graph input")
     if not raw_outputs:
         raise SourceError(f"{where} has no outputs", "export the model with at least one graph output")
+    tensors = [t for t in raw_inputs if t[2]] + raw_outputs
+    batched = len(tensors) > len(raw_outputs) and all(dims and dims[0] == -1 for _, _, dims, _ in tensors)
+    notes = [] if batched else no_batch_reasons(raw_inputs + raw_outputs)
 
-    batched = all(dims and dims[0] == -1 for _, _, dims in raw_inputs + raw_outputs)
-    notes: list[str] = []
-    if not batched and any(dims and dims[0] == -1 for _, _, dims in raw_inputs):
-        notes.append(
-            "a leading dim is dynamic on some tensors but not all, so it is not treated as a batch dim"
-        )
-
-    def spec(name: str, dtype: str, dims: list[int]) -> TensorSpec:
+    def spec(name: str, dtype: str, dims: list[int], _names: tuple[str, ...]) -> TensorSpec:
+        if not dims:
+            return TensorSpec(name=name, data_type=dtype, dims=(1,), scalar=True)
         return TensorSpec(name=name, data_type=dtype, dims=tuple(dims[1:] if batched else dims))
 
     return Signature(
@@ -147,7 +157,56 @@ def signature_from_onnx(model: onnx.ModelProto, where: str = "model") -> Signatu
     )
 
 
-def _raw_tensor(value: onnx.ValueInfoProto, where: str) -> tuple[str, str, list[int]]:
+def frozen_inputs(model: onnx.ModelProto, constants: Mapping[str, str], where: str) -> dict[str, Any]:
+    """The values ``--constant`` gives graph inputs: each in the input's type and (fixed) shape.
+
+    Raises:
+        ConfigError: a name that is no graph input, a dynamic dim, or a value the type cannot hold.
+    """
+    from tritongen.sources.adaptation import tensor_constant, unknown_constant
+
+    initializers = {init.name for init in model.graph.initializer}
+    inputs = {v.name: v for v in model.graph.input if v.name not in initializers}
+    refused = unknown_constant(list(constants), list(inputs), f"an input of {where}")
+    if refused is not None:
+        raise refused
+    values = {}
+    for name, text in constants.items():
+        _, data_type, dims, _ = _raw_tensor(inputs[name], where)
+        values[name] = tensor_constant(text, data_type, dims, f"--constant {name}")
+    return values
+
+
+RawTensor = tuple[str, str, list[int], tuple[str, ...]]
+"""A graph tensor as read: name, Triton type, dims (``-1`` dynamic), dim names (``""`` unnamed)."""
+
+
+def no_batch_reasons(tensors: list[RawTensor]) -> list[str]:
+    """Why a graph whose first dims are dynamic on some tensors has no batch dim, naming the tensor."""
+    leads = {names[0] for _, _, dims, names in tensors if dims and dims[0] == -1 and names and names[0]}
+    if not any(dims and dims[0] == -1 for _, _, dims, _ in tensors):
+        return []
+    for name, _, dims, names in tensors:
+        if dims and dims[0] == -1:
+            continue
+        shown = ",".join(n or str(d) for d, n in zip(dims, names, strict=False)) if dims else ""
+        axis = next((i for i, n in enumerate(names) if n and n in leads), None)
+        if axis is not None:
+            why = f"'{name}' carries the batch ({names[axis]}) on axis {axis} ([{shown}])"
+        elif not dims:
+            continue
+        else:
+            why = f"'{name}' has a fixed first dim ([{shown}])"
+        return [
+            f"{why}: Triton batches on axis 0 only, so the model is served with max_batch_size 0 "
+            "and every request carries its full shape"
+        ]
+    return [
+        "an output does not have the inputs' dynamic first dim, so the model is served with max_batch_size 0"
+    ]
+
+
+def _raw_tensor(value: onnx.ValueInfoProto, where: str) -> RawTensor:
     import onnx
 
     kind = value.type.WhichOneof("value")
@@ -170,4 +229,5 @@ def _raw_tensor(value: onnx.ValueInfoProto, where: str) -> tuple[str, str, list[
             "export the model with static or symbolic shapes on every graph input and output",
         )
     dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tensor_type.shape.dim]
-    return value.name, triton_type, dims
+    names = tuple("" if d.HasField("dim_value") else d.dim_param for d in tensor_type.shape.dim)
+    return value.name, triton_type, dims, names

@@ -43,3 +43,9 @@ def random_feed(signature: Signature, batch: int, dim_value: int, rng: np.random
         t.name: random_array(t.data_type, concrete_shape(t, signature.batched, batch, dim_value), rng)
         for t in signature.inputs
     }
+
+
+def numeric_strings(shape: Sequence[int], rng: np.random.Generator) -> Array:
+    """Random small integers as strings (``b"7"``): what a graph that casts its strings to numbers parses."""
+    values = rng.integers(0, 10, size=tuple(shape))
+    return np.array([str(v).encode() for v in values.reshape(-1)], dtype=np.object_).reshape(tuple(shape))

@@ -27,6 +27,9 @@ class TensorSpec:
     name: str
     data_type: str
     dims: tuple[int, ...]
+    scalar: bool = False
+    """Rank 0 in the source, served as dims ``[1]`` (the served model reshapes it); on a batching
+    model an input's one value per request (its first row)."""
 
 
 @dataclass(frozen=True)

@@ -8,22 +8,27 @@ called, and a TorchScript file may hold arbitrary TorchScript.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
-import inspect
+import itertools
 import re
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from tritongen.errors import MissingDependencyError, SourceError, engine_error, first_line
+from tritongen.sources.adaptation import Adaptation
+from tritongen.sources.dim_search import LADDER, describe_free, shape_hint
 from tritongen.sources.input_spec import InputSpec, input_tensors, specs_batched
-from tritongen.sources.samples import Array, Feed, random_feed
+from tritongen.sources.samples import Array, Feed, random_array
+from tritongen.sources.shape_plan import ShapePlan, apply_shapes, default_plan, export_dim_names
 from tritongen.sources.signature import TRITON_TO_NUMPY, Signature, TensorSpec
+from tritongen.sources.torch_arguments import adapted_module, check_stateless, plan_call, written_attributes
 
 FACTORY = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 
@@ -50,6 +55,16 @@ class TorchSource:
     signature: Signature
     sha256: str
     output_structure: Literal["tensor", "sequence", "dict"]
+    sample_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Input shapes the module ran at (batch 2): what tracing and export run on."""
+    adapt: Callable[[Any], Any] | None = None
+    """Wraps the user's module as served (frozen arguments, scalars as ``[1]``); ``None`` when
+    ``module`` is the user's own. ``module`` is then already wrapped."""
+
+    @property
+    def original(self) -> Any:
+        """The user's own module, unwrapped."""
+        return self.module.inner if self.adapt is not None else self.module
 
 
 def is_factory_reference(text: str) -> bool:
@@ -137,44 +152,6 @@ def load_torchscript(path: Path) -> Any:
     return module.eval()
 
 
-def forward_argument_names(module: Any) -> list[str] | None:
-    """The names of ``forward``'s tensor arguments, where they can be read."""
-    schema = getattr(getattr(module, "forward", None), "schema", None)
-    if schema is not None:  # TorchScript: the first argument is self
-        return [a.name for a in schema.arguments[1:]]
-    try:
-        parameters = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
-        return None
-    return [p.name for p in parameters]
-
-
-def check_argument_order(module: Any, specs: Sequence[InputSpec], where: str) -> None:
-    """Inputs go to ``forward`` positionally in ``--input-spec`` order; catch swapped specs early.
-
-    Raises:
-        SourceError: there are more specs than arguments, or the specs use forward's
-            argument names in another order.
-    """
-    names = forward_argument_names(module)
-    if names is None:
-        return
-    given = [s.name for s in specs]
-    if len(given) > len(names):
-        raise SourceError(
-            f"{len(given)} --input-spec given, but {where}'s forward() takes {len(names)} "
-            f"({', '.join(names)})",
-            "give one --input-spec per forward() argument",
-        )
-    if set(given) <= set(names) and given != names[: len(given)]:
-        raise SourceError(
-            f"--input-spec order {', '.join(given)} differs from {where}'s forward({', '.join(names)})",
-            "list the --input-spec options in forward()'s argument order",
-        )
-
-
 def module_sha256(module: Any, reference: str) -> str:
     """A content hash of the module's weights (stable across runs of the same model)."""
     digest = hashlib.sha256(reference.encode())
@@ -213,9 +190,13 @@ def run_module(module: Any, specs: Sequence[InputSpec], feed: Feed) -> tuple[lis
 
 
 def torch_signature(
-    module: Any, specs: Sequence[InputSpec], output_names: Sequence[str], where: str
-) -> tuple[Signature, str]:
-    """Find the output signature by running ``module`` at two probe shapes.
+    module: Any,
+    specs: Sequence[InputSpec],
+    output_names: Sequence[str],
+    where: str,
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> tuple[Signature, str, dict[str, tuple[int, ...]]]:
+    """Find the output signature by running ``module`` at two probe shapes; also the first probe's shapes.
 
     Raises:
         SourceError: the module rejects inputs shaped as the specs say, or the output
@@ -223,7 +204,8 @@ def torch_signature(
     """
     batched = specs_batched(specs)
     inputs = input_tensors(specs, batched)
-    (first_out, structure, keys), (second_out, _, _) = _probe_runs(module, specs, inputs, batched, where)
+    runs, sample_shapes = _probe_runs(module, specs, inputs, batched, where, shapes or {})
+    (first_out, structure, keys), (second_out, _, _) = runs
     names = _output_names(output_names, keys, len(first_out), where)
     outputs_batched = batched and all(
         a.ndim >= 1 and b.ndim >= 1 and a.shape[0] == _PROBES[0][0] and b.shape[0] == _PROBES[1][0]
@@ -238,33 +220,69 @@ def torch_signature(
     )
     if not outputs_batched:
         inputs = input_tensors(specs, batched=False)
-    return Signature(inputs=inputs, outputs=outputs, batched=outputs_batched, notes=tuple(notes)), structure
+    signature = Signature(inputs=inputs, outputs=outputs, batched=outputs_batched, notes=tuple(notes))
+    return signature, structure, sample_shapes
 
 
 def _probe_runs(
-    module: Any, specs: Sequence[InputSpec], inputs: tuple[TensorSpec, ...], batched: bool, where: str
-) -> list[tuple[list[Array], str, list[str]]]:
-    """Run ``module`` on random inputs at each of the probe shapes (see :func:`run_module`).
+    module: Any,
+    specs: Sequence[InputSpec],
+    inputs: tuple[TensorSpec, ...],
+    batched: bool,
+    where: str,
+    shapes: Mapping[str, tuple[int, ...]],
+) -> tuple[list[tuple[list[Array], str, list[str]]], dict[str, tuple[int, ...]]]:
+    """Run ``module`` on random inputs at two shapes (see :func:`run_module`); also the first feed's shapes.
+
+    Free dims are 7 and 11, else the first pair of :data:`LADDER` rungs the module runs at;
+    dims given with ``--shape`` are doubled in the second run, so that outputs following them
+    are found dynamic.
 
     Raises:
-        SourceError: the module rejects the inputs, or returns something other than tensors.
+        SourceError: the module rejects the inputs at every size, or returns something other than tensors.
     """
     probe = Signature(inputs=inputs, outputs=(), batched=batched)
+    names = export_dim_names(probe)
+    plan = apply_shapes(default_plan(probe, names), probe, shapes, names)
+    doubled = _doubled(plan, inputs)
     rng = np.random.default_rng(0)
-    runs = []
-    for batch, dim_value in _PROBES:
-        feed = random_feed(probe, batch, dim_value, rng)
+    pairs = [_PROBES[0][1:] + _PROBES[1][1:], *itertools.pairwise(LADDER[1:])]
+    error: Exception | None = None
+    tried: list[int] = []
+    for first, second in pairs if plan.has_free else pairs[:1]:
+        feeds = [plan.feed(probe, _PROBES[0][0], first, rng), doubled.feed(probe, _PROBES[1][0], second, rng)]
+        tried.append(first)
         try:
-            runs.append(run_module(module, specs, feed))
+            runs = [run_module(module, specs, feed) for feed in feeds]
         except SourceError:
             raise
         except Exception as e:
-            shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feed.items())
-            raise SourceError(
-                f"{where} rejects inputs shaped as --input-spec says ({shapes}): {engine_error(e, 200)}",
-                "fix --input-spec: names in forward() order, the right dtypes, -1 where a dim varies",
-            ) from e
-    return runs
+            error = e
+            continue
+        return runs, {k: tuple(v.shape) for k, v in feeds[0].items()}
+    assert error is not None
+    if plan.has_free and len(tried) > 1:
+        raise SourceError(
+            f"{where} rejects random inputs at every size tried for its dynamic dims "
+            f"({describe_free(plan, probe)} at {', '.join(map(str, tried))}): {engine_error(error, 200)}",
+            f"give the dims it takes: {shape_hint(plan, probe, tried[-1])}",
+        ) from error
+    shown = ", ".join(f"{n}{list(plan.shape(n, batched, 2, 7))}" for n in plan.dims)
+    raise SourceError(
+        f"{where} rejects inputs shaped as --input-spec says ({shown}): {engine_error(error, 200)}",
+        "fix --input-spec: names in forward() order, the right dtypes, -1 where a dim varies",
+    ) from error
+
+
+def _doubled(plan: ShapePlan, inputs: tuple[TensorSpec, ...]) -> ShapePlan:
+    """``plan`` with the dims ``--shape`` set on dynamic dims doubled (the second probe)."""
+    dims = {
+        t.name: tuple(
+            v * 2 if d == -1 and v > 0 else v for d, v in zip(t.dims, plan.dims[t.name], strict=True)
+        )
+        for t in inputs
+    }
+    return replace(plan, dims=dims)
 
 
 def _output_names(given: Sequence[str], keys: list[str], count: int, where: str) -> list[str]:
@@ -302,15 +320,23 @@ def _output_spec(name: str, first: Array, second: Array, batched: bool) -> Tenso
 
 
 def load_torch_source(
-    reference: str, specs: Sequence[InputSpec], output_names: Sequence[str] = ()
+    reference: str,
+    specs: Sequence[InputSpec],
+    output_names: Sequence[str] = (),
+    shapes: Mapping[str, tuple[int, ...]] | None = None,
+    constants: Mapping[str, str] | None = None,
 ) -> TorchSource:
-    """Load a PyTorch factory or a TorchScript file and describe it.
+    """Load a PyTorch factory or a TorchScript file and describe it as served.
+
+    Value arguments are frozen (``constants``), scalar inputs are taken as ``[1]`` and rank-0
+    outputs answered as ``[1]`` (see :func:`adapted_module`); a module whose answers depend on
+    state it keeps in its attributes is refused.
 
     Raises:
-        SourceError: no input specs, an unloadable source, or specs the model rejects.
+        SourceError: no input specs, an unloadable source, specs the model rejects, a value
+            argument left free, or a stateful module.
         MissingDependencyError: torch is not installed.
     """
-    path = Path(reference)
     kind: Literal["pytorch", "torchscript"] = "pytorch" if is_factory_reference(reference) else "torchscript"
     where = reference
     if not specs:
@@ -318,20 +344,80 @@ def load_torch_source(
             f"{reference} does not carry its input signature",
             "describe each input with --input-spec NAME:DTYPE:DIMS (first dim the batch, -1 dynamic)",
         )
-    if kind == "pytorch":
-        module = load_factory(reference)
-        sha256 = module_sha256(module, reference)
-    else:
-        module = load_torchscript(path)
-        sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    check_argument_order(module, specs, where)
-    signature, structure = torch_signature(module, specs, output_names, where)
+    module, sha256 = _load_module(reference, kind)
+    call = plan_call(module, specs, constants or {}, where)
+    wrap = functools.partial(
+        adapted_module,
+        call=call,
+        served=[s.name for s in specs],
+        scalars=[s.name for s in specs if not s.shape],
+        batched=specs_batched(specs),
+    )
+    adapted = (
+        bool(call.constants) or any(not s.shape for s in specs) or list(call.order) != [s.name for s in specs]
+    )
+    served = wrap(module) if adapted else module
+    signature, structure, sample_shapes = torch_signature(served, specs, output_names, where, shapes)
+    if not adapted and any(t.dims == () and not signature.batched for t in signature.outputs):
+        adapted, served = True, wrap(module)  # rank-0 outputs are answered as [1]
+        signature, structure, sample_shapes = torch_signature(served, specs, output_names, where, shapes)
+    note = _check_state(module, served, specs, sample_shapes, sha256 if kind == "pytorch" else None, where)
+    scalars = tuple(s.name for s in specs if not s.shape)
+    described = Adaptation(
+        scalar_inputs=scalars, constants=call.constants, batched=signature.batched
+    ).describe()
+    signature = replace(signature, notes=(*signature.notes, *described, *([note] if note else [])))
     return TorchSource(
         kind=kind,
         reference=reference,
-        module=module,
+        module=served,
         specs=tuple(specs),
         signature=signature,
         sha256=sha256,
         output_structure=structure,  # type: ignore[arg-type]
+        sample_shapes=sample_shapes,
+        adapt=wrap if adapted else None,
     )
+
+
+def _load_module(reference: str, kind: str) -> tuple[Any, str]:
+    """The user's module and its digest (a factory's weights, or the TorchScript file's bytes).
+
+    Raises:
+        SourceError: the factory or the file cannot be loaded.
+    """
+    if kind == "pytorch":
+        module = load_factory(reference)
+        return module, module_sha256(module, reference)
+    path = Path(reference)
+    module = load_torchscript(path)
+    return module, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _check_state(
+    module: Any,
+    served: Any,
+    specs: Sequence[InputSpec],
+    shapes: Mapping[str, tuple[int, ...]],
+    digest: str | None,
+    where: str,
+) -> str | None:
+    """Refuse a module that answers by state kept in its attributes; a note when it writes some harmlessly.
+
+    ``digest``: an eager module's weights digest before it ran (its buffers changing tells of state).
+
+    Raises:
+        SourceError: the module's answer to an input changes after another input.
+    """
+    written = [f"self.{name}" for name in written_attributes(module)]
+    if digest is not None and module_sha256(module, where) != digest:
+        written.append("its buffers")
+    if not written:
+        return None
+    feeds = []
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        feeds.append({s.name: random_array(s.data_type, shapes[s.name], rng) for s in specs})
+    what = ", ".join(written)
+    check_stateless(lambda feed: run_module(served, specs, feed)[0], feeds[0], feeds[1], what, where)
+    return f"forward() writes {what}, but its answers do not depend on it (checked by calling it in turn)"

@@ -24,11 +24,13 @@ except ImportError:  # pragma: no cover - imported by tests outside Triton
     pb_utils = None
 
 THREADS_PARAMETER = "intra_op_thread_count"
+SCALARS_PARAMETER = "tritongen_scalar_inputs"
+"""Inputs (comma-separated) that are one value per request: requests with other values run apart."""
 NOT_DLPACK_TYPES = ("TYPE_BOOL", "TYPE_STRING")
 """Config types whose tensors always use the backend's own numpy conversion (see ``DLPACK``)."""
 
 Array = npt.NDArray[Any]
-ShapeKey = tuple[tuple[int, ...] | None, ...]
+ShapeKey = tuple[tuple[int, ...] | bytes | None, ...]
 
 
 def group_by_shape(shapes: Sequence[ShapeKey]) -> list[list[int]]:
@@ -37,6 +39,17 @@ def group_by_shape(shapes: Sequence[ShapeKey]) -> list[list[int]]:
     for index, key in enumerate(shapes):
         groups.setdefault(key, []).append(index)
     return list(groups.values())
+
+
+def batch_key(feed: dict[str, Array], names: Sequence[str], scalars: Sequence[str]) -> ShapeKey:
+    """What requests must share to run as one batch: each input's non-batch shape, and each scalar's value.
+
+    A scalar input (one value per request, its first row) is handed to the model once per
+    batch, so requests with other values must not share one.
+    """
+    shapes = tuple((feed[n].shape[1:] if n in feed else None) for n in names)
+    values = tuple(feed[n].reshape(-1)[:1].tobytes() if n in feed else None for n in scalars)
+    return shapes + values
 
 
 def split_rows(array: Array, sizes: Sequence[int]) -> list[Array]:
@@ -113,6 +126,7 @@ class BatchingModel:
         self.input_names = [t["name"] for t in self.config["input"]]
         self.output_names = [t["name"] for t in self.config["output"]]
         self.parameters = {k: v.get("string_value", "") for k, v in self.config.get("parameters", {}).items()}
+        self.scalar_inputs = [n for n in self.parameters.get(SCALARS_PARAMETER, "").split(",") if n]
         self.threads = intra_op_threads(self.config)
         self.dlpack_inputs = {
             t["name"] for t in self.config["input"] if t.get("data_type") not in NOT_DLPACK_TYPES
@@ -144,7 +158,7 @@ class BatchingModel:
             feeds.append(feed)
 
         if self.max_batch_size > 0:
-            keys = [tuple((f[n].shape[1:] if n in f else None) for n in self.input_names) for f in feeds]
+            keys = [batch_key(f, self.input_names, self.scalar_inputs) for f in feeds]
             groups = group_by_shape(keys)
         else:
             groups = [[i] for i in range(len(requests))]

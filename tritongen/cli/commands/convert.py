@@ -23,12 +23,14 @@ from tritongen.cli.options.engine import (
 )
 from tritongen.cli.options.groups import Pick, option_groups, reworded
 from tritongen.cli.options.output import OutputFlags
-from tritongen.cli.options.shared import Force, Formats, ModelNameOption, Repo, Templates
+from tritongen.cli.options.shared import Force, Formats, ModelNameOption, Repo, Shapes, Templates
 from tritongen.cli.source_names import default_name, source_kind_or_none
+from tritongen.client.inputs import parse_shape_overrides
 from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch
 from tritongen.pipeline.request import BuildRequest, BuildResult
 from tritongen.pipeline.run import build_models
+from tritongen.sources.adaptation import parse_constants
 from tritongen.triton.model_config import ModelConfig
 
 
@@ -67,10 +69,50 @@ class ConvertFlags:
     force: Force = False
 
 
+@dataclass(frozen=True)
+class ShapeFlags:
+    """The dims the source is run at, and what is frozen into it."""
+
+    shape: Annotated[
+        list[str] | None,
+        reworded(
+            Shapes,
+            "NAME=DIMS, repeatable: the dims of an input (batch dim included or not, e.g. x=1,3,640,640) "
+            "that verification, calibration and TVM's default buckets use. Without it, dynamic dims come "
+            "from the model's clues, else the first of 8, 32, 64, 224, 320, 640 the source runs at.",
+        ),
+    ] = None
+    fixed_shape: Annotated[
+        bool,
+        typer.Option(
+            "--fixed-shape",
+            help="Also write the --shape dims into config.pbtxt: the model serves those dims only.",
+        ),
+    ] = False
+    constant: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--constant",
+            help="NAME=VALUE, repeatable: freeze an input (ONNX) or a forward() argument (an int, float "
+            "or bool a TorchScript or PyTorch module takes) into the served model, e.g. sr=16000.",
+            show_default=False,
+        ),
+    ] = None
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """``--shape`` by input name.
+
+        Raises:
+            ConfigError: an item is not NAME=DIMS.
+        """
+        return parse_shape_overrides(self.shape or [])
+
+
 @option_groups(output=Pick(only=("json_path", "html_path")))
 def convert_command(
     source: Source,
     convert: ConvertFlags,
+    shapes: ShapeFlags,
     batching: BatchingFlags,
     engines: EngineFlags,
     precision: PrecisionFlags,
@@ -97,6 +139,9 @@ def convert_command(
             # "all" means every format that can be built here: precisions a format does not
             # take are not asked of it.
             list_unsupported_precisions=convert.formats.strip().lower() != "all",
+            shapes=shapes.shapes(),
+            fixed_shape=shapes.fixed_shape,
+            constants=parse_constants(shapes.constant or []),
         )
         with err_console.status("converting") as status:
             result = build_models(request, progress=lambda msg: status.update(msg))
@@ -175,12 +220,24 @@ def print_summary(result: BuildResult, request: BuildRequest) -> None:
             err_console.print(
                 f"warning: {warning}", style="yellow", soft_wrap=True, highlight=False, markup=False
             )
+    print_notes(result)
     for outcome in result.failures:
         style = "yellow" if outcome.status in ("unavailable", "kept") else "red"
         line = f"[{style}]{escape(outcome.label)} {outcome.status}:[/] {escape(outcome.reason or '')}"
         err_console.print(line, soft_wrap=True, highlight=False)
         if outcome.hint:
             err_console.print(outcome.hint, soft_wrap=True, highlight=False, markup=False)
+
+
+def print_notes(result: BuildResult) -> None:
+    """The shapes verification ran at (when chosen, not declared) and where the engines' messages went."""
+    plan = result.shape_plan
+    if plan is not None and plan.chosen_by not in ("static", "default"):
+        shapes = ", ".join(f"{n}{s}" for n, s in plan.first_shapes(result.signature).items())
+        reasons = "; ".join(plan.reasons)
+        console.print(f"verified at {shapes} ({reasons})", soft_wrap=True, highlight=False, markup=False)
+    if result.log_path is not None:
+        err_console.print(f"engine messages: {result.log_path}", style="dim", soft_wrap=True, highlight=False)
 
 
 def print_precision(result: BuildResult) -> None:

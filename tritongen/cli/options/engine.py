@@ -17,6 +17,7 @@ from tritongen.convert.tensorrt import TensorRtOptions, parse_dim_ranges
 from tritongen.convert.torch_export import TorchScriptMode
 from tritongen.convert.tvm import TvmOptions
 from tritongen.convert.verify import TOLERANCES
+from tritongen.errors import ConfigError
 from tritongen.pipeline.request import BuildRequest, VerifyOptions
 
 
@@ -390,9 +391,15 @@ class PrecisionFlags:
         """The variants asked for and how they are made.
 
         Raises:
-            ConfigError: an unknown precision or mode.
+            ConfigError: an unknown precision or mode, or a mode without INT8.
         """
-        variants = parse_precisions(self.precision, self.int8_mode.strip().lower())
+        mode = self.int8_mode.strip().lower()
+        variants = parse_precisions(self.precision, mode)
+        if mode != "static" and not any(v.precision == "int8" for v in variants):
+            raise ConfigError(
+                f"--int8-mode {mode} would do nothing: --precision asks for no INT8",
+                "add int8 to --precision, or drop --int8-mode",
+            )
         return variants, settings(
             PrecisionOptions,
             self,

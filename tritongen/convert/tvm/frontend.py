@@ -22,11 +22,20 @@ def check_supported_ops(model: onnx.ModelProto) -> None:
     """
     from tvm.relax.frontend.onnx import onnx_frontend
 
+    nodes = list(_all_nodes(model.graph))
+    ml = sorted({n.op_type for n in nodes if n.domain == "ai.onnx.ml"})
+    if ml:  # the frontend converts by op name alone: an ML op never reaches a converter of its own
+        quoted = ", ".join(f"'{op}'" for op in ml)
+        raise ConversionError(
+            f"TVM cannot import the ai.onnx.ml op{'s' if len(ml) > 1 else ''} {quoted}: its ONNX frontend "
+            "has no converter for that domain",
+            "the other formats run them (ONNX Runtime implements ai.onnx.ml); leave tvm out of --formats",
+        )
     convert_map = getattr(onnx_frontend, "_get_convert_map", None)
     if convert_map is None:  # a later TVM may hide it; the frontend then reports ops itself
         return
     known = set(convert_map()) | {"Constant", "If"}
-    missing = sorted({node.op_type for node in _all_nodes(model.graph)} - known)
+    missing = sorted({node.op_type for node in nodes} - known)
     if missing:
         quoted = ", ".join(f"'{op}'" for op in missing)
         raise ConversionError(

@@ -17,6 +17,9 @@ from tritongen.errors import ConversionError
 from tritongen.sources.signature import Signature
 
 RUNTIME = "tritongen_runtime.py"
+SCALARS_PARAMETER = "tritongen_scalar_inputs"
+"""The config parameter naming a batching model's scalar inputs (one value per request); the
+runtime, which runs without tritongen, spells it the same."""
 
 
 def write_wrapper(wrapper: str, version_dir: Path) -> list[str]:
