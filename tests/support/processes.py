@@ -99,8 +99,8 @@ def windows_with_requests(tmp: Path) -> int:
     """How many load windows with finished requests the CLI with temporary folder ``tmp`` has seen.
 
     Each run's Locust appends one JSON line per worker and window to the run's windows file in
-    the load test's folder under ``tmp`` (a folder per model under load); a run is past warm-up and into its measured windows
-    once enough have requests. The newest run's file counts.
+    the load test's folder under ``tmp`` (in a folder per model under load); a run is past
+    warm-up and into its measured windows once enough have requests. The newest run's file counts.
     """
     files = sorted(tmp.glob("tritongen-load-*/**/windows-*.jsonl"), key=_modified)
     if not files:
