@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -15,13 +15,17 @@ from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import console, err_console, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, TensorRtFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups, reworded
+from tritongen.cli.llm_convert import convert_llm, llm_request
+from tritongen.cli.llm_engine_options import LlmEngineFlags
 from tritongen.cli.options import Force, Formats, ModelNameOption, Repo, Templates
 from tritongen.cli.output_options import OutputFlags
 from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch
+from tritongen.errors import ConfigError
 from tritongen.pipeline.request import BuildRequest, BuildResult
 from tritongen.pipeline.run import build_models
+from tritongen.sources.llm_source import is_llm_folder
 from tritongen.triton.model_config import ModelConfig
 
 
@@ -35,8 +39,9 @@ class TargetChoice(str, Enum):
 Source = Annotated[
     str,
     typer.Argument(
-        help="Source model: an .onnx file, a TorchScript file (.pt), or a PyTorch factory "
-        "package.module:function returning an nn.Module (imported and run: trusted code only).",
+        help="Source model: an .onnx file, a TorchScript file (.pt), a PyTorch factory "
+        "package.module:function returning an nn.Module (imported and run: trusted code only), or a "
+        "Hugging Face language-model folder (config, weights, tokenizer) for --formats vllm,tensorrtllm.",
         show_default=False,
     ),
 ]
@@ -62,6 +67,7 @@ class ConvertFlags:
 
 @option_groups(output=Pick(only=("json_path", "html_path")))
 def convert_command(
+    ctx: typer.Context,
     source: Source,
     convert: ConvertFlags,
     batching: BatchingFlags,
@@ -70,10 +76,19 @@ def convert_command(
     tensorrt: TensorRtFlags,
     verify: VerifyFlags,
     output: OutputFlags,
+    llm: LlmEngineFlags,
 ) -> None:
     """Convert SOURCE into one verified Triton model directory per format, each with a checked config."""
+    if is_llm_folder(source):
+        _convert_llm(ctx, source, convert, llm, output)
+        return
     options = batching.options()
     with user_errors():
+        if llm.given():
+            raise ConfigError(
+                f"{llm.given()[0]} sets a language model's engine; {source} is no Hugging Face model folder",
+                "give the folder holding config.json, the weights and the tokenizer",
+            )
         kind = source_kind_or_none(source)
         variants, precision_options = precision.settings()
         request = BuildRequest(
@@ -101,6 +116,21 @@ def convert_command(
             result = build_models(request, progress=lambda msg: status.update(msg))
         print_summary(result, request)
         write_results(result, request, output.json_path, output.html_path)
+    if result.failures:
+        raise typer.Exit(1)
+
+
+def _convert_llm(
+    ctx: typer.Context, source: str, convert: ConvertFlags, llm: LlmEngineFlags, output: OutputFlags
+) -> None:
+    """A Hugging Face folder: its LLM formats (exit 1 when one is not built)."""
+    with user_errors():
+        name = convert.name if convert.name is not None else default_name(Path(source).name)
+        request = llm_request(
+            ctx, Path(source), name, convert.repo, convert.target.value, convert.formats, llm
+        )
+        request = replace(request, force=convert.force, templates_dir=convert.templates)
+        result = convert_llm(request, output.json_path)
     if result.failures:
         raise typer.Exit(1)
 
