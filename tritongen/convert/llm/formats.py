@@ -8,9 +8,11 @@ engine built where TensorRT-LLM lives.
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 from tritongen.convert.artifact import Target
 from tritongen.errors import ConfigError
+from tritongen.triton.repository import read_metadata
 
 LLM_FORMATS = ("vllm", "tensorrtllm")
 """The formats a language model builds to, in the order they are built."""
@@ -56,3 +58,20 @@ def tensorrtllm_build_reason() -> str | None:
     if shutil.which("trtllm-build") is None:
         return "TensorRT-LLM is not installed here (no trtllm-build)"
     return None
+
+
+LLM_START_TIMEOUT_S = 900.0
+"""How long a server is given to start a local LLM engine: minutes on a busy CPU."""
+
+
+def local_llm_models(repo: Path, models: list[str] | None = None) -> list[str]:
+    """The local-target LLM models of ``repo`` (of ``models`` when named): engines that start in minutes."""
+    if not repo.is_dir():
+        return []
+    names = models or sorted(p.name for p in repo.iterdir() if p.is_dir())
+    found = []
+    for name in names:
+        metadata = read_metadata(repo / name) or {}
+        if metadata.get("format") in LLM_FORMATS and metadata.get("target") == "local":
+            found.append(name)
+    return found

@@ -46,7 +46,8 @@ class TritonPythonModel:
             texts = []
             for row, length in zip(tokens, lengths, strict=True):
                 ids = row.reshape(row.shape[0], -1)[0][: int(np.asarray(length).reshape(-1)[0])]
-                texts.append(str(self.tokenizer.decode(ids.tolist(), skip_special_tokens=True)).encode("utf-8"))
+                text = str(self.tokenizer.decode(ids.tolist(), skip_special_tokens=True))
+                texts.append(text.encode("utf-8"))
             output = np.array(texts, dtype=np.object_).reshape(len(texts), 1)
             return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("text_output", output)])
         except Exception as e:  # this request fails, the others go on
