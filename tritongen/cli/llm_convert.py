@@ -118,10 +118,12 @@ def _print_remaining(result: LlmBuildResult, request: LlmBuildRequest) -> None:
         for note in outcome.notes:
             console.print(escape(note), soft_wrap=True, highlight=False)
         if outcome.format == "tensorrtllm" and outcome.status == "built":
+            from tritongen.deploy.compose import default_triton_image
             from tritongen.deploy.llm import tensorrtllm_image
 
             engine = layout_names(request.name)["engine"]
-            command = build_command(engine, str(request.repo.absolute()), tensorrtllm_image(None))
+            image = tensorrtllm_image(default_triton_image())
+            command = build_command(engine, str(request.repo.absolute()), image)
             console.print(f"  {command}", soft_wrap=True, highlight=False, markup=False)
             console.print(
                 f"  ({engine}/{BUILD_SCRIPT} holds the build's settings)", soft_wrap=True, markup=False

@@ -69,7 +69,9 @@ SAMPLING_KEYS = frozenset(
 )
 """The sampling settings a request may give (as inputs, parameters or in ``sampling_parameters``)."""
 OTHER_KEYS = frozenset(("stream", "sampling_parameters", "text_input"))
-ERROR_LINE = re.compile(r"^\s*(?:\S+ )?(?:[\w.]*(?:Error|Exception)|AssertionError)\b[^:]*: \S")
+ERROR_LINE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception)): (\S.*)$")
+GENERIC_ERRORS = ("See root cause above", "initialization failed", "EngineDeadError")
+"""What the engine's front end says about a failed start: the cause is in the engine core's lines."""
 STATS_INTERVAL_S = 0.25
 """The custom metrics are updated at most this often (each update is a call to the server)."""
 WATCH_INTERVAL_S = 0.1
@@ -102,11 +104,12 @@ class StderrTail:
             self.lines.extend(line.decode("utf-8", "replace") for line in complete)
 
     def last_error(self) -> str | None:
-        """The last line that reads as a Python exception (``ValueError: …``), if any."""
+        """The last line that names a Python exception (``ValueError: …``), not a generic one."""
         time.sleep(0.2)  # what the failing child wrote last is still in the pipe
         for line in reversed(self.lines):
-            if ERROR_LINE.match(line):
-                return line.strip()
+            found = ERROR_LINE.search(line)
+            if found and not any(generic in line for generic in GENERIC_ERRORS):
+                return f"{found.group(1)}: {found.group(2).strip()}"
         return None
 
 
