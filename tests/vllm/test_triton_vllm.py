@@ -183,6 +183,9 @@ def test_loadtest_measures_it_token_by_token(
     ttft, itl, e2e = run["ttft_us"], run["itl_us"], run["e2e_us"]
     assert 0 < ttft["p50"] <= e2e["p50"] and itl["max"] > 0 and run["output_tokens_per_s"] > 0
     assert run["goodput_per_s"] == pytest.approx(run["qps"])
+    server = run["llm_server"]  # the engine's figures, read from Triton's metrics endpoint
+    assert server is not None and server["samples"] >= 1 and server["prefix_cache_queries"] > 0, run
+    assert "vLLM: running" in output
 
 
 def test_a_model_whose_engine_does_not_start_says_the_engine_s_last_error(served: ServedLlm) -> None:

@@ -59,9 +59,9 @@ from tritongen.loadtest.windows import (
 from tritongen.metrics.composing import AllStats, ServerModels, all_snapshots, cached_lookup, server_models
 from tritongen.metrics.other_cpu import OtherCpu, OtherCpuSampler
 from tritongen.metrics.process_memory import is_loopback_url, local_server_pid
-from tritongen.metrics.prometheus import MetricsSampler
+from tritongen.metrics.prometheus import MetricsSampler, parse_metrics
 from tritongen.metrics.statistics import ServerBreakdown, breakdown
-from tritongen.metrics.vllm import parse_vllm_metrics, vllm_figures
+from tritongen.metrics.vllm import parse_triton_and_vllm_metrics, parse_vllm_metrics, vllm_figures
 from tritongen.server.affinity import pinned_server
 
 POLL_S = 0.05
@@ -269,7 +269,8 @@ def _sampler(spec: LoadSpec, server_pid: int | None) -> MetricsSampler:
             url, server_pid=server_pid, interval_s=spec.metrics_interval_s, parse=parse_vllm_metrics
         )
     url = spec.metrics_url or metrics_url_for(spec.url)
-    return MetricsSampler(url, server_pid=server_pid, interval_s=spec.metrics_interval_s)
+    parse = parse_triton_and_vllm_metrics if spec.llm is not None else parse_metrics  # an LLM model's vllm:*
+    return MetricsSampler(url, server_pid=server_pid, interval_s=spec.metrics_interval_s, parse=parse)
 
 
 @dataclass(frozen=True)
@@ -719,7 +720,7 @@ class _LevelRun:
             add_streaming_figures(result)
         if spec.llm is not None:
             add_llm_figures(result, self._locust_users())
-        if self.openai:
+        if spec.llm is not None:  # vLLM's server, or a Triton model publishing vLLM's figures
             result.llm_server = vllm_figures(self.sampler.samples, *span)
         if result.status == "ok" and not result.stable:
             result.warnings.append(
