@@ -119,10 +119,13 @@ def test_rounds_decide_the_ranked_figure_and_report_the_other() -> None:
     both = decisions.pair_verdicts(
         engines, rule, 0.95, figures=decisions.decided_figures(("latency", "throughput"), "x")
     )
-    assert "1 pair(s) open; P99 at batch 1" in decisions.progress_text(both)
+    # That P99 spreads ±50% a round: no cap of 8 rounds could resolve it, so it is not held open.
+    p99 = [verdict for name, verdict in both if name.startswith("P99 at batch 1")]
+    assert [v.decision for v in p99] == ["unresolvable"]
+    assert decisions.progress_text(both) == "every pair decided"
     found = decisions.record(engines, rounds, rule, 0.95, figures)
     assert [p["pair"].split(":")[0] for p in found["pairs"]] == ["throughput"]
-    assert [p["decision"] for p in found["other_pairs"]] == ["undecided"]
+    assert [p["decision"] for p in found["other_pairs"]] == ["unresolvable"]
     assert found["decided_on"] == ["throughput"] and found["rule"].endswith(", on throughput")
     assert decisions.decided_figures((), "memory") == ("p99_ms_b1",)
     with pytest.raises(ConfigError, match="--decide memory: rounds decide only latency and throughput"):

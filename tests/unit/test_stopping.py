@@ -12,12 +12,16 @@ import numpy as np
 import pytest
 
 from tritongen.errors import ConfigError
+from tritongen.intervals import paired_ratio
 from tritongen.stopping import (
     DEFAULT_MAX_ROUNDS,
+    FUTILITY_FROM,
     MIN_ROUNDS,
+    Side,
     Verdict,
     check_stopping,
     judge,
+    project,
     spent_confidence,
 )
 
@@ -26,8 +30,17 @@ CV = 0.048
 SIMULATIONS = 400
 
 
-def _sequential(rng: np.random.Generator, truth: float, max_rounds: int = DEFAULT_MAX_ROUNDS) -> Verdict:
+def _sequential(
+    rng: np.random.Generator, truth: float, max_rounds: int = DEFAULT_MAX_ROUNDS, side: Side = "both"
+) -> Verdict:
     """One contender pair measured round by round until the verdict is in, or the cap."""
+    return _rounds_to_verdict(rng, truth, max_rounds, side)[0]
+
+
+def _rounds_to_verdict(
+    rng: np.random.Generator, truth: float, max_rounds: int = DEFAULT_MAX_ROUNDS, side: Side = "both"
+) -> tuple[Verdict, int]:
+    """The verdict of one pair measured round by round, and the rounds it took."""
     a: list[float | None] = []
     b: list[float | None] = []
     verdict = judge(a, b)
@@ -35,10 +48,11 @@ def _sequential(rng: np.random.Generator, truth: float, max_rounds: int = DEFAUL
         drift = rng.normal(0.0, 0.05)  # both alike: cancels in the ratio
         b.append(1000.0 * np.exp(drift + rng.normal(0.0, CV)))
         a.append(1000.0 * truth * np.exp(drift + rng.normal(0.0, CV)))
-        verdict = judge(a, b, final=number == max_rounds, last=max_rounds)  # as compare and tune judge
+        # as compare (both sides) and tune (can the candidate beat the current config?) judge
+        verdict = judge(a, b, final=number == max_rounds, last=max_rounds, side=side)
         if verdict.decision is not None:
-            return verdict
-    return verdict
+            return verdict, number
+    return verdict, max_rounds
 
 
 def test_the_spent_levels_add_up_to_the_error_rate() -> None:
@@ -54,7 +68,7 @@ def test_a_tie_is_called_different_in_at_most_five_percent_of_runs() -> None:
     verdicts = [_sequential(rng, 1.0) for _ in range(SIMULATIONS)]
     different = sum(v.decision == "different" for v in verdicts) / SIMULATIONS
     assert different <= 0.05
-    # The others are ties or undecided: each with an interval that holds 1 (the truth).
+    # The others are ties, unresolvable or undecided: each with an interval that holds 1 (the truth).
     rest = [v for v in verdicts if v.decision != "different"]
     assert all(v.ratio is not None and v.ratio.low is not None and v.ratio.low <= 1.0 <= (v.ratio.high or 0)
                for v in rest)  # fmt: skip
@@ -111,3 +125,42 @@ def test_equal_shares_within_a_cap_find_more_than_the_uncapped_series() -> None:
                 judge(a[:n], b[:n], last=last).decision == "different" for n in range(MIN_ROUNDS, 9)
             )
     assert found["capped"] > 1.2 * found["uncapped"], found
+
+
+def test_a_tie_the_cap_cannot_resolve_stops_early() -> None:
+    """With this machine's spread a true tie can never be called equivalent within 5% by round 20:
+    waiting for the cap only spent rounds. Projected from the rounds so far, it stops early instead."""
+    rng = np.random.default_rng(20261204)
+    outcomes = [_rounds_to_verdict(rng, 1.0) for _ in range(SIMULATIONS)]
+    rounds = [n for _, n in outcomes]
+    assert float(np.median(rounds)) <= 8
+    stopped = [v for v, _ in outcomes if v.decision == "unresolvable"]
+    assert len(stopped) >= 0.5 * SIMULATIONS
+    assert all(v.resolvable is not None and 0.0 < v.resolvable < 0.2 for v in stopped)
+    assert stopped[0].text().startswith("no difference this machine can resolve (±")
+
+
+def test_a_candidate_that_cannot_beat_its_reference_is_dropped_within_a_few_rounds() -> None:
+    """Tune asks only whether a finalist beats the current config: near ties end in a few rounds,
+    a 10% better candidate is still found."""
+    rng = np.random.default_rng(5)
+    for truth in (0.94, 1.0, 1.01):
+        outcomes = [_rounds_to_verdict(rng, truth, side="greater") for _ in range(SIMULATIONS)]
+        assert float(np.median([n for _, n in outcomes])) <= FUTILITY_FROM + 1
+        assert sum(v.decision == "different" and (v.ratio is not None and v.ratio.estimate > 1)
+                   for v, _ in outcomes) <= 0.05 * SIMULATIONS  # fmt: skip
+    better = [_sequential(rng, 1.10, side="greater") for _ in range(SIMULATIONS)]
+    found = [v for v in better if v.decision == "different" and v.ratio is not None and v.ratio.estimate > 1]
+    assert len(found) / SIMULATIONS >= 0.90
+
+
+def test_the_projection_tells_a_resolvable_pair_from_one_that_is_not() -> None:
+    wide = paired_ratio([1.3, 0.8, 1.1, 0.9], [1.0] * 4)  # ±20% a round: no cap of 20 resolves a tie
+    clear = paired_ratio([1.21, 1.19, 1.2, 1.22], [1.0] * 4)
+    assert wide is not None and clear is not None
+    assert project(wide, DEFAULT_MAX_ROUNDS, 0.95, 0.05).chance < 0.05
+    assert project(clear, DEFAULT_MAX_ROUNDS, 0.95, 0.05).chance > 0.95
+    assert judge([1.3, 0.8, 1.1, 0.9], [1.0] * 4, last=DEFAULT_MAX_ROUNDS).decision == "unresolvable"
+    # Before the first look that may stop it, and without a cap, it stays open.
+    assert judge([1.3, 0.8, 1.1], [1.0] * 3, last=DEFAULT_MAX_ROUNDS).decision is None
+    assert judge([1.3, 0.8, 1.1, 0.9], [1.0] * 4).decision is None

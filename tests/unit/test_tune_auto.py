@@ -20,7 +20,7 @@ from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.report.tables import tune_table
-from tritongen.stopping import MIN_ROUNDS, Ending, StopRule, judge, record, spent_confidence
+from tritongen.stopping import FUTILITY_FROM, MIN_ROUNDS, Ending, StopRule, judge, record, spent_confidence
 from tritongen.tune.confirm import Confirmation, Entry
 from tritongen.tune.confirm import judge as judge_rounds
 from tritongen.tune.runner import TuneReport, TuneRequest, _claim, check_claim, plan
@@ -141,14 +141,26 @@ def test_an_equal_finalist_is_equivalent_and_the_current_config_stays() -> None:
     assert same.verdict.text().startswith("equivalent within 5%: ")
 
 
-def test_noise_ends_undecided_at_the_cap_with_the_interval_reached() -> None:
+def test_noise_the_cap_cannot_resolve_ends_the_rounds_early_with_the_interval_reached() -> None:
+    """±30% a round: no 20 rounds could show a 3% gain, so the finalist is dropped within a few."""
     confirmation = _until_decided({CURRENT: 1.0, SAME: 1.03}, cv=0.3, seed=3)
     same = confirmation.finalists[0]
-    assert confirmation.completed == RULE.max_rounds and confirmation.finished
-    assert same.verdict is not None and same.verdict.decision == "undecided"
-    assert same.verdict.text().startswith("undecided: ") and confirmation.winner is None
+    assert confirmation.completed < 8 and confirmation.finished
+    assert same.verdict is not None and same.verdict.decision == "unresolvable"
+    assert same.verdict.text().startswith("no difference this machine can resolve (±")
+    assert confirmation.winner is None
     found = confirmation.stopping_record()
-    assert found is not None and found["stopped"] == "--max-rounds 20 reached"
+    assert found is not None and found["stopped"] == "every pair decided"
+    assert [p["decision"] for p in found["pairs"]] == ["unresolvable"]
+
+
+def test_a_finalist_still_in_doubt_at_the_cap_is_undecided() -> None:
+    """At the cap nothing is projected: what is not decided there is undecided."""
+    rule = StopRule(max_rounds=FUTILITY_FROM, margin=0.05)
+    every = _rounds({CURRENT: 1.0, SAME: 1.03}, rule.max_rounds, 0.3, seed=3)
+    same = _judge(every, final=True, rule=rule).finalists[0]
+    assert same.verdict is not None and same.verdict.decision == "undecided"
+    assert same.verdict.text().startswith("undecided: ")
 
 
 def test_a_finalist_that_missed_a_round_holds_no_round_open() -> None:

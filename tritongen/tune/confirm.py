@@ -12,7 +12,9 @@ wins; otherwise the current config stays.
 With ``--rounds auto`` (a :class:`~tritongen.stopping.StopRule`) the decisions are those ratios,
 one per finalist: each is judged by :func:`tritongen.stopping.judge` at the level spent at
 that look, and the rounds stop once every finalist still in the running differs from the
-current config or is equivalent to it within the margin. The choice among finalists that
+current config, is equivalent to it within the margin, or cannot beat it: projected from the
+rounds so far, the cap would give it too little chance of being shown better
+(``unresolvable``, see :mod:`tritongen.stopping`). The choice among finalists that
 beat the current config is by median throughput, not a paired decision, so it waits for none.
 """
 
@@ -288,7 +290,13 @@ def _judged(rounds: Rounds, entry: Entry, base_figures: list[float | None] | Non
     if base_figures is not None and how.rule is not None:
         rule = how.rule
         verdict = stopping.judge(
-            throughput, base_figures, how.confidence, rule.margin, final=how.final, last=rule.max_rounds
+            throughput,
+            base_figures,
+            how.confidence,
+            rule.margin,
+            final=how.final,
+            last=rule.max_rounds,
+            side="greater",  # a finalist that cannot beat the current config is done
         )
         ratio = verdict.ratio
     elif base_figures is not None:
