@@ -205,3 +205,36 @@ def test_a_model_whose_engine_does_not_start_says_the_engine_s_last_error(served
     with urllib.request.urlopen(request, timeout=10) as response:
         states = {m["name"]: m.get("state") for m in json.loads(response.read())}
     assert states.get(MODEL) == "READY"  # the other model is untouched
+
+
+def test_tune_restarts_the_engine_per_trial_and_confirms_the_best_against_the_baseline(
+    served: ServedLlm, tmp_path: Path
+) -> None:
+    out = tmp_path / "tune.json"
+    before = (served.repo / MODEL / "config.pbtxt").read_text()
+    result = runner.invoke(
+        app,
+        ["tune", MODEL, "--repo", str(served.repo), "--url", served.http, "--slo", "ttft=2000,itl=1000",
+         "--max-num-seqs", "4,16", "--max-num-batched-tokens", "2048", "--chunked-prefill", "on",
+         "--concurrency", "2", "--output-tokens", "12", "--input-tokens", "24", "--duration", "3s",
+         "--warmup", "1s", "--rounds", "2", "--json", str(out), "--apply", "--diff"],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stdout + result.stderr
+    document = json.loads(out.read_text())
+    assert document["schema"] == "tritongen.tune-llm/1" and document["slo"] == "ttft=2000,itl=1000"
+    assert document["baseline"]["key"] == "s16-t2048-cp1-pc1"
+    (trial,) = document["trials"]  # the one setting besides the baseline's
+    assert trial["key"] == "s4-t2048-cp1-pc1" and trial["reload_s"] > 0
+    assert trial["measurement"]["failed"] is None and trial["measurement"]["goodput_per_s"] > 0
+    confirmation = document["confirmation"]
+    assert confirmation["finalist"] == trial["key"] and confirmation["rounds"] == 2
+    assert len(confirmation["baseline_goodput_per_s"]) == len(confirmation["finalist_goodput_per_s"]) == 2
+    assert document["costs"]["reloads_s"] >= trial["reload_s"] and document["costs"]["server_start_s"] is None
+    if document["winner_is_baseline"]:
+        assert "nothing applied" in result.stdout
+    else:
+        assert '-  value: { string_value: "16" }' in result.stdout  # the diff of max_num_seqs
+    assert (served.repo / MODEL / "config.pbtxt").read_text() == before  # --diff writes nothing
+    assert not (served.repo / f"{MODEL}_tune").exists()  # the sibling is gone
+    assert "restart s" in result.stdout and "cost: engine restarts" in result.stdout

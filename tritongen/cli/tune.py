@@ -23,6 +23,16 @@ from tritongen.cli.common import (
 )
 from tritongen.cli.config_change import ShowDiff, show_diff
 from tritongen.cli.groups import Pick, option_groups, reworded
+from tritongen.cli.llm_convert import given_flags
+from tritongen.cli.llm_options import LlmFlags
+from tritongen.cli.llm_tune import (
+    LLM_TUNE,
+    EngineSearchFlags,
+    LlmTuneInput,
+    is_local_llm,
+    llm_tune_request,
+    run_and_show,
+)
 from tritongen.cli.load_options import (
     AutoRoundsFlags,
     Cpus,
@@ -276,8 +286,10 @@ class ApplyFlags:
     output=Pick(
         only=("json_path", "plot_path", "html_path"), helps={"plot_path": "Write a throughput-vs-P99 PNG."}
     ),
+    llm=Pick(only=("tokenizer", "input_tokens", "output_tokens", "prompts", "slo")),
 )
 def tune_command(
+    ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
     search: SearchFlags,
     load: LoadFlags,
@@ -286,6 +298,8 @@ def tune_command(
     trials: TrialFlags,
     output: OutputFlags,
     applying: ApplyFlags,
+    llm: LlmFlags,
+    engine: EngineSearchFlags,
     repo: Repo = Path("model_repository"),
     slo_p99_ms: SloP99 = None,
 ) -> None:
@@ -295,7 +309,28 @@ def tune_command(
     interleaved rounds (by default until each one is decided), and one replaces it only when
     it is faster beyond the noise.
     """
+    if is_local_llm(repo, model):  # a local vLLM model: its engine's settings, not batching
+        given = LlmTuneInput(
+            model,
+            repo,
+            load,
+            trials.run_flags(),
+            llm,
+            engine,
+            (0, None),
+            search.max_trials,
+            server.url,
+            server.admin_key,
+        )
+        _tune_llm(ctx, given, rounds, output, applying)
+        return
     with user_errors():
+        llm_given = given_flags(ctx, LLM_TUNE)
+        if llm_given:
+            raise ConfigError(
+                f"{llm_given[0]} tunes a local vLLM model's engine; {model} is not one",
+                "convert a language model with tritongen convert MODEL_DIR --formats vllm",
+            )
         rounds.rule(default_auto=True)  # a rule that cannot decide: refused before anything is read
         session = _session(repo, server, applying)
         tuned = tuned_model(repo, model, search.composing)
@@ -315,6 +350,16 @@ def tune_command(
         _outputs(outcome.report, output)
         _print(outcome.report)
         _finish(outcome, session, repo / tuned)
+
+
+def _tune_llm(ctx: typer.Context, given: LlmTuneInput, rounds: AutoRoundsFlags, output: OutputFlags,
+              applying: ApplyFlags) -> None:  # fmt: skip
+    """The tune of a local vLLM model's engine settings (cli/llm_tune.py)."""
+    with user_errors():
+        if applying.diff and not applying.apply:
+            raise ConfigError("--diff shows what --apply would write", "add --apply")
+        request = llm_tune_request(ctx, replace(given, rounds=rounds.rule(default_auto=True)))
+        run_and_show(request, output.json_path, applying.apply, applying.diff)
 
 
 def _session(repo: Path, server: ServerFlags, applying: ApplyFlags) -> TuneSession:
