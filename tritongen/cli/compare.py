@@ -14,6 +14,10 @@ from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups, reworded
+from tritongen.cli.llm_compare import LlmCompareInput, llm_compare_request
+from tritongen.cli.llm_compare import run_and_show as run_llm_compare_and_show
+from tritongen.cli.llm_convert import given_flags
+from tritongen.cli.llm_options import LlmFlags
 from tritongen.cli.load_options import AutoRoundsFlags, Cpus, LoadFlags, MaxDuration, MeasurementWindow
 from tritongen.cli.options import (
     AdminKey,
@@ -40,6 +44,7 @@ from tritongen.loadtest.spec import parse_duration
 from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
 from tritongen.server.affinity import parse_cpus
 from tritongen.server.preflight import lint_before_serving
+from tritongen.sources.llm_source import is_llm_folder
 from tritongen.triton.batching import BatchingOptions
 
 SourceArg = Annotated[
@@ -161,8 +166,10 @@ class DeploymentFlags:
     verify=Pick(only=("verify_data", "atol", "rtol")),
     precision=Pick(only=tuple(f.name for f in fields(PrecisionFlags) if f.name != "calibration_cache")),
     output=Pick(only=("json_path", "markdown_path", "html_path")),
+    llm=Pick(only=("tokenizer", "input_tokens", "output_tokens", "prompts", "slo")),
 )
 def compare_command(
+    ctx: typer.Context,
     source: SourceArg,
     compare: CompareFlags,
     deployment: DeploymentFlags,
@@ -173,9 +180,23 @@ def compare_command(
     verify: VerifyFlags,
     precision: PrecisionFlags,
     output: OutputFlags,
+    llm: LlmFlags,
 ) -> None:
-    """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
+    """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy.
+
+    A Hugging Face language model: vLLM's own OpenAI server beside vLLM inside Triton, the same
+    prompts and load, TTFT, ITL, tokens/s, goodput, memory and cold start, ranked with intervals.
+    """
+    if is_llm_folder(source):
+        _compare_llm(ctx, source, compare, load, rounds, llm, output.json_path)
+        return
     with user_errors():
+        llm_given = given_flags(ctx, ("llm__",))
+        if llm_given:
+            raise ConfigError(
+                f"{llm_given[0]} sets a language model's load; {source} is no Hugging Face model folder",
+                "give the folder holding config.json, the weights and the tokenizer",
+            )
         name = compare.name if compare.name is not None else default_name(source)
         settings = _settings(compare, load, rounds)
         chosen, unavailable = _formats(compare.formats, source, deployment.existing)
@@ -249,6 +270,25 @@ def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> N
         f"results: {', '.join(str(p) for p in outputs)}", highlight=False, soft_wrap=True, markup=False
     )
     _finish(report)
+
+
+def _compare_llm(
+    ctx: typer.Context,
+    source: str,
+    compare: CompareFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    llm: LlmFlags,
+    json_path: Path | None,
+) -> None:
+    """A language model: vLLM's OpenAI server beside vLLM inside Triton (cli/llm_compare.py)."""
+    with user_errors():
+        name = compare.name if compare.name is not None else default_name(Path(source).name)
+        given = LlmCompareInput(
+            Path(source), name, compare.out or Path(f"compare-{name}"), load.concurrency or "",
+            load.duration, load.warmup, load.seed, llm, rounds.rule(default_auto=False),
+        )  # fmt: skip
+        run_llm_compare_and_show(llm_compare_request(ctx, given), json_path)
 
 
 def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -> MeasureSettings:

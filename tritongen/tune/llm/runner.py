@@ -130,9 +130,12 @@ def run_llm_tune(request: LlmTuneRequest, say: Say, stop: threading.Event | None
             "try other --max-num-seqs, --max-num-batched-tokens, --chunked-prefill or --prefix-caching",
         )
     report = LlmTuneReport(request.model, current, skipped=skipped)
-    with _serving(request, say) as (url, grpc_url, start_s):
+    with _serving(request, say) as (url, grpc_url, metrics_url, start_s):
         report.server_start_s = start_s
-        spec = dataclasses.replace(request.spec, url=grpc_url if request.spec.protocol == "grpc" else url)
+        load_url = grpc_url if request.spec.protocol == "grpc" else url
+        spec = dataclasses.replace(
+            request.spec, url=load_url, metrics_url=request.spec.metrics_url or metrics_url
+        )
         sibling = Sibling(url, model_dir, base, request.admin_key)
         with sibling.present():
             say("measuring the baseline (the model's config)")
@@ -154,10 +157,10 @@ def run_llm_tune(request: LlmTuneRequest, say: Say, stop: threading.Event | None
 
 
 @contextlib.contextmanager
-def _serving(request: LlmTuneRequest, say: Say) -> Iterator[tuple[str, str, float | None]]:
-    """The server's HTTP and gRPC addresses, and how long it took to start (None: a running one)."""
+def _serving(request: LlmTuneRequest, say: Say) -> Iterator[tuple[str, str, str | None, float | None]]:
+    """The server's HTTP, gRPC and metrics addresses, and how long it took to start (None: a running one)."""
     if request.url is not None:
-        yield request.url, grpc_url_beside(request.url), None
+        yield request.url, grpc_url_beside(request.url), None, None
         return
     lint_before_serving(request.repo, [request.model])
     say("starting the embedded Triton server (the engine takes minutes to start on a CPU)")
@@ -172,7 +175,8 @@ def _serving(request: LlmTuneRequest, say: Say) -> Iterator[tuple[str, str, floa
     )
     server.start()
     try:
-        yield server.http_url, server.grpc_url, time.perf_counter() - started
+        metrics = server.metrics_url
+        yield server.http_url, server.grpc_url, metrics, time.perf_counter() - started
     finally:
         server.stop()
 
