@@ -126,3 +126,26 @@ def test_a_space_of_the_baseline_alone_is_refused(repo: Path) -> None:
     assert EngineSpace((16,), (2048,), (True,), (True,)).candidates(
         512, EngineCandidate(16, 2048, True, True)
     ) == ([], [])
+
+
+def test_what_an_llm_comparison_does_not_take_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "model.safetensors").write_bytes(b"\0" * 64)
+    write_tokenizer(folder)
+
+    def refused(*args: str) -> str:
+        result = runner.invoke(app, ["compare", *args], env={"COLUMNS": "200"})
+        assert result.exit_code != 0
+        return error_line(result.stderr)
+
+    work = ["--out", str(tmp_path / "work")]
+    assert "--formats does not apply to a language model" in refused(str(folder), *work, "--formats", "onnx")
+    assert "one level" in refused(str(folder), *work, "--concurrency", "1,4")
+    env = tmp_path / "no-env"
+    missing = runner.invoke(app, ["compare", str(folder), *work], env={"TRITONGEN_VLLM_ENV": str(env)})
+    assert missing.exit_code != 0 and "make vllm-env" in error_line(missing.stderr)
+    assert not (tmp_path / "work").exists()  # refused before anything is written
+    onnx = ROOT / "model_repository" / "mlp_onnx" / "1" / "model.onnx"
+    assert "--slo sets a language model's load" in refused(str(onnx), "--slo", "ttft=100")

@@ -172,7 +172,10 @@ def test_loadtest_measures_it_token_by_token(
 ) -> None:
     grpc = ["--protocol", "grpc", "--url", f"127.0.0.1:{served.grpc_port}"]
     where = ["--url", served.http] if api == "triton-generate" else grpc
-    where += ["--metrics-url", f"http://127.0.0.1:{served.metrics_port}/metrics"]  # not beside the default 8000
+    where += [
+        "--metrics-url",
+        f"http://127.0.0.1:{served.metrics_port}/metrics",
+    ]  # not beside the default 8000
     code, document, output = _loadtest(
         tmp_path, tiny_llama, "--api", api, "--slo", "ttft=60000,itl=60000", *where
     )
