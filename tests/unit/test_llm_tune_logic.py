@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tritongen.cli.llm_tune import EngineSearchFlags, shared_prefix
+from tritongen.cli.llm_tune import LlmTuneFlags, shared_prefix
 from tritongen.cli.main import app
 from tritongen.examples.tiny_llama import write_tokenizer
 from tritongen.triton.proto import read_config
@@ -56,7 +56,7 @@ def test_the_search_space_leaves_out_what_vllm_refuses_and_the_baseline(repo: Pa
     base = read_config(repo / "tiny_vllm" / "config.pbtxt")
     current, max_model_len = current_settings(base.parameters)
     assert (current.max_num_seqs, current.max_num_batched_tokens, max_model_len) == (16, 2048, 512)
-    space = EngineSearchFlags(max_num_batched_tokens="8,512,2048").space(base.parameters, None)
+    space = LlmTuneFlags(max_num_batched_tokens="8,512,2048").engine_space(base.parameters, None)
     assert space.max_num_seqs == (16, 4) and space.prefix_caching == (True,)  # synthetic prompts share none
     legal, skipped = space.candidates(max_model_len, current)
     assert current not in legal
@@ -75,10 +75,10 @@ def test_prefix_caching_is_searched_when_the_prompts_share_a_prefix(tmp_path: Pa
     shared.write_text("".join(json.dumps({"text": system + q}) + "\n" for q in ("a?", "b?")))
     distinct.write_text("".join(json.dumps({"text": f"{i} " + system}) + "\n" for i in range(3)))
     assert shared_prefix(shared) and not shared_prefix(distinct) and not shared_prefix(None)
-    flags = EngineSearchFlags()
+    flags = LlmTuneFlags()
     parameters = {"max_num_seqs": "8", "max_num_batched_tokens": "512", "max_model_len": "512"}
-    assert flags.space(parameters, shared).prefix_caching == (True, False)
-    assert EngineSearchFlags(prefix_caching="off").space(parameters, shared).prefix_caching == (False,)
+    assert flags.engine_space(parameters, shared).prefix_caching == (True, False)
+    assert LlmTuneFlags(prefix_caching="off").engine_space(parameters, shared).prefix_caching == (False,)
 
 
 def test_the_winner_is_written_as_an_edit_of_its_parameters(repo: Path) -> None:

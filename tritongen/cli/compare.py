@@ -14,10 +14,11 @@ from tritongen.cli.batching_options import BatchingFlags
 from tritongen.cli.common import EXIT_INTERRUPTED, console, err_console, stop_on_signals, user_errors
 from tritongen.cli.engine_options import EngineFlags, PrecisionFlags, VerifyFlags
 from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.llm_compare import LlmCompareInput, llm_compare_request
+from tritongen.cli.llm_compare import LlmCompareInput, llm_compare_request, refuse_llm_load
 from tritongen.cli.llm_compare import run_and_show as run_llm_compare_and_show
-from tritongen.cli.llm_convert import given_flags
+from tritongen.cli.llm_convert import changed_flags
 from tritongen.cli.llm_options import LlmFlags
+from tritongen.cli.llm_tune import LLM_LOAD_FIELDS
 from tritongen.cli.load_options import AutoRoundsFlags, Cpus, LoadFlags, MaxDuration, MeasurementWindow
 from tritongen.cli.options import (
     AdminKey,
@@ -124,6 +125,14 @@ class CompareFlags:
 
 
 @dataclass(frozen=True)
+class CompareLlmFlags(CompareFlags, LlmFlags):
+    """What ``compare`` measures; for a language model, its load as loadtest takes it."""
+
+
+COMPARE_LEVELS = "1,2,4,8"
+
+
+@dataclass(frozen=True)
 class DeploymentFlags:
     """An existing deployment or repository to measure instead of converting."""
 
@@ -157,7 +166,7 @@ class DeploymentFlags:
 @option_groups(
     load=Pick(
         only=("concurrency", "shapes", "duration", "warmup", "protocol", "seed"),
-        defaults={"concurrency": "1,2,4,8", "duration": "10s", "warmup": "2s"},
+        defaults={"concurrency": COMPARE_LEVELS, "duration": "10s", "warmup": "2s"},
         helps={
             "concurrency": "Concurrency levels tried for throughput; the ramp stops when a level adds < 5%."
         },
@@ -166,12 +175,11 @@ class DeploymentFlags:
     verify=Pick(only=("verify_data", "atol", "rtol")),
     precision=Pick(only=tuple(f.name for f in fields(PrecisionFlags) if f.name != "calibration_cache")),
     output=Pick(only=("json_path", "markdown_path", "html_path")),
-    llm=Pick(only=("tokenizer", "input_tokens", "output_tokens", "prompts", "slo")),
+    compare=Pick(only=tuple(f.name for f in fields(CompareFlags)) + LLM_LOAD_FIELDS),
 )
 def compare_command(
-    ctx: typer.Context,
     source: SourceArg,
-    compare: CompareFlags,
+    compare: CompareLlmFlags,
     deployment: DeploymentFlags,
     load: LoadFlags,
     rounds: AutoRoundsFlags,
@@ -180,28 +188,18 @@ def compare_command(
     verify: VerifyFlags,
     precision: PrecisionFlags,
     output: OutputFlags,
-    llm: LlmFlags,
 ) -> None:
-    """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy.
-
-    A Hugging Face language model: vLLM's own OpenAI server beside vLLM inside Triton, the same
-    prompts and load, TTFT, ITL, tokens/s, goodput, memory and cold start, ranked with intervals.
-    """
-    if is_llm_folder(source):
-        _compare_llm(ctx, source, compare, load, rounds, llm, output.json_path)
-        return
+    """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
+    if _compared_as_llm(
+        source, compare, deployment, load, rounds, batching, engines, verify, precision, output
+    ):
+        return  # a language model: vLLM's own server beside vLLM inside Triton
     with user_errors():
-        llm_given = given_flags(ctx, ("llm__",))
-        if llm_given:
-            raise ConfigError(
-                f"{llm_given[0]} sets a language model's load; {source} is no Hugging Face model folder",
-                "give the folder holding config.json, the weights and the tokenizer",
-            )
         name = compare.name if compare.name is not None else default_name(source)
         settings = _settings(compare, load, rounds)
         chosen, unavailable = _formats(compare.formats, source, deployment.existing)
         _refuse_foreign_tvm(chosen, engines.tvm_target)
-        variants, precision_options = precision.settings()
+        variants, _ = precision.settings()
         if deployment.url is None and deployment.repo is not None:
             planned, _ = build_plan(chosen, variants)  # served here: refuse what Triton would refuse
             lint_before_serving(
@@ -210,22 +208,7 @@ def compare_command(
         work = compare.out or Path(f"compare-{name}")
         build = None
         if not deployment.existing:
-            build = BuildRequest(
-                source=source if source_kind_or_none(source) == "pytorch" else Path(source),
-                name=name,
-                repo=work / "model_repository",
-                formats=chosen,
-                options=BatchingOptions(max_batch_size=_max_batch(batching, compare)),
-                force=True,
-                templates_dir=compare.templates,
-                input_specs=engines.specs(),
-                output_names=engines.names(),
-                torchscript_mode=engines.torchscript_mode(),
-                tvm=engines.tvm(),
-                verify=verify.options(),
-                precisions=variants,
-                precision=precision_options,
-            )
+            build = _build_request(source, name, work, chosen, compare, batching, engines, verify, precision)
         request = CompareRequest(
             source=source,
             name=name,
@@ -272,23 +255,78 @@ def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> N
     _finish(report)
 
 
-def _compare_llm(
-    ctx: typer.Context,
+def _build_request(
     source: str,
+    name: str,
+    work: Path,
+    chosen: tuple[str, ...],
     compare: CompareFlags,
+    batching: BatchingFlags,
+    engines: EngineFlags,
+    verify: VerifyFlags,
+    precision: PrecisionFlags,
+) -> BuildRequest:
+    """The build of every engine compared, into ``work/model_repository``."""
+    variants, precision_options = precision.settings()
+    return BuildRequest(
+        source=source if source_kind_or_none(source) == "pytorch" else Path(source),
+        name=name,
+        repo=work / "model_repository",
+        formats=chosen,
+        options=BatchingOptions(max_batch_size=_max_batch(batching, compare)),
+        force=True,
+        templates_dir=compare.templates,
+        input_specs=engines.specs(),
+        output_names=engines.names(),
+        torchscript_mode=engines.torchscript_mode(),
+        tvm=engines.tvm(),
+        verify=verify.options(),
+        precisions=variants,
+        precision=precision_options,
+    )
+
+
+def _compared_as_llm(
+    source: str,
+    compare: CompareLlmFlags,
+    deployment: DeploymentFlags,
     load: LoadFlags,
     rounds: AutoRoundsFlags,
-    llm: LlmFlags,
-    json_path: Path | None,
-) -> None:
-    """A language model: vLLM's OpenAI server beside vLLM inside Triton (cli/llm_compare.py)."""
+    batching: BatchingFlags,
+    engines: EngineFlags,
+    verify: VerifyFlags,
+    precision: PrecisionFlags,
+    output: OutputFlags,
+) -> bool:
+    """A language model compared: vLLM's OpenAI server beside vLLM inside Triton (cli/llm_compare.py).
+
+    Any other source: False, once the language model's load options are refused for it.
+    """
+    if not is_llm_folder(source):
+        with user_errors():
+            refuse_llm_load(changed_flags(compare, LLM_LOAD_FIELDS), source)
+        return False
+    own = ("name", "out", "window", "max_duration", *LLM_LOAD_FIELDS)
+    classic = [
+        *changed_flags(compare, tuple(f.name for f in fields(CompareFlags) if f.name not in own)),
+        *[
+            flag
+            for group in (deployment, batching, engines, verify, precision)
+            for flag in changed_flags(group)
+        ],
+        *changed_flags(load, ("shapes", "protocol")),
+        *changed_flags(output, ("markdown_path", "html_path")),
+    ]
     with user_errors():
         name = compare.name if compare.name is not None else default_name(Path(source).name)
         given = LlmCompareInput(
-            Path(source), name, compare.out or Path(f"compare-{name}"), load.concurrency or "",
-            load.duration, load.warmup, load.seed, llm, rounds.rule(default_auto=False),
+            source=Path(source), name=name, work=compare.out or Path(f"compare-{name}"),
+            concurrency=load.concurrency if load.concurrency != COMPARE_LEVELS else None,
+            duration=load.duration, warmup=load.warmup, seed=load.seed, llm=compare, classic=tuple(classic),
+            rounds=rounds.rule(default_auto=False),
         )  # fmt: skip
-        run_llm_compare_and_show(llm_compare_request(ctx, given), json_path)
+        run_llm_compare_and_show(llm_compare_request(given), output.json_path)
+    return True
 
 
 def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -> MeasureSettings:

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import typer
 from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.common import console
-from tritongen.cli.llm_convert import given_flags
 from tritongen.cli.llm_options import LlmFlags
 from tritongen.compare.llm.figures import FIGURES, HIGHER_IS_BETTER
 from tritongen.compare.llm.result import compare_document
@@ -23,14 +21,20 @@ from tritongen.loadtest.llm.spec import Slo, parse_slo, parse_token_count
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.stopping import StopRule
 
-CLASSIC_COMPARE = (
-    "compare__formats", "compare__batch_size_throughput", "compare__seq", "compare__rank_by",
-    "compare__decide", "compare__templates", "compare__max_drift", "compare__cpus", "deployment__",
-    "batching__", "verify__", "precision__", "engines__", "load__shapes", "load__protocol",
-    "output__markdown_path", "output__html_path",
-)  # fmt: skip
-"""``compare``'s options of the classic engines: refused for a language model."""
 DEFAULT_LEVEL = 4
+
+
+def refuse_llm_load(given: list[str], source: str) -> None:
+    """Refuse an LLM load option for a source that is no language model.
+
+    Raises:
+        ConfigError: one was given.
+    """
+    if given:
+        raise ConfigError(
+            f"{given[0]} sets a language model's load; {source} is no Hugging Face model folder",
+            "give the folder holding config.json, the weights and the tokenizer",
+        )
 
 
 @dataclass(frozen=True)
@@ -40,21 +44,24 @@ class LlmCompareInput:
     source: Path
     name: str
     work: Path
-    concurrency: str
+    concurrency: str | None
+    """None: not given (one level, 4)."""
     duration: str
     warmup: str
     seed: int
     llm: LlmFlags
+    classic: tuple[str, ...]
+    """The classic engines' options given (refused)."""
     rounds: tuple[int, StopRule | None]
 
 
-def llm_compare_request(ctx: typer.Context, given: LlmCompareInput) -> LlmCompareRequest:
+def llm_compare_request(given: LlmCompareInput) -> LlmCompareRequest:
     """The comparison of a language model; the classic engines' options refused.
 
     Raises:
         ConfigError: a classic option, several load levels, or a malformed setting.
     """
-    classic = given_flags(ctx, CLASSIC_COMPARE)
+    classic = given.classic
     if classic:
         raise ConfigError(
             f"{classic[0]} does not apply to a language model: compare puts vLLM's OpenAI server beside vLLM "
@@ -62,7 +69,7 @@ def llm_compare_request(ctx: typer.Context, given: LlmCompareInput) -> LlmCompar
             "give the load (--concurrency N, --duration, --rounds), the prompts (--input-tokens, --prompts)",
         )
     level = DEFAULT_LEVEL
-    if given_flags(ctx, ("load__concurrency",)):
+    if given.concurrency is not None:
         levels = [item for item in given.concurrency.split(",") if item.strip()]
         if len(levels) != 1 or not levels[0].strip().isdigit() or int(levels[0]) < 1:
             raise ConfigError(

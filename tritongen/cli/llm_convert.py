@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import typing
 from pathlib import Path
 
 import typer
+import typer.models
 from rich.markup import escape
 from rich.table import Table
 
@@ -33,6 +36,27 @@ def given_flags(ctx: typer.Context, prefixes: tuple[str, ...]) -> list[str]:
         if source is not None and source.name in GIVEN:
             given.append(param.opts[0])
     return given
+
+
+def changed_flags(group: object, names: tuple[str, ...] | None = None) -> list[str]:
+    """The flags of an option group whose value is not its default (among ``names``, when given).
+
+    How a command that takes no Typer context tells the options given: a flag given its own
+    default value is taken as not given.
+    """
+    hints = typing.get_type_hints(type(group), include_extras=True)
+    changed = []
+    for item in dataclasses.fields(group):  # type: ignore[arg-type]
+        if names is not None and item.name not in names:
+            continue
+        if getattr(group, item.name) != item.default:
+            infos = [
+                i for i in typing.get_args(hints[item.name])[1:] if isinstance(i, typer.models.OptionInfo)
+            ]
+            decls = [d for i in infos[:1] for d in (i.default, *(i.param_decls or ())) if isinstance(d, str)]
+            flags = [d.split("/")[0] for d in decls if d.startswith("-")]
+            changed.append(flags[0] if flags else "--" + item.name.replace("_", "-"))
+    return changed
 
 
 def llm_request(

@@ -14,7 +14,6 @@ from rich.table import Table
 
 from tritongen.cli.common import console, parse_int_list
 from tritongen.cli.config_change import show_diff
-from tritongen.cli.llm_convert import given_flags
 from tritongen.cli.llm_options import LlmFlags
 from tritongen.cli.load_options import LoadFlags, RunFlags, load_spec
 from tritongen.convert.llm.files import WEIGHTS_DIR
@@ -32,18 +31,20 @@ from tritongen.tune.llm.runner import LlmTuneReport, LlmTuneRequest, run_llm_tun
 from tritongen.tune.llm.space import EngineSpace, current_settings, parse_flags
 
 PANEL = "LLM engine (a local vLLM model)"
-CLASSIC_TUNE = (
-    "search__max_batch_size", "search__preferred", "search__delays", "search__instances", "search__strategy",
-    "search__max_memory_mb", "search__composing", "server__background", "trials__resume", "trials__finalists",
-    "slo_p99_ms", "output__plot_path", "output__html_path",
-)  # fmt: skip
-"""``tune``'s options of batching and instances: refused for a local vLLM model."""
-LLM_TUNE = ("engine__", "llm__")
+LLM_LOAD_FIELDS = ("tokenizer", "input_tokens", "output_tokens", "prompts", "slo")
+"""The LLM load options ``tune`` and ``compare`` take (of loadtest's :class:`LlmFlags`)."""
+LLM_TUNE_FIELDS = (
+    *LLM_LOAD_FIELDS,
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "chunked_prefill",
+    "prefix_caching",
+)
 
 
 @dataclass(frozen=True)
-class EngineSearchFlags:
-    """The engine settings a tune of a local vLLM model tries."""
+class LlmTuneFlags(LlmFlags):
+    """A local vLLM model's load (loadtest's options) and the engine settings its tune tries."""
 
     # --max-num-seqs, --max-num-batched-tokens, --chunked-prefill and --prefix-caching are not the
     # engine options of convert (cli/llm_engine_options.py): each takes the values to try.
@@ -78,7 +79,7 @@ class EngineSearchFlags:
         ),
     ] = "auto"
 
-    def space(self, parameters: dict[str, str], prompts: Path | None) -> EngineSpace:
+    def engine_space(self, parameters: dict[str, str], prompts: Path | None) -> EngineSpace:
         """The values to try around the model's own settings.
 
         Raises:
@@ -121,29 +122,43 @@ def is_local_llm(repo: Path, model: str) -> bool:
     return metadata.get("format") == "vllm" and metadata.get("target") == "local"
 
 
+def refuse_llm_flags(given: list[str], model: str) -> None:
+    """Refuse an LLM option for a model that is no local vLLM model.
+
+    Raises:
+        ConfigError: one was given.
+    """
+    if given:
+        raise ConfigError(
+            f"{given[0]} tunes a local vLLM model's engine; {model} is not one",
+            "convert a language model with tritongen convert MODEL_DIR --formats vllm",
+        )
+
+
 @dataclass(frozen=True)
 class LlmTuneInput:
-    """What ``tune`` hands over: its option groups, as the command took them."""
+    """What ``tune`` hands over: its options, as the command took them."""
 
     model: str
     repo: Path
     load: LoadFlags
     run: RunFlags
-    llm: LlmFlags
-    engine: EngineSearchFlags
+    llm: LlmTuneFlags
+    classic: tuple[str, ...]
+    """The batching and instance options given (refused)."""
     rounds: tuple[int, StopRule | None]
     max_trials: int | None
     url: str | None
     admin_key: str | None
 
 
-def llm_tune_request(ctx: typer.Context, given: LlmTuneInput) -> LlmTuneRequest:
+def llm_tune_request(given: LlmTuneInput) -> LlmTuneRequest:
     """The tune of a local vLLM model from ``tune``'s options; batching and instance options refused.
 
     Raises:
         ConfigError: a classic option, more than one load level, or a malformed setting.
     """
-    classic = given_flags(ctx, CLASSIC_TUNE)
+    classic = given.classic
     if classic:
         raise ConfigError(
             f"{classic[0]} tunes batching and instances; {given.model} is a local vLLM model",
@@ -173,7 +188,7 @@ def llm_tune_request(ctx: typer.Context, given: LlmTuneInput) -> LlmTuneRequest:
         model=given.model,
         repo=given.repo,
         spec=dataclasses.replace(spec, llm=llm),
-        space=given.engine.space(base.parameters, flags.prompts),
+        space=given.llm.engine_space(base.parameters, flags.prompts),
         max_trials=given.max_trials,
         seed=load.seed,
         rounds=count,

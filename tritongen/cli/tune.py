@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -23,14 +23,14 @@ from tritongen.cli.common import (
 )
 from tritongen.cli.config_change import ShowDiff, show_diff
 from tritongen.cli.groups import Pick, option_groups, reworded
-from tritongen.cli.llm_convert import given_flags
-from tritongen.cli.llm_options import LlmFlags
+from tritongen.cli.llm_convert import changed_flags
 from tritongen.cli.llm_tune import (
-    LLM_TUNE,
-    EngineSearchFlags,
+    LLM_TUNE_FIELDS,
+    LlmTuneFlags,
     LlmTuneInput,
     is_local_llm,
     llm_tune_request,
+    refuse_llm_flags,
     run_and_show,
 )
 from tritongen.cli.load_options import (
@@ -130,6 +130,11 @@ class SearchFlags:
         )
         space.check()
         return space
+
+
+@dataclass(frozen=True)
+class TuneSearchFlags(SearchFlags, LlmTuneFlags):
+    """The configs ``tune`` may try: batching and instances, or a local vLLM model's engine and its load."""
 
 
 @dataclass(frozen=True)
@@ -286,20 +291,17 @@ class ApplyFlags:
     output=Pick(
         only=("json_path", "plot_path", "html_path"), helps={"plot_path": "Write a throughput-vs-P99 PNG."}
     ),
-    llm=Pick(only=("tokenizer", "input_tokens", "output_tokens", "prompts", "slo")),
+    search=Pick(only=tuple(f.name for f in fields(SearchFlags)) + LLM_TUNE_FIELDS),
 )
 def tune_command(
-    ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
-    search: SearchFlags,
+    search: TuneSearchFlags,
     load: LoadFlags,
     rounds: AutoRoundsFlags,
     server: ServerFlags,
     trials: TrialFlags,
     output: OutputFlags,
     applying: ApplyFlags,
-    llm: LlmFlags,
-    engine: EngineSearchFlags,
     repo: Repo = Path("model_repository"),
     slo_p99_ms: SloP99 = None,
 ) -> None:
@@ -307,30 +309,13 @@ def tune_command(
 
     The current config is the baseline; the best search configs are confirmed against it in
     interleaved rounds (by default until each one is decided), and one replaces it only when
-    it is faster beyond the noise.
+    it is faster beyond the noise. A local vLLM model: its engine's settings, for the most goodput.
     """
     if is_local_llm(repo, model):  # a local vLLM model: its engine's settings, not batching
-        given = LlmTuneInput(
-            model,
-            repo,
-            load,
-            trials.run_flags(),
-            llm,
-            engine,
-            (0, None),
-            search.max_trials,
-            server.url,
-            server.admin_key,
-        )
-        _tune_llm(ctx, given, rounds, output, applying)
+        _tune_llm(model, repo, search, load, rounds, server, trials, output, applying, slo_p99_ms)
         return
     with user_errors():
-        llm_given = given_flags(ctx, LLM_TUNE)
-        if llm_given:
-            raise ConfigError(
-                f"{llm_given[0]} tunes a local vLLM model's engine; {model} is not one",
-                "convert a language model with tritongen convert MODEL_DIR --formats vllm",
-            )
+        refuse_llm_flags(changed_flags(search, LLM_TUNE_FIELDS), model)
         rounds.rule(default_auto=True)  # a rule that cannot decide: refused before anything is read
         session = _session(repo, server, applying)
         tuned = tuned_model(repo, model, search.composing)
@@ -352,14 +337,35 @@ def tune_command(
         _finish(outcome, session, repo / tuned)
 
 
-def _tune_llm(ctx: typer.Context, given: LlmTuneInput, rounds: AutoRoundsFlags, output: OutputFlags,
-              applying: ApplyFlags) -> None:  # fmt: skip
-    """The tune of a local vLLM model's engine settings (cli/llm_tune.py)."""
+def _tune_llm(
+    model: str,
+    repo: Path,
+    search: TuneSearchFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    server: ServerFlags,
+    trials: TrialFlags,
+    output: OutputFlags,
+    applying: ApplyFlags,
+    slo_p99_ms: float | None,
+) -> None:
+    """The tune of a local vLLM model's engine settings (cli/llm_tune.py); batching options refused."""
+    classic = [
+        *changed_flags(search, tuple(f.name for f in fields(SearchFlags) if f.name != "max_trials")),
+        *changed_flags(server, ("background", "background_concurrency", "background_rate", "skip_failed")),
+        *changed_flags(trials, ("resume", "finalists")),
+        *changed_flags(output, ("plot_path", "html_path")),
+        *(["--slo-p99-ms"] if slo_p99_ms is not None else []),
+    ]
     with user_errors():
         if applying.diff and not applying.apply:
             raise ConfigError("--diff shows what --apply would write", "add --apply")
-        request = llm_tune_request(ctx, replace(given, rounds=rounds.rule(default_auto=True)))
-        run_and_show(request, output.json_path, applying.apply, applying.diff)
+        given = LlmTuneInput(
+            model=model, repo=repo, load=load, run=trials.run_flags(), llm=search, classic=tuple(classic),
+            rounds=rounds.rule(default_auto=True), max_trials=search.max_trials, url=server.url,
+            admin_key=server.admin_key,
+        )  # fmt: skip
+        run_and_show(llm_tune_request(given), output.json_path, applying.apply, applying.diff)
 
 
 def _session(repo: Path, server: ServerFlags, applying: ApplyFlags) -> TuneSession:

@@ -39,8 +39,8 @@ def check_execution_env(ctx: ModelContext) -> None:
     if not path_text or ctx.directory is None or not ctx.check_files:
         return
     path = Path(path_text.replace(MODEL_DIRECTORY, str(ctx.directory)))
-    if path.is_file() and path.name.endswith((".tar.gz", ".tgz")):
-        return
+    if path.name.endswith((".tar.gz", ".tgz")):
+        return  # a packed environment (conda-pack): Triton unpacks it; its contents are not read here
     if not (path / "bin" / "python3").exists():
         ctx.error(
             "llm.execution-env",
@@ -112,7 +112,9 @@ def check_vllm(ctx: ModelContext) -> None:
 
 def _check_vllm_backend(ctx: ModelContext) -> None:
     """``1/model.json``: a JSON object naming the model, settings vLLM takes, weights in the repository."""
-    if not is_decoupled(ctx):
+    if ctx.wrote("model_transaction_policy.decoupled") and not is_decoupled(
+        ctx
+    ):  # left out: the backend sets it
         ctx.warning(
             "llm.vllm-decoupled",
             "model_transaction_policy.decoupled",

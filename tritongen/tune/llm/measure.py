@@ -48,7 +48,15 @@ class LlmMeasurement:
     @classmethod
     def failure(cls, reason: str) -> LlmMeasurement:
         """A trial that measured nothing."""
-        return cls(0.0, 0.0, None, None, 0.0, 0, failed=reason)
+        return cls(
+            goodput_per_s=0.0,
+            requests_per_s=0.0,
+            ttft_p99_us=None,
+            itl_p99_us=None,
+            output_tokens_per_s=0.0,
+            errors=0,
+            failed=reason,
+        )
 
     def text(self) -> str:
         """``goodput 12.3/s, TTFT p99 45.6 ms, ITL p99 7.8 ms, 456 tokens/s``."""

@@ -189,7 +189,9 @@ def _trial(
         reload_s = sibling.load(candidate)
     except ModelLoadError as e:
         reason = next(iter(e.reasons.values()), e.message)
-        return LlmTrial(candidate, None, LlmMeasurement.failure(f"did not load: {reason}"))
+        return LlmTrial(
+            candidate, reload_s=None, measurement=LlmMeasurement.failure(f"did not load: {reason}")
+        )
     return LlmTrial(candidate, reload_s, measure(spec, sibling.name, stop))
 
 
