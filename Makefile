@@ -72,12 +72,14 @@ demo: install $(EXAMPLES)/mlp.onnx
 QUIET_PYTEST = $(BIN)/pytest -m "quiet and not vllm"
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not vllm and not quiet"
 	$(QUIET_PYTEST)
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy

@@ -37,6 +37,7 @@ import numpy as np
 import psutil
 from provenance import RESULTS, write_result
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.loadtest.load_processes import active_processes, load_processes
 from tritongen.loadtest.locust_process import LocustArgs, locust_binary, locustfile_path
@@ -230,7 +231,8 @@ def tree_cpu(pids: list[int]) -> float:
 def kept_spec(server: LocalTritonServer, concurrency: int, seconds: float, processes: int) -> LoadSpec:
     """The load test of ``run_kept``: ``seconds`` in all, 2 s of them warm-up, in 2 s windows."""
     return LoadSpec(
-        model=MODEL, url=server.http_url, metrics_url=server.metrics_url, levels=(float(concurrency),),
+        model=MODEL, address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
+        levels=(float(concurrency),),
         processes=processes, warmup_s=WARMUP_S, duration_s=seconds - WARMUP_S,
         max_duration_s=seconds - WARMUP_S, window_s=2.0,
     )  # fmt: skip

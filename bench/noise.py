@@ -34,6 +34,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.address import ServerAddress
 from tritongen.examples.models import write_example
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, format_summary, paired_ratio, summarise
 from tritongen.loadtest.result import RunResult
@@ -216,13 +217,12 @@ def main() -> None:
                     name,
                     LoadSpec(
                         model=name,
-                        url=server.http_url,
+                        address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
                         levels=(args.concurrency,),
                         batch_size=args.batch_size,
                         duration_s=args.duration,
                         warmup_s=args.warmup,
                         max_duration_s=max_duration,
-                        metrics_url=server.metrics_url,
                     ),
                 )
                 for name in (original, copy)

@@ -26,6 +26,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.address import ServerAddress
 from tritongen.intervals import DEFAULT_CONFIDENCE, paired_ratio
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
@@ -75,12 +76,11 @@ def _contenders(
         for name in names:
             spec = LoadSpec(
                 model=name,
-                url=server.http_url,
+                address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
                 levels=(args.concurrency,),
                 duration_s=args.duration,
                 warmup_s=args.warmup,
                 max_duration_s=1.5 * args.duration,
-                metrics_url=server.metrics_url,
                 cpus=plan if label == "pinned" else None,
             )
             out.append(Contender(f"{name} {label}", spec))

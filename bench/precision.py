@@ -53,7 +53,7 @@ def _compare(
     duration_s: float,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
-    from tritongen.cli.engine_options import PrecisionFlags
+    from tritongen.cli.options.engine import PrecisionFlags
     from tritongen.compare.measure import MeasureSettings
     from tritongen.compare.runner import CompareRequest, run_compare
     from tritongen.pipeline.request import BuildRequest, VerifyOptions

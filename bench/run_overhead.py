@@ -30,6 +30,7 @@ from noise import build_mlp
 from provenance import RESULTS, write_result
 from rich.console import Console
 
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec
@@ -101,13 +102,12 @@ def measure(args: Any) -> dict[str, Any]:
         with LocalTritonServer(repo, http_port=0, grpc_port=0, metrics_port=0, models=[model]) as server:
             spec = LoadSpec(
                 model=model,
-                url=server.http_url,
+                address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
                 levels=levels,
                 rounds=args.rounds,
                 duration_s=args.duration,
                 warmup_s=args.warmup,
                 max_duration_s=args.duration,
-                metrics_url=server.metrics_url,
             )
             for repeat in range(args.repeats):
                 order = list(MODES) if repeat % 2 == 0 else list(reversed(MODES))

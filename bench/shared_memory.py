@@ -30,6 +30,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.address import ServerAddress
 from tritongen.intervals import DEFAULT_CONFIDENCE, format_summary, paired_ratio, summarise
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
@@ -262,14 +263,16 @@ def main() -> None:
                     f"{protocol}_{kind}",
                     LoadSpec(
                         model=MODEL,
-                        url=server.http_url if protocol == "http" else server.grpc_url,
-                        protocol=protocol,
+                        address=ServerAddress.parse(
+                            server.http_url if protocol == "http" else server.grpc_url,
+                            protocol,
+                            server.metrics_url,
+                        ),
                         levels=(args.concurrency,),
                         duration_s=args.duration,
                         warmup_s=args.warmup,
                         max_duration_s=args.duration,
                         processes=1,
-                        metrics_url=server.metrics_url,
                         shared_memory=kind,  # type: ignore[arg-type]
                     ),
                 )

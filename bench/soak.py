@@ -29,6 +29,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.runner import run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
@@ -101,8 +102,9 @@ def _is_locust(process: psutil.Process) -> bool:
 def _max_throughput(server: LocalTritonServer, model: str, levels: tuple[int, ...]) -> tuple[float, int]:
     """Highest requests/s over a short closed-loop ramp, and the concurrency that gave it."""
     spec = LoadSpec(
-        model=model, url=server.http_url, mode="concurrency", levels=tuple(float(c) for c in levels),
-        duration_s=6.0, warmup_s=2.0, window_s=1.0, max_duration_s=6.0, metrics_url=server.metrics_url,
+        model=model, address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
+        mode="concurrency", levels=tuple(float(c) for c in levels),
+        duration_s=6.0, warmup_s=2.0, window_s=1.0, max_duration_s=6.0,
     )  # fmt: skip
     report = run_load_test(spec)
     best = max(report.runs, key=lambda r: r.qps)
@@ -124,9 +126,10 @@ def soak(model: str, repo: Path, duration_s: float, fraction: float, max_infligh
         sampler = RssSampler(server.pid)
         sampler.start()
         spec = LoadSpec(
-            model=model, url=server.http_url, mode="rate", levels=(float(rate),), arrival="poisson",
+            model=model, address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
+            mode="rate", levels=(float(rate),), arrival="poisson",
             duration_s=duration_s, warmup_s=0.0, window_s=MINUTE, max_duration_s=duration_s,
-            metrics_url=server.metrics_url, max_inflight=max_inflight,
+            max_inflight=max_inflight,
         )  # fmt: skip
         started = time.time()
         try:

@@ -29,6 +29,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.control import ModelControl
 from tritongen.intervals import DEFAULT_ROUNDS, paired_ratio, summarise
 from tritongen.loadtest.rounds import Contender, measure_rounds
@@ -39,7 +40,8 @@ from tritongen.server.local import LocalTritonServer
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.proto import read_config
-from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
+from tritongen.tune.request import TuneRequest
+from tritongen.tune.runner import TuneHooks, run_tune
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.trial import candidate_config
 
@@ -176,13 +178,12 @@ def main() -> None:
                 for strategy in ("grid", "adaptive"):
                     load = LoadSpec(
                         model=name,
-                        url=server.http_url,
+                        address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
                         levels=(model.concurrency,),
                         shapes=model.shapes,
                         duration_s=args.duration,
                         warmup_s=1.0,
                         max_duration_s=args.duration,
-                        metrics_url=server.metrics_url,
                     )
                     request = TuneRequest(
                         model=name,

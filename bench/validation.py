@@ -27,6 +27,7 @@ from provenance import RESULTS, write_result
 from rich.console import Console
 from rich.table import Table
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.intervals import (
     DEFAULT_CONFIDENCE,
@@ -144,14 +145,16 @@ def main() -> None:
                 f"{protocol}_{kind}",
                 LoadSpec(
                     model=MODEL,
-                    url=server.http_url if protocol == "http" else server.grpc_url,
-                    protocol=protocol,
+                    address=ServerAddress.parse(
+                        server.http_url if protocol == "http" else server.grpc_url,
+                        protocol,
+                        server.metrics_url,
+                    ),
                     levels=(args.concurrency,),
                     input_data=files[kind],
                     duration_s=args.duration,
                     warmup_s=args.warmup,
                     max_duration_s=args.duration,
-                    metrics_url=server.metrics_url,
                 ),
             )
             for protocol in protocols

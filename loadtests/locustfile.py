@@ -15,19 +15,13 @@ the compose ``loadtest`` profile runs it as a master with workers.
 
 This file holds the options, Locust's event listeners and the user; the load generator
 itself is the package beside it, ``loadtests/tritonload/`` (imported as ``tritonload``: Locust
-puts this folder on ``sys.path``), one module per job: ``options`` (the ``--triton-*`` table),
-``payloads`` (request data and bodies), ``server_api`` (the server's own APIs),
-``recording`` (per-window HDR histograms and the master's merge), ``batches`` (the HTTP engine's
-requests recorded in batches), ``locust_stats`` (Locust's own
-statistics, fed in batches), ``messages`` (what a worker sends), ``workers`` (distributed runs),
-``report`` and ``master`` (the run's report), ``utilisation`` (the metrics endpoint),
-``transports``, ``http_wire`` and ``http_engine`` (HTTP and gRPC sends, the closed-loop engine),
-``grpc_stream`` (decoupled models), ``llm_http`` and ``llm_transport`` (LLM requests over
-HTTP, timed token by token), ``sequences`` (stateful models), ``shared_memory`` (system
-shared memory), ``loops`` (closed and open loops), ``state`` (this process's state) and
-``shared`` (what tritongen uses too). Run it from the folder: neither this file nor the package
-imports tritongen, so the folder also runs in a plain Locust container with tritonclient,
-numpy, hdrhistogram and prometheus_client.
+puts this folder on ``sys.path``), one module per job, each saying in its docstring what it
+holds: the ``--triton-*`` table (``options``), request data (``payloads``), the recording of
+windows and the run's report (``recording``, ``report``, ``master``), distributed runs
+(``workers``), the loops (``loops``, ``http_engine``) and the load kinds, registered by name
+in ``kinds``, each sent by a module of its own. Run it from the folder: neither this file nor
+the package imports tritongen, so the folder also runs in a plain Locust container with
+tritonclient, numpy, hdrhistogram and prometheus_client.
 
 How it measures: every request's latency goes into an HDR histogram of the worker that
 sent it (Locust's own percentiles are rounded to whole milliseconds). Each worker sends
@@ -50,30 +44,14 @@ from typing import Any
 import gevent
 from locust import User, events, task
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
-from tritonload.http_engine import HttpEngine
+from tritonload.kinds import UserLoad, user_load
 from tritonload.locust_stats import CSV_LAST_TURN_S, StatsFeed, stats_method
-from tritonload.loops import (
-    OpenLoop,
-    UserTransport,
-    closed_loop,
-    engine_loop,
-    make_transport,
-    schedule_seed,
-    worker_key,
-)
 from tritonload.master import MasterReport
 from tritonload.messages import feed_forever, report_forever, send_windows
 from tritonload.options import TritonOptions, add_options
 from tritonload.recording import Collector, Recorder
-from tritonload.sequences import (
-    GrpcSequenceTransport,
-    HttpSequenceTransport,
-    SequenceLoop,
-    make_sequence_transport,
-)
 from tritonload.shared import MESSAGE
 from tritonload.state import ProcessState
-from tritonload.transports import HttpTransport
 from tritonload.workers import init_distributed, worker_options
 
 STATE = ProcessState()
@@ -163,42 +141,19 @@ def _on_quitting(environment: Any, **_: Any) -> None:
 
 
 class TritonUser(User):
-    """One closed-loop stream of requests, or (with ``--triton-user-rate``) one open-loop schedule."""
+    """One user of the load's kind: a closed-loop stream of requests, an open-loop schedule, sequences."""
 
-    transport: UserTransport
-    sequences: HttpSequenceTransport | GrpcSequenceTransport
-    options: TritonOptions
+    user: UserLoad
 
     def on_start(self) -> None:
-        """Prepare the request and a connection."""
+        """Prepare the requests and a connection."""
         parsed = TritonOptions.from_parsed(self.environment.parsed_options)
         options = worker_options(self.environment, parsed, STATE.inputs)
         if not options.model:
             raise ValueError("--triton-model (or TRITONGEN_MODEL) is required")
-        host = self.host or "127.0.0.1:8000"
-        if options.sequences:  # a sequence model: requests carry a correlation ID and flags
-            self.sequences = make_sequence_transport(host, options, STATE.step_starts, STATE.recorder)
-            self.options = options
-            return
-        self.transport = make_transport(host, options, STATE.step_starts, STATE.shm, STATE.recorder)
-        self.options = options
+        self.user = user_load(self.host or "127.0.0.1:8000", options, STATE, self.environment)
 
     @task
     def load(self) -> None:
         """Run until Locust stops this user."""
-        recorder = STATE.recorder
-        assert recorder is not None
-        if self.options.sequences:  # a closed loop of sequences, whatever the rate
-            ids = STATE.process_sequence_ids(self.environment, self.options)
-            SequenceLoop(recorder, self.sequences, ids, self.options.sequence_length).run()
-        elif self.options.user_rate > 0:
-            rng_seed = schedule_seed(
-                self.options.seed, worker_key(self.environment), next(STATE.user_numbers)
-            )
-            OpenLoop(recorder, self.transport, self.options, rng_seed).run()
-        elif isinstance(self.transport, HttpTransport):
-            if STATE.engine is None or STATE.engine.stopped:
-                STATE.engine = HttpEngine(self.transport, recorder)
-            engine_loop(STATE.engine)  # one more connection of this process's HTTP engine
-        else:
-            closed_loop(self.transport, recorder)
+        self.user.run()

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from statistics import NormalDist
 from typing import Any, Literal
 
@@ -304,6 +304,153 @@ def stopped_text(
     return f"--max-rounds {rule.max_rounds} reached"
 
 
+@dataclass(frozen=True)
+class PairRecord:
+    """One pair's verdict as a record keeps it: its decision, its text, the ratio and interval reached."""
+
+    pair: str
+    decision: str | None
+    text: str
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    @classmethod
+    def of(cls, name: str, verdict: Verdict) -> PairRecord:
+        """The record of ``verdict`` on the pair ``name``."""
+        ratio = verdict.ratio
+        figures = (ratio.estimate, ratio.low, ratio.high) if ratio else (None, None, None)
+        return cls(name, verdict.decision, verdict.text(), *figures)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"pair", "decision", "text", "ratio", "low", "high"}``."""
+        return {
+            "pair": self.pair,
+            "decision": self.decision,
+            "text": self.text,
+            "ratio": self.ratio,
+            "low": self.low,
+            "high": self.high,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PairRecord:
+        """Read what :meth:`to_json` wrote."""
+        return cls(
+            pair=str(data["pair"]),
+            decision=data.get("decision"),
+            text=str(data.get("text", "")),
+            ratio=data.get("ratio"),
+            low=data.get("low"),
+            high=data.get("high"),
+        )
+
+
+@dataclass(frozen=True)
+class RepeatedRound:
+    """A round measured again because a run was flagged busy: which contenders, and how busy it was."""
+
+    round: int
+    busy: tuple[str, ...]
+    other_cpu: float | None = None
+    """The most cores other processes used in one of its runs (``None`` where not sampled)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"round", "busy", "other_cpu"}``."""
+        return {"round": self.round, "busy": list(self.busy), "other_cpu": self.other_cpu}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RepeatedRound:
+        """Read what :meth:`to_json` (or ``Rounds.repeated``) wrote."""
+        return cls(int(data["round"]), tuple(str(b) for b in data.get("busy") or ()), data.get("other_cpu"))
+
+
+@dataclass(frozen=True)
+class StoppingRecord:
+    """What ``--rounds auto`` decided: the rule, why the rounds stopped, the level, every pair's verdict."""
+
+    settings: dict[str, Any]
+    """The rule's own settings as recorded (``max_rounds``, ``max_minutes``, ``margin``, ``busy_repeats``)."""
+    rule: str
+    """The rule in words."""
+    stopped: str
+    """Why the rounds stopped, in words."""
+    rounds: int
+    confidence: float
+    """The level spent at the last look."""
+    busy_rounds_repeated: tuple[RepeatedRound, ...]
+    pairs: tuple[PairRecord, ...]
+    decided_on: tuple[str, ...] | None = None
+    """The figures the rounds stopped on, where a record names them (compare)."""
+    other_pairs: tuple[PairRecord, ...] | None = None
+    """The pairs of the figures the rounds did not stop on (compare), with the interval they reached."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON: the rule's settings, then ``rule``, ``stopped``, … ``pairs``."""
+        data = {
+            **self.settings,
+            "rule": self.rule,
+            "stopped": self.stopped,
+            "rounds": self.rounds,
+            "confidence": self.confidence,
+            "busy_rounds_repeated": [r.to_json() for r in self.busy_rounds_repeated],
+            "pairs": [p.to_json() for p in self.pairs],
+        }
+        if self.decided_on is not None:
+            data["decided_on"] = list(self.decided_on)
+        if self.other_pairs is not None:
+            data["other_pairs"] = [p.to_json() for p in self.other_pairs]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StoppingRecord:
+        """Read what :meth:`to_json` wrote."""
+        decided_on, other_pairs = data.get("decided_on"), data.get("other_pairs")
+        return cls(
+            settings={k: v for k, v in data.items() if k not in _RECORD_KEYS},
+            rule=str(data.get("rule", "")),
+            stopped=str(data.get("stopped", "")),
+            rounds=int(data.get("rounds") or 0),
+            confidence=float(data.get("confidence") or DEFAULT_CONFIDENCE),
+            busy_rounds_repeated=tuple(
+                RepeatedRound.from_json(r) for r in data.get("busy_rounds_repeated") or ()
+            ),
+            pairs=tuple(PairRecord.from_json(p) for p in data.get("pairs") or ()),
+            decided_on=None if decided_on is None else tuple(str(d) for d in decided_on),
+            other_pairs=None if other_pairs is None else tuple(PairRecord.from_json(p) for p in other_pairs),
+        )
+
+
+_RECORD_KEYS = frozenset(f.name for f in fields(StoppingRecord)) - {"settings"}
+
+
+def read_stopping(data: Any) -> StoppingRecord | None:
+    """A record read, or ``None`` where there is none (not a record, or the rule alone: nothing decided)."""
+    return StoppingRecord.from_json(data) if isinstance(data, dict) and "pairs" in data else None
+
+
+def stopping_record(
+    rule: StopRule,
+    verdicts: Sequence[tuple[str, Verdict]],
+    ending: Ending,
+    confidence: float,
+    nothing: str = "no pair to decide",
+) -> StoppingRecord:
+    """What the rounds decided: the rule, why they stopped, the level and every pair's verdict.
+
+    ``verdicts`` are final (taken with ``final=True``); ``nothing`` says why there was no pair.
+    """
+    return StoppingRecord(
+        settings=asdict(rule),
+        rule=rule.text(),
+        stopped=stopped_text(rule, verdicts, ending, nothing),
+        rounds=ending.completed,
+        confidence=spent_confidence(max(ending.completed, MIN_ROUNDS), confidence, last=rule.max_rounds),
+        busy_rounds_repeated=tuple(RepeatedRound.from_json(r) for r in ending.repeated),
+        pairs=tuple(PairRecord.of(name, v) for name, v in verdicts),
+    )
+
+
 def record(
     rule: StopRule,
     verdicts: Sequence[tuple[str, Verdict]],
@@ -311,26 +458,5 @@ def record(
     confidence: float,
     nothing: str = "no pair to decide",
 ) -> dict[str, Any]:
-    """The JSON of what the rounds decided: the rule, why they stopped, the level and every pair's verdict.
-
-    ``verdicts`` are final (taken with ``final=True``); ``nothing`` says why there was no pair.
-    """
-    return {
-        **asdict(rule),
-        "rule": rule.text(),
-        "stopped": stopped_text(rule, verdicts, ending, nothing),
-        "rounds": ending.completed,
-        "confidence": spent_confidence(max(ending.completed, MIN_ROUNDS), confidence, last=rule.max_rounds),
-        "busy_rounds_repeated": list(ending.repeated),
-        "pairs": [
-            {
-                "pair": name,
-                "decision": v.decision,
-                "text": v.text(),
-                "ratio": v.ratio.estimate if v.ratio else None,
-                "low": v.ratio.low if v.ratio else None,
-                "high": v.ratio.high if v.ratio else None,
-            }
-            for name, v in verdicts
-        ],
-    }
+    """The JSON of :func:`stopping_record`."""
+    return stopping_record(rule, verdicts, ending, confidence, nothing).to_json()

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from .shared import HIGHEST_US, LOWEST_US, Array
+from .request_data import Array
+from .shared import HIGHEST_US, LOWEST_US
 
 FIELDS = 5
 """What a request adds to a batch: send start, request written, first response bytes, response

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
@@ -20,6 +20,10 @@ from .payloads import ModelMeta, batch_rows, build_steps, grpc_request
 from .recording import Recorder
 from .server_api import host_port, interface_grpc
 from .transports import MAX_GRPC_MESSAGE, StepStarts
+
+if TYPE_CHECKING:
+    from .loops import TransportLoad
+    from .state import ProcessState
 
 # A request counts as in flight until its final response: Triton sends the flag in the
 # ``triton_final_response`` response parameter, and the request asks for an empty response
@@ -256,3 +260,17 @@ def record_stream(pending: PendingRequest, recorder: Recorder | None) -> None:
     for before, after in itertools.pairwise(times):
         recorder.record_extra("between_responses", end, after - before)
     recorder.defer_count("request_responses", len(times))  # in the window its request is counted in
+
+
+def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> TransportLoad:
+    """The stream kind's load of one user: requests over gRPC streams, each until its final response.
+
+    Raises:
+        ValueError: streaming over HTTP.
+    """
+    from .loops import TransportLoad
+
+    if options.protocol != "grpc":
+        raise ValueError("--triton-streaming needs --triton-protocol grpc (HTTP cannot stream)")
+    transport = GrpcStreamTransport(host, options, process.step_starts, process.recorder)
+    return TransportLoad(transport, options, process, environment)

@@ -182,7 +182,7 @@ class HttpEngine:
             self.stopped = True
             self.recorder.record_batch(self.batch)
             for fd in list(self.connections):
-                self._close(fd, None)
+                self._close(fd, error=None)
             self.epoll.close()
             self.finished = True
 
@@ -215,7 +215,7 @@ class HttpEngine:
         for _ in range(opening):
             self._open()
         for fd in list(self.connections)[: max(0, excess)]:
-            self._close(fd, None)
+            self._close(fd, error=None)
 
     def _serve(self, fd: int, conn: EngineConnection, mask: int) -> None:
         """Act on one epoll event: send the rest of the request, or read the response."""

@@ -26,7 +26,7 @@ from .llm_transport import parse_limits, read_requests, record_answer
 from .options import TritonOptions
 from .payloads import ModelMeta, grpc_request
 from .recording import Recorder
-from .shared import NUMPY_DTYPES
+from .request_data import NUMPY_DTYPES
 from .transports import StepStarts
 
 TEXT_OUTPUT = "text_output"
@@ -105,7 +105,7 @@ class LlmGrpcTransport:
         self.step = starts.first(len(self.requests))
         self.recorder = recorder
         self.limits = parse_limits(options.llm_slo)
-        self.session = StreamSession(self.channel, None)  # its events are recorded per answer
+        self.session = StreamSession(self.channel, recorder=None)  # its events are recorded per answer
         self.next_id = 0
         self.event = Event
 

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .llm_http import Answer, LlmHttpClient, load_counter, output_tokens
 from .options import TritonOptions
 from .recording import Recorder
 from .server_api import host_port
 from .transports import StepStarts
+
+if TYPE_CHECKING:
+    from .loops import TransportLoad
+    from .state import ProcessState
 
 Limits = tuple[float | None, float | None, float | None]
 
@@ -119,3 +123,15 @@ def record_answer(
         recorder.defer_count(f"{source}_counted", 1)
     if meets(answer, limits):
         recorder.defer_count("slo_met", 1)
+
+
+def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> TransportLoad:
+    """An LLM kind's load of one user: prompts over HTTP (OpenAI's API, Triton's generate) or gRPC streams."""
+    from .llm_grpc import LlmGrpcTransport
+    from .loops import TransportLoad
+
+    if options.llm_api == "triton-grpc":  # prompts to a decoupled text model over gRPC streams
+        grpc = LlmGrpcTransport(host, options, process.step_starts, process.recorder)
+        return TransportLoad(grpc, options, process, environment)
+    http = LlmTransport(host, options, process.step_starts, process.recorder)
+    return TransportLoad(http, options, process, environment)

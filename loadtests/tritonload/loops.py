@@ -1,9 +1,10 @@
-"""How a user sends: the transport its options call for, and the loops that drive it.
+"""The loops that drive a user's transport, whatever its kind.
 
 Closed loop: send, wait for the response, send again (HTTP users share the process's
 :class:`~.http_engine.HttpEngine`). Open loop (``--triton-user-rate``): send on a schedule of
 its own, constant or Poisson, seeded by ``--triton-seed``, the worker and the user; at the
-in-flight cap (``--triton-max-inflight``) sends are held back, oldest first.
+in-flight cap (``--triton-max-inflight``) sends are held back, oldest first. A kind whose
+requests go through a transport (:mod:`.kinds`) hands it to :class:`TransportLoad`.
 """
 
 from __future__ import annotations
@@ -15,52 +16,20 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from locust.runners import WorkerRunner
 
-from .grpc_stream import GrpcStreamTransport
 from .http_engine import HttpEngine
-from .llm_grpc import LlmGrpcTransport
-from .llm_transport import LlmTransport
 from .options import TritonOptions
 from .recording import Recorder
-from .shared_memory import ShmSessions, make_shm_transport
-from .transports import GrpcTransport, HttpTransport, StepStarts, Transport, error_kind
+from .transports import HttpTransport, Transport, error_kind
+
+if TYPE_CHECKING:
+    from .state import ProcessState
 
 TIMER_SLACK_S = 0.001
-
-
-UserTransport = HttpTransport | GrpcTransport | GrpcStreamTransport | LlmTransport | LlmGrpcTransport
-"""What a user sends its requests through (one per kind of load)."""
-
-
-def make_transport(
-    host: str, options: TritonOptions, starts: StepStarts, sessions: ShmSessions, recorder: Recorder | None
-) -> UserTransport:
-    """The transport of ``--triton-protocol`` (``--triton-streaming``: gRPC streams; shared memory).
-
-    ``starts`` spreads the users over the data steps, ``sessions`` holds this process's
-    shared-memory regions, and a stream counts its responses in ``recorder`` (as a plain
-    transport counts its checks of the responses, when the steps carry expected outputs).
-
-    Raises:
-        ValueError: streaming over HTTP.
-    """
-    if options.llm_api == "triton-grpc":  # prompts to a decoupled text model over gRPC streams
-        return LlmGrpcTransport(host, options, starts, recorder)
-    if options.llm_api:  # prompts over HTTP: OpenAI's API or Triton's generate
-        return LlmTransport(host, options, starts, recorder)
-    if options.streaming:
-        if options.protocol != "grpc":
-            raise ValueError("--triton-streaming needs --triton-protocol grpc (HTTP cannot stream)")
-        return GrpcStreamTransport(host, options, starts, recorder)
-    if options.shared_memory == "system":
-        return make_shm_transport(host, options, starts, sessions)
-    if options.protocol == "grpc":
-        return GrpcTransport(host, options, starts, recorder)
-    return HttpTransport(host, options, starts, recorder)
 
 
 def worker_key(environment: Any) -> str:
@@ -182,3 +151,31 @@ def engine_loop(engine: HttpEngine) -> None:
             gevent.sleep(3600)
     finally:
         engine.remove()
+
+
+class TransportLoad:
+    """One user's load through a transport: an open loop at its rate, else a closed loop.
+
+    A closed-loop HTTP user is one more connection of the process's HTTP engine.
+    """
+
+    def __init__(self, transport: Transport, options: TritonOptions, process: ProcessState, environment: Any):
+        self.transport = transport
+        self.options = options
+        self.process = process
+        self.environment = environment
+
+    def run(self) -> None:
+        """Send until Locust stops the user."""
+        process, options = self.process, self.options
+        recorder = process.recorder
+        assert recorder is not None
+        if options.user_rate > 0:
+            rng_seed = schedule_seed(options.seed, worker_key(self.environment), next(process.user_numbers))
+            OpenLoop(recorder, self.transport, options, rng_seed).run()
+        elif isinstance(self.transport, HttpTransport):
+            if process.engine is None or process.engine.stopped:
+                process.engine = HttpEngine(self.transport, recorder)
+            engine_loop(process.engine)  # one more connection of this process's HTTP engine
+        else:
+            closed_loop(self.transport, recorder)

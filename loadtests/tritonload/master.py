@@ -56,7 +56,7 @@ def stop_workers(environment: Any, stopped: set[str]) -> None:
 
     for client in runner.clients.all:
         if client.state in (STATE_RUNNING, STATE_SPAWNING):
-            runner.server.send_to_client(Message("stop", None, client.id))
+            runner.server.send_to_client(Message("stop", data=None, node_id=client.id))
             stopped.add(str(client.id))
 
 
@@ -68,7 +68,7 @@ def quit_stopped_workers(environment: Any, stopped: set[str]) -> None:
     from locust.rpc import Message
 
     for worker in sorted(stopped):
-        runner.server.send_to_client(Message("quit", None, worker))
+        runner.server.send_to_client(Message("quit", data=None, node_id=worker))
     stopped.clear()
 
 

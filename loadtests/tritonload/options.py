@@ -1,5 +1,7 @@
 """The ``--triton-*`` options: one table, each option also read from a ``TRITONGEN_*`` variable.
 
+It imports only the load kinds' names (:mod:`.kinds`), which import only the standard library.
+
 :data:`OPTIONS` declares them (name, default, help, choices); :func:`add_options` adds them
 to Locust's parser and :class:`TritonOptions` reads them back, one field per option.
 """
@@ -8,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any
+
+from .kinds import AUTO_KIND, KINDS
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,13 @@ class _Option:
 
 OPTIONS = (
     _Option("model", "", "Model to load."),
+    _Option(
+        "kind",
+        AUTO_KIND,
+        "The load kind (tritonload/kinds.py); auto: from --triton-llm-api, --triton-sequences, "
+        "--triton-streaming and --triton-shared-memory.",
+        choices=(AUTO_KIND, *KINDS),
+    ),
     _Option("protocol", "http", choices=("http", "grpc")),
     _Option("inputs", "", ".npz with one array per input (full shape), or request steps sent round-robin."),
     _Option("batch-size", 1),
@@ -98,6 +109,7 @@ class TritonOptions:
     """The ``--triton-*`` options, one field per option (dashes become underscores)."""
 
     model: str
+    kind: str
     protocol: str
     inputs: str
     batch_size: int

@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from .options import TritonOptions
-from .shared import (
+from .request_data import (
     NUMPY_DTYPES,
     STEP_FAILURES,
     STEPS_KEY,

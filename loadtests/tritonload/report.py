@@ -20,6 +20,7 @@ from typing import Any
 from .options import TritonOptions
 from .payloads import batch_rows, read_steps
 from .recording import Collector
+from .request_data import split_step
 from .shared import (
     CONFIDENCE,
     LATENCY_KEYS,
@@ -28,7 +29,6 @@ from .shared import (
     histogram_moments,
     is_stable_figures,
     latency_figures,
-    split_step,
     token_source,
 )
 
@@ -153,9 +153,7 @@ def run_result(
     duration = max(collector.end() - collector.started, 1e-6)
     ok, failed = collector.total.get_total_count(), sum(collector.errors.values())
     qps = ok / duration
-    status, reason = ("ok", None) if ok + failed else ("aborted", "no requests")
-    if collector.interrupted:
-        status, reason = "interrupted", "told to quit while the test ran"
+    status, reason = _status(collector, ok + failed)
     rate = options.user_rate > 0
     windows = [collector.kept[index] for index in sorted(collector.kept)]
     complete = [w for w in windows[1:] if int(w["index"] or 0) not in collector.partial]
@@ -187,6 +185,22 @@ def run_result(
         "warnings": [],
         "windows": windows,
         "round": 1,
+        **_further_figures(collector, options, duration, users, ok),
+    }
+
+
+def _status(collector: Collector, requests: int) -> tuple[str, str | None]:
+    """How the run ended: ``ok``, ``aborted`` (no request) or ``interrupted``, and why."""
+    if collector.interrupted:
+        return "interrupted", "told to quit while the test ran"
+    return ("ok", None) if requests else ("aborted", "no requests")
+
+
+def _further_figures(
+    collector: Collector, options: TritonOptions, duration: float, users: int, ok: int
+) -> dict[str, Any]:
+    """The rest of a ``RunResult``: further latencies and counts, a kind's figures, the workers' parts."""
+    return {
         "models": {},
         "server_models": {},
         "latencies_us": {

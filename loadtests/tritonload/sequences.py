@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 from locust.runners import WorkerRunner
@@ -20,10 +20,13 @@ from .http_wire import RawHttpConnection
 from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, http_body, read_streams
 from .recording import Recorder
+from .request_data import Array
 from .server_api import host_port, interface_http
-from .shared import Array
 from .transports import GrpcTransport, StepStarts, error_kind
 from .validation import make_validator
+
+if TYPE_CHECKING:
+    from .state import ProcessState
 
 SEQUENCE_ID_MAX = 2**63 - 1
 """Largest correlation ID sent (gRPC carries it as an int64 parameter)."""
@@ -290,3 +293,12 @@ class SequenceLoop:
         recorder.count("sequences", end)
         recorder.count("sequence_requests", end, length)
         return True
+
+
+def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> SequenceLoop:
+    """The sequence kind's load of one user: a closed loop of sequences, one in flight."""
+    recorder = process.recorder
+    assert recorder is not None
+    transport = make_sequence_transport(host, options, process.step_starts, recorder)
+    ids = process.process_sequence_ids(environment, options)
+    return SequenceLoop(recorder, transport, ids, options.sequence_length)

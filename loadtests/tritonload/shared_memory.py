@@ -15,7 +15,7 @@ import urllib.request
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import gevent.lock
 
@@ -23,9 +23,13 @@ from .http_wire import RawHttpConnection
 from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, raw_bytes, wire_datatype
 from .recording import real_lock
+from .request_data import Array, tensor_byte_size
 from .server_api import host_port, interface_grpc, interface_http
-from .shared import Array, tensor_byte_size
 from .transports import GrpcTransport, HttpTransport, StepStarts
+
+if TYPE_CHECKING:
+    from .loops import TransportLoad
+    from .state import ProcessState
 
 # Regions are named ``<prefix><pid>_in`` and ``<prefix><pid>_out<k>``: whoever set the prefix
 # (``--triton-shm-prefix``; tritongen puts its own pid and a random token in it) finds and
@@ -482,10 +486,9 @@ class ShmGrpcTransport(GrpcTransport):
         return None
 
 
-def make_shm_transport(
-    host: str, options: TritonOptions, starts: StepStarts, sessions: ShmSessions
-) -> ShmHttpTransport | ShmGrpcTransport:
-    """The shared-memory transport of ``--triton-protocol``."""
-    if options.protocol == "grpc":
-        return ShmGrpcTransport(host, options, starts, sessions)
-    return ShmHttpTransport(host, options, starts, sessions)
+def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> TransportLoad:
+    """The shared-memory kind's load of one user: tensors in regions registered with the server."""
+    from .loops import TransportLoad
+
+    kind = ShmGrpcTransport if options.protocol == "grpc" else ShmHttpTransport
+    return TransportLoad(kind(host, options, process.step_starts, process.shm), options, process, environment)

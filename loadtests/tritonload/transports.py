@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .http_wire import RawHttpConnection
 from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, grpc_request, http_request
 from .recording import Recorder
+from .request_data import Array
 from .server_api import host_port, interface_grpc, interface_http
-from .shared import Array
 from .validation import Validator, make_validator
+
+if TYPE_CHECKING:
+    from .loops import TransportLoad
+    from .state import ProcessState
 
 MAX_GRPC_MESSAGE = 2**31 - 1
 
@@ -156,3 +160,12 @@ class GrpcTransport:
         except self.grpc.RpcError as e:
             return f"grpc_{e.code().name.lower()}"
         return None if self.validator is None else self.validator.check_grpc(step, response)
+
+
+def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> TransportLoad:
+    """The tensor kind's load of one user: the requests over raw HTTP or gRPC ``ModelInfer`` calls."""
+    from .loops import TransportLoad
+
+    kind = GrpcTransport if options.protocol == "grpc" else HttpTransport
+    transport = kind(host, options, process.step_starts, process.recorder)
+    return TransportLoad(transport, options, process, environment)

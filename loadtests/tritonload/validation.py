@@ -24,16 +24,8 @@ import numpy as np
 
 from .options import TritonOptions
 from .payloads import read_steps
-from .shared import (
-    MATCHED_COUNT,
-    NUMPY_DTYPES,
-    VALIDATION_ERROR,
-    Array,
-    Mismatch,
-    decode_tolerance,
-    read_npz,
-    split_step,
-)
+from .request_data import NUMPY_DTYPES, Array, decode_tolerance, read_npz, split_step
+from .shared import MATCHED_COUNT, VALIDATION_ERROR, Mismatch
 
 if TYPE_CHECKING:  # the comparison itself needs neither Locust nor gevent
     from .recording import Recorder

@@ -21,9 +21,9 @@ from tritongen.client.control import ModelControl
 from tritongen.errors import ModelLoadError
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_paths
-from tritongen.server.completed import base_config
 from tritongen.server.local import LocalTritonServer
-from tritongen.triton.config_text import parse_model_config
+from tritongen.triton.autofill import server_completes
+from tritongen.triton.proto import config_from_served, parse_model_config
 
 from support.autocomplete_models import (
     AUTO_MODEL,
@@ -103,7 +103,12 @@ def test_the_server_completes_the_config(triton_server: LocalTritonServer, serve
         ("x", "TYPE_FP32", [4])
     ]
     assert "dynamic_batching" not in served
-    config = base_config(served_repository, AUTO_MODEL, triton_server.http_url).config
+    assert server_completes(served_repository / AUTO_MODEL) == "no config.pbtxt"
+    control = ModelControl(triton_server.http_url, AUTO_MODEL)
+    try:
+        config = config_from_served(control.loaded_config())
+    finally:
+        control.close()
     assert config.max_batch_size == 8 and config.dynamic_batching is None
     assert [(t.name, t.dims) for t in config.input] == [("x", [4])]
     assert [t.name for t in config.output] == ["y"]
@@ -175,6 +180,30 @@ def test_tune_starts_from_the_servers_config_and_apply_writes_it_out(
         control.load()  # back to the auto-completed config
         control.close()
     assert "dynamic_batching" not in _served(triton_server.http_url, AUTO_MODEL)
+
+
+@pytest.mark.slow
+def test_tune_on_the_embedded_server_starts_from_the_config_that_server_completes(tmp_path: Path) -> None:
+    """Without --url the config comes from the tune's own embedded server, which then runs the trials."""
+    repo = tmp_path / "repo"
+    write_auto_model(repo / AUTO_MODEL)
+    result = runner.invoke(
+        app,
+        ["tune", AUTO_MODEL, "--repo", str(repo),
+         "--duration", "1s", "--warmup", "0.5s", "--window", "0.5s", "--max-duration", "1s",
+         "--concurrency", "2", "--max-queue-delay-us", "0", "--instances", "1",
+         "--strategy", "grid", "--rounds", "1", "--finalists", "1",
+         "--out", str(tmp_path / "t"), "--json", str(tmp_path / "t.json")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    note = f"{AUTO_MODEL}: no config.pbtxt: using the config the server reports (max batch 8,"
+    assert note in result.stdout
+    assert result.stdout.index(note) < result.stdout.index(f"tuning {AUTO_MODEL}: 1 legal configs")
+    doc = json.loads((tmp_path / "t.json").read_text())
+    baseline = doc["baseline"]
+    assert baseline["key"] == "current-mb8-nodb-i1" and baseline["status"] == "ok"
+    assert baseline["infer_per_s"] > 0
+    assert not (repo / AUTO_MODEL / "config.pbtxt").exists()  # nothing applied
 
 
 @pytest.mark.slow

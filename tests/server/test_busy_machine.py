@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.rounds import Contender, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
@@ -52,7 +53,8 @@ def test_rounds_flagged_busy_are_measured_again_up_to_the_limit(triton_server: L
     # Two identical one-instance models at a light load, a burner beside every round: each round
     # is flagged, so the first two are measured again (the limit), and then rounds count as they are.
     spec = LoadSpec(
-        model="sleep_const", url=triton_server.http_url, metrics_url=triton_server.metrics_url,
+        model="sleep_const",
+        address=ServerAddress.parse(triton_server.http_url, metrics_url=triton_server.metrics_url),
         duration_s=1.0, warmup_s=0.3, window_s=0.5, max_duration_s=1.0,
     )  # fmt: skip
     contenders = [Contender(name, replace(spec, model=name)) for name in ("sleep_const", "sleep_const_copy")]

@@ -15,6 +15,7 @@ import time
 import psutil
 import pytest
 
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.runner import Progress, run_load_test
 from tritongen.loadtest.spec import LoadSpec
@@ -27,8 +28,7 @@ MODEL = "mlp_onnx"
 def _spec(server: LocalTritonServer, **settings: object) -> LoadSpec:
     base: dict[str, object] = {
         "model": MODEL,
-        "url": server.http_url,
-        "metrics_url": server.metrics_url,
+        "address": ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
         "levels": (1.0,),
         "duration_s": 1.0,
         "max_duration_s": 1.0,

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.runner import run_load_test
 from tritongen.loadtest.spec import LoadSpec
@@ -124,9 +125,11 @@ def test_open_loop_http_counts_a_server_pause_from_the_schedule(
     record = served_repository / PAUSE_MODEL / RECORD_FILE
     record.write_text("")
     spec = LoadSpec(
-        model=PAUSE_MODEL, url=triton_server.http_url, protocol="http", mode="rate", levels=(rate,),
+        model=PAUSE_MODEL,
+        address=ServerAddress.parse(triton_server.http_url, "http", triton_server.metrics_url),
+        mode="rate", levels=(rate,),
         arrival="constant", duration_s=duration_s, warmup_s=1.0, window_s=1.0, max_duration_s=duration_s,
-        metrics_url=triton_server.metrics_url, max_inflight=cap,
+        max_inflight=cap,
     )  # fmt: skip
     out = tmp_path / "pause.json"
     run_load_test(spec).write_json(out)

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.client.control import ModelControl
 from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
@@ -19,7 +20,8 @@ from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.server.local import LocalTritonServer
 from tritongen.triton.proto import read_config
-from tritongen.tune.runner import TuneHooks, TuneRequest, run_tune
+from tritongen.tune.request import TuneRequest
+from tritongen.tune.runner import TuneHooks, run_tune
 from tritongen.tune.space import SearchSpace, parse_preferred_sets
 
 from support.loads import QUICK_RUNS
@@ -205,8 +207,9 @@ def test_a_failing_background_load_stops_the_tune_with_its_reason(
         instance_counts=(1,),
     )
     load = LoadSpec(
-        model=TUNED, url=triton_server.http_url, levels=(2,), duration_s=1.0, warmup_s=0.5,
-        metrics_url=triton_server.metrics_url,
+        model=TUNED,
+        address=ServerAddress.parse(triton_server.http_url, metrics_url=triton_server.metrics_url),
+        levels=(2,), duration_s=1.0, warmup_s=0.5,
     )  # fmt: skip
     request = TuneRequest(
         model=TUNED, space=space, load=load, slo_p99_ms=None, strategy="grid", out_dir=tmp_path / "t",
@@ -258,7 +261,10 @@ def test_bad_background_is_one_line(
 
 def test_a_background_load_that_cannot_start_leaves_nothing_behind(triton_server: LocalTritonServer) -> None:
     """A background sequence model is checked like one loaded alone; the failed start removes its files."""
-    load = LoadSpec(model=TUNED, url=triton_server.http_url, metrics_url=triton_server.metrics_url)
+    load = LoadSpec(
+        model=TUNED,
+        address=ServerAddress.parse(triton_server.http_url, metrics_url=triton_server.metrics_url),
+    )
     background = BackgroundLoad(BackgroundSpec((SEQUENCE_MODEL,)), load)
     workdir = background._workdir
     assert workdir.is_dir()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.openai_api import (
     ServedModel,
     api_key_from_env,
     check_served,
     served_models,
-    split_base_url,
 )
 from tritongen.errors import ConfigError, ServerError
 from tritongen.server.local import LocalTritonServer
@@ -26,20 +26,14 @@ pytestmark = pytest.mark.slow
 
 def test_triton_is_not_an_openai_compatible_server(triton_server: LocalTritonServer) -> None:
     with pytest.raises(ServerError) as raised:
-        served_models(triton_server.http_url)
+        served_models(ServerAddress.openai(triton_server.http_url))
     text = str(raised.value)
     assert "is not an OpenAI-compatible server: GET /v1/models answered HTTP" in text and "\n" not in text
 
 
 def test_nothing_listening_cannot_be_reached() -> None:
     with pytest.raises(ServerError, match="cannot reach"):
-        served_models(f"127.0.0.1:{free_port()}", timeout_s=2)
-
-
-def test_base_urls() -> None:
-    assert split_base_url("http://host:8000/v1") == ("host", 8000, "")
-    assert split_base_url("host:9000") == ("host", 9000, "")
-    assert split_base_url("https://gw.example/llm/v1/") == ("gw.example", 443, "/llm")
+        served_models(ServerAddress.openai(f"127.0.0.1:{free_port()}"), timeout_s=2)
 
 
 def test_served_models_are_checked() -> None:

@@ -14,15 +14,17 @@ import json
 from pathlib import Path
 
 from tritongen.compare.result import CompareReport
-from tritongen.report.tables import compare_table, tune_table
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.tune_tables import tune_table
 from tritongen.server.local import LocalTritonServer
+from tritongen.tune.document import TuneDocument
 
 from support.piped_output import WIDTHS, assert_table_whole, assert_whole, run_piped
 
 QUICK = ["--duration", "0.5s", "--warmup", "0s", "--window", "0.25s", "--max-duration", "0.5s",
          "--rounds", "1"]  # fmt: skip
 PRINT_REPORT = (
-    "import json, sys; from tritongen.cli.compare import print_report; "
+    "import json, sys; from tritongen.cli.commands.compare import print_report; "
     "from tritongen.compare.result import CompareReport; "
     "print_report(CompareReport.from_json(json.loads(open(sys.argv[1]).read())))"
 )
@@ -83,7 +85,9 @@ def test_tune_table_and_verdict_are_whole_in_a_pipe(
         piped = run_piped([*common, *args, "--json", result], columns=columns)
         assert piped.code == 0, piped.stderr
         document = json.loads(result.read_text())
-        assert_table_whole(tune_table(document), piped.stdout, one_line_rows=columns == "200")
+        assert_table_whole(
+            tune_table(TuneDocument.from_json(document)), piped.stdout, one_line_rows=columns == "200"
+        )
         assert_whole(str(document["verdict"]), piped.stdout)
         for trial in document["trials"]:  # each trial's line on stderr, its key whole
             assert f"{trial['key']}:" in piped.stderr.split(), piped.stderr

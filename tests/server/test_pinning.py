@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
-from tritongen.metrics.process_memory import local_server_pid
+from tritongen.client.address import ServerAddress
 from tritongen.server.affinity import machine_cores
 from tritongen.server.local import LocalTritonServer
 
@@ -59,7 +59,7 @@ def _thread_cores(pid: int) -> set[frozenset[int]]:
 def test_the_server_and_the_load_run_on_their_own_cores(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
-    server_pid = local_server_pid(triton_server.http_url)
+    server_pid = ServerAddress.parse(triton_server.http_url).listening_pid()
     assert server_pid is not None
     before = _thread_cores(server_pid)
     server_core, load_core = sorted(machine_cores())[:2]
@@ -116,7 +116,7 @@ def test_the_server_starts_on_every_core_though_the_calling_thread_was_pinned(
         with LocalTritonServer(
             served_repository, models=["mlp_onnx"], http_port=0, grpc_port=0, metrics_port=0
         ) as server:
-            pid = local_server_pid(server.http_url)
+            pid = ServerAddress.parse(server.http_url).listening_pid()
             assert pid is not None and frozenset(os.sched_getaffinity(pid)) == every
     finally:
         os.sched_setaffinity(0, before)

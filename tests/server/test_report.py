@@ -13,7 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.compare.result import CompareReport
+from tritongen.loadtest.result import LoadTestReport
+from tritongen.report.documents import read_result, result_from_json
 from tritongen.server.local import LocalTritonServer
+from tritongen.tune.document import TuneDocument
 
 from support.loads import QUICK_RUNS
 
@@ -184,3 +188,16 @@ def test_report_refuses_what_is_not_a_result(results: dict[str, Path], tmp_path:
     blocker.write_text("")
     assert "cannot write" in error(results["loadtest"], "-o", blocker / "r.html")
     assert not (tmp_path / "r.html").exists()
+    broken = json.loads(results["tune"].read_text())
+    del broken["trials"][0]["key"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    assert "document that cannot be read" in error(tmp_path / "broken.json", "-o", tmp_path / "r.html")
+
+
+def test_each_result_reads_into_its_typed_report_and_back_unchanged(results: dict[str, Path]) -> None:
+    for kind, typed in (("loadtest", LoadTestReport), ("tune", TuneDocument), ("compare", CompareReport)):
+        document = json.loads(results[kind].read_text())
+        report = read_result(results[kind])
+        assert isinstance(report, typed)
+        assert json.dumps(report.to_json()) == json.dumps(document), kind
+        assert result_from_json(report.to_json()) == report, kind

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.intervals import paired_ratio
 from tritongen.loadtest.rounds import Contender, measure_rounds
 from tritongen.loadtest.spec import LoadSpec
@@ -27,12 +28,11 @@ ROUNDS = 4
 def _spec(server: LocalTritonServer, model: str) -> LoadSpec:
     return LoadSpec(
         model=model,
-        url=server.http_url,
+        address=ServerAddress.parse(server.http_url, metrics_url=server.metrics_url),
         levels=(1,),
         duration_s=1.0,
         warmup_s=0.5,
         window_s=0.5,
-        metrics_url=server.metrics_url,
     )
 
 

@@ -25,7 +25,8 @@ from tritongen.cli.main import app
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import build_inputs
 from tritongen.errors import ModelLoadError, ServerError
-from tritongen.server.local import SHM_DIR, LocalTritonServer
+from tritongen.server.leftovers import SHM_DIR
+from tritongen.server.local import LocalTritonServer
 
 from support.loads import QUICK_RUNS
 from support.paths import ROOT
@@ -470,7 +471,7 @@ def test_an_admin_key_restricts_the_repository_api_but_not_inference(
     import urllib.request
 
     from tritongen.client.repository import ADMIN_HEADER, RepositoryControl
-    from tritongen.server.local import is_loopback
+    from tritongen.server.settings import is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("127.0.1.1")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3") and not is_loopback("::")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError
 from tritongen.loadtest.result import LoadTestReport
@@ -23,7 +24,8 @@ from tritongen.loadtest.shared_memory import (
     region_owner,
 )
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.server.local import SHM_DIR, LocalTritonServer
+from tritongen.server.leftovers import SHM_DIR
+from tritongen.server.local import LocalTritonServer
 
 from support.paths import ROOT
 from support.shm_model import SHM_MODEL
@@ -211,7 +213,7 @@ def _spec(server: LocalTritonServer, protocol: str, model: str, **extra: object)
         **extra,
     }
     url = server.http_url if protocol == "http" else server.grpc_url
-    return LoadSpec(model=model, url=url, protocol=protocol, metrics_url=server.metrics_url, **settings)  # type: ignore[arg-type]
+    return LoadSpec(model=model, address=ServerAddress.parse(url, protocol, server.metrics_url), **settings)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -280,7 +282,8 @@ def test_the_check_before_a_run_has_the_server_map_a_region(
     endpoint = TritonEndpoint(url, protocol, timeout_s=10)  # type: ignore[arg-type]
     try:
         before = _ours(triton_server)
-        prefix = prepare_shared_memory(endpoint, endpoint.interface("mlp_onnx"), 1, "system", None)
+        config = endpoint.model_config("mlp_onnx")
+        prefix = prepare_shared_memory(endpoint, endpoint.interface("mlp_onnx"), config, 1, None)
         assert prefix.startswith(f"tritongen_{os.getpid()}_")
         assert _ours(triton_server) == before
         # A region the server cannot open (here: created where its /dev/shm is not, as for a

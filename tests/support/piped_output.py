@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tritongen.report.tables import TableData
+from tritongen.report.table_data import TableData
 
 WIDTHS = ("80", "200", None)
 """``COLUMNS`` for each piped run: narrow, wide, and unset (the pipe default)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from tritongen.server.local import SHM_DIR, SHM_PREFIX
+from tritongen.server.leftovers import SHM_DIR, SHM_PREFIX
 
 
 @dataclass

@@ -12,7 +12,8 @@ from tritongen.errors import ConfigError
 from tritongen.examples.models import write_example
 from tritongen.lint.findings import Finding
 from tritongen.lint.repository import lint_paths
-from tritongen.triton.served import config_from_served, server_completes
+from tritongen.triton.autofill import server_completes
+from tritongen.triton.proto import config_from_served
 
 from support.autocomplete_models import (
     MINIMAL_CONFIG,

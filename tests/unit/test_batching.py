@@ -180,9 +180,9 @@ def test_tune_skips_preferred_sizes_on_a_direct_sequence_batcher() -> None:
     assert caught.value.hint == "add none to --preferred-batch-sizes"
     # A model whose scheduler takes preferred sizes keeps them.
     assert SearchSpace((8,), ((4, 8),), (0,), (1,)).size == 1
-    # tune's options build the space from the model's config.
-    from tritongen.cli.tune import SearchFlags
+    # tune's options give the values; the space is made around the model's config.
+    from tritongen.cli.options.tune import SearchFlags
 
-    flags = SearchFlags(preferred="4,8;none", delays="0,500", instances="1")
-    assert {c.preferred_batch_sizes for c in flags.space(_sequence_config("")).candidates()} == {None}
-    assert len(flags.space(_sequence_config("oldest { }")).candidates()) == 4
+    asked = SearchFlags(preferred="4,8;none", delays="0,500", instances="1").space()
+    assert {c.preferred_batch_sizes for c in asked.around(_sequence_config("")).candidates()} == {None}
+    assert len(asked.around(_sequence_config("oldest { }")).candidates()) == 4

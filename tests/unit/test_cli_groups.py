@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Annotated
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from tritongen.cli.groups import Pick, option_groups
 from tritongen.cli.main import app as tritongen_app
+from tritongen.cli.options.groups import Pick, option_groups
+from tritongen.cli.options.settings import settings
 
 
 @dataclass(frozen=True)
@@ -84,3 +86,39 @@ def test_shared_groups_reach_every_command_that_takes_them(command: str, options
     shown = CliRunner().invoke(tritongen_app, [command, "--help"], env={"COLUMNS": "250"}).output
     missing = [option for option in options if option not in shown]
     assert missing == []
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """Settings for the tests: what a workflow takes."""
+
+    level: int
+    label: str = "none"
+    speed_kmh: float = 0.0
+
+
+def test_settings_take_each_field_from_the_option_of_that_name() -> None:
+    made = settings(Wanted, Speed(level=3, label="fast"), speed_kmh=4.5)
+    assert made == Wanted(level=3, label="fast", speed_kmh=4.5)
+    assert settings(Wanted, Speed(), label="given") == Wanted(level=1, label="given")  # given wins
+    assert settings(Wanted, Speed(level=7), Speed(level=9)).level == 7  # the first group wins
+
+
+def test_settings_take_a_prefix_and_a_choice_by_its_value() -> None:
+    class Colour(str, Enum):
+        red = "red"
+
+    @dataclass(frozen=True)
+    class Flags:
+        tvm_level: int = 2
+        tvm_label: Colour = Colour.red
+        level: int = 99  # no prefix: not taken
+
+    assert settings(Wanted, Flags(), prefix="tvm_") == Wanted(level=2, label="red")
+
+
+def test_settings_refuse_a_field_the_settings_do_not_have() -> None:
+    with pytest.raises(TypeError, match=r"Wanted has no field \['lvl'\]"):
+        settings(Wanted, Speed(), lvl=2)
+    with pytest.raises(TypeError, match="not a dataclass"):
+        settings(dict, Speed())  # type: ignore[type-var]

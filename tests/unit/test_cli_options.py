@@ -18,8 +18,8 @@ import typer.core
 import typer.main
 
 import tritongen.cli
-from tritongen.cli.groups import reworded
 from tritongen.cli.main import app
+from tritongen.cli.options.groups import reworded
 
 CLI = Path(tritongen.cli.__file__).resolve().parent
 ROOT = CLI.parents[1]
@@ -77,7 +77,7 @@ def test_every_flag_is_declared_once() -> None:
         for flag, where in _declarations().items()
         if len(where) > 1 and not (flag in SAME_FLAG_OTHER_MEANING and len(where) == 2)
     }
-    assert twice == {}, "declare the option once (options.py, a group) and reuse it, reworded where need be"
+    assert twice == {}, "declare it once (cli/options/: an alias or a group) and reuse it, reworded if needed"
 
 
 def test_the_exceptions_are_still_declared_twice() -> None:

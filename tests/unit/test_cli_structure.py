@@ -1,73 +1,46 @@
-"""The command layer's shape: a command module never imports another; shared helpers never import commands.
+"""The command layer's shape: one module per command in ``cli/commands/``, the options in ``cli/options/``.
 
-Command modules are those whose functions ``cli/main.py`` registers as commands, and main
-itself; everything else in ``tritongen/cli/`` is shared (options, groups, rendering helpers).
+That command modules never import each other, and that no shared module imports a command,
+import-linter checks (pyproject.toml's ``commands-apart`` and ``cli-shape`` contracts, run by
+``tests/unit/test_layers.py``); here, that those contracts name what the app registers.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 from pathlib import Path
+
+import tomllib
 
 import tritongen.cli
 from tritongen.cli.main import app
 
 CLI = Path(tritongen.cli.__file__).resolve().parent
-MAIN = "tritongen.cli.main"
+COMMANDS = "tritongen.cli.commands."
+CONTRACTS = {
+    contract["id"]: contract
+    for contract in tomllib.loads((CLI.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "importlinter"
+    ]["contracts"]
+}
 
 
 def _command_modules() -> set[str]:
-    """The modules holding the registered commands, and main."""
-    modules = {command.callback.__module__ for command in app.registered_commands if command.callback}
-    return modules | {MAIN}
+    """The modules holding the registered commands."""
+    return {command.callback.__module__ for command in app.registered_commands if command.callback}
 
 
-def _cli_modules() -> dict[str, Path]:
-    return {
-        "tritongen.cli." + ".".join(path.relative_to(CLI).with_suffix("").parts): path
-        for path in sorted(CLI.rglob("*.py"))
-        if path.name != "__init__.py"
-    }
-
-
-def _imported(path: Path) -> set[str]:
-    """Every ``tritongen.cli`` module ``path`` imports, at the top or inside a function."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tritongen.cli"):
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.startswith("tritongen.cli"))
-    return found & set(_cli_modules())
-
-
-def test_the_registered_commands_are_found() -> None:
-    commands = _command_modules()
+def test_one_module_per_command_in_commands() -> None:
+    modules = _command_modules()
     callbacks = {command.callback for command in app.registered_commands}  # an alias shares its command's
-    assert len(commands) == len(callbacks) + 1, "one module per command"
-    for module in commands:
+    assert len(modules) == len(callbacks), "one module per command"
+    assert all(module.startswith(COMMANDS) for module in modules), "commands live in cli/commands/"
+    for module in modules:
         importlib.import_module(module)
+    written = {f"{COMMANDS}{path.stem}" for path in (CLI / "commands").glob("[!_]*.py")}
+    assert written == modules, "cli/commands/ holds the command modules and nothing else"
 
 
-def test_no_command_module_imports_another() -> None:
-    commands = _command_modules()
-    wrong = [
-        f"{module} imports {target}"
-        for module, path in _cli_modules().items()
-        if module in commands and module != MAIN
-        for target in sorted(_imported(path) & commands)
-    ]
-    assert wrong == [], "move what they share into a non-command module (cli/common.py, cli/*_options.py)"
+def test_the_independence_contract_names_every_command_module() -> None:
+    assert set(CONTRACTS["commands-apart"]["modules"]) == _command_modules()
 
-
-def test_shared_modules_import_no_command() -> None:
-    commands = _command_modules()
-    wrong = [
-        f"{module} imports {target}"
-        for module, path in _cli_modules().items()
-        if module not in commands
-        for target in sorted(_imported(path) & commands)
-    ]
-    assert wrong == []

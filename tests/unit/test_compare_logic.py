@@ -14,15 +14,18 @@ from typing import Any
 
 import pytest
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.inputs import InputSpec, ModelInterface
+from tritongen.compare.build_facts import apply_metadata
 from tritongen.compare.measure import MeasureSettings, ServerHandle, engine_spec, request_shapes
 from tritongen.compare.recommend import rank, recommend
 from tritongen.compare.result import SCHEMA, CompareReport, EngineResult, Recommendation, build_note
-from tritongen.compare.runner import apply_metadata
+from tritongen.convert.result_json import read_precision_report
 from tritongen.errors import ConfigError
 from tritongen.metrics.hardware import describe_host, server_gpus
-from tritongen.metrics.process_memory import backend_processes, local_server_pid
-from tritongen.report.tables import compare_table, to_markdown
+from tritongen.metrics.process_memory import backend_processes
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.table_data import to_markdown
 from tritongen.triton.repository import METADATA_FILE
 
 SPREAD = (-1.2, -0.5, 0.0, 0.5, 1.2)
@@ -339,14 +342,16 @@ def test_server_gpus_and_local_pid_lookup() -> None:
     )
     assert server_gpus(text) == [{"uuid": "GPU-1", "memory_bytes": 80_000_000_000}]
     assert server_gpus("") == []
-    assert local_server_pid("example.com:8000") is None  # not this machine: no /proc figures
+    assert (
+        ServerAddress.parse("example.com:8000").listening_pid() is None
+    )  # not this machine: no /proc figures
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        assert local_server_pid(f"127.0.0.1:{port}") in (os.getpid(), None)
+        assert ServerAddress.parse(f"127.0.0.1:{port}").listening_pid() in (os.getpid(), None)
 
 
 def test_recommendations_weigh_speed_against_drift() -> None:
@@ -376,13 +381,13 @@ def test_recommendations_weigh_speed_against_drift() -> None:
 
 def test_drift_comes_from_the_precision_report() -> None:
     engine = EngineResult(format="onnx", model="m_onnx_int8", precision="int8")
-    engine.apply_precision(
+    engine.apply_precision(read_precision_report(
         {"accuracy": {"samples": 8, "outputs": [
             {"name": "emb", "task": "embedding", "rel_rms_err": 0.1, "max_abs_err": 0.02,
              "cosine_mean": 0.995, "cosine_min": 0.99, "top1_agreement": 0.9},
             {"name": "logits", "task": "classifier", "rel_rms_err": 0.2, "max_abs_err": 0.3,
              "top1_agreement": 0.75}]}}
-    )  # fmt: skip
+    ))  # fmt: skip
     assert engine.drift == 0.2
     assert engine.drift_headline == "emb cosine 0.9950 (min 0.9900); logits top-1 75.0%"
     table = compare_table(CompareReport(source="s", name="m", hardware={}, settings={}, engines=[engine]))

@@ -14,14 +14,14 @@ from tritongen.metrics.composing import (
     SERVER_MODEL_KEYS,
     all_snapshots,
     cached_lookup,
-    ensemble_steps,
-    ensemble_tree,
     server_models,
     touched_models,
     tree_parents,
 )
-from tritongen.report.tables import server_models_table, tree_labels
-from tritongen.tune.composing import composing_models, tuned_model, untouched_warning
+from tritongen.report.loadtest_tables import server_models_table, tree_labels
+from tritongen.triton.ensembles import composing_models, ensemble_steps, ensemble_tree
+from tritongen.tune.runner import untouched_warning
+from tritongen.tune.session import tuned_model
 
 from support.composing_models import (
     BLS_MODEL,
@@ -165,24 +165,20 @@ def test_server_models_without_the_top_model_or_a_readable_config() -> None:
 
 
 def test_tree_labels_draw_the_tree() -> None:
-    models: dict[str, dict[str, Any]] = {
-        "ens": {"parent": None}, "pre": {"parent": "ens"}, "inner": {"parent": "ens"},
-        "a": {"parent": "inner"}, "b": {"parent": "inner"},
-    }  # fmt: skip
-    labels = [label.replace("\u00a0", " ") for _, label in tree_labels(models)]
+    parents = {"ens": None, "pre": "ens", "inner": "ens", "a": "inner", "b": "inner"}
+    labels = [label.replace("\u00a0", " ") for _, label in tree_labels(parents)]
     assert labels == ["ens", "├─ pre", "└─ inner", "   ├─ a", "   └─ b"]
-    looped: dict[str, dict[str, Any]] = {"x": {"parent": "y"}, "y": {"parent": "x"}}
+    looped = {"x": "y", "y": "x"}
     assert sorted(name for name, _ in tree_labels(looped)) == ["x", "y"]  # shown, not lost
 
 
-def _run(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _run(models: dict[str, dict[str, Any]]) -> LoadTestReport:
     run = RunResult(
         mode="concurrency", concurrency=2, target_rate=None, batch_size=1, duration_s=1.0, requests=1,
         errors=0, errors_by_kind={}, qps=1.0, infer_per_s=1.0, latency_us=None, server_us=None,
         avg_batch=None, stable=True, gpu=None, cpu=None, server_models=models,
     )  # fmt: skip
-    report = LoadTestReport(model="ens", protocol="http", url="h:1", runs=[run])
-    return report.to_json()
+    return LoadTestReport(model="ens", protocol="http", url="h:1", runs=[run])
 
 
 def test_table_only_when_more_than_one_model_was_touched() -> None:
@@ -201,7 +197,7 @@ def test_table_only_when_more_than_one_model_was_touched() -> None:
 
 
 def test_run_results_with_and_without_server_models_load() -> None:
-    document = _run({"ens": {"requests": 5, "parent": None}})
+    document = _run({"ens": {"requests": 5, "parent": None}}).to_json()
     again = LoadTestReport.from_json(json.loads(json.dumps(document)))
     assert again.runs[0].server_models == {"ens": {"requests": 5, "parent": None}}
     del document["runs"][0]["server_models"]  # written before the field existed

@@ -19,8 +19,9 @@ from rich.table import Table
 from tritongen.cli.console import PIPE_WIDTH, pipe_width
 from tritongen.compare.result import CompareReport, EngineResult
 from tritongen.compare.runner import finish
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.table_data import TableData, to_rich
 from tritongen.report.table_layout import WholeWordTable, spread
-from tritongen.report.tables import TableData, compare_table, to_rich
 
 from support.piped_output import WIDTHS, assert_table_whole, assert_whole, drawn_tables, run_piped
 
@@ -80,7 +81,7 @@ def test_the_consoles_in_a_pipe_take_columns_or_a_wide_default() -> None:
     assert pipe_width({"COLUMNS": "80"}) == 80
     assert pipe_width({}) == pipe_width({"COLUMNS": "wide"}) == pipe_width({"COLUMNS": "0"}) == PIPE_WIDTH
     script = (
-        "from tritongen.cli.common import console, err_console; "
+        "from tritongen.cli.console import console, err_console; "
         "print(console.width, console.soft_wrap, err_console.width, err_console.soft_wrap)"
     )
     for columns, width in (("80", 80), ("200", 200), (None, PIPE_WIDTH)):
@@ -114,7 +115,7 @@ def test_compare_recommendations_are_whole_in_a_pipe(tmp_path: Path) -> None:
     path = tmp_path / "compare.json"
     path.write_text(json.dumps(report.to_json()))
     script = (
-        "import json, sys; from tritongen.cli.compare import print_report; "
+        "import json, sys; from tritongen.cli.commands.compare import print_report; "
         "from tritongen.compare.result import CompareReport; "
         "print_report(CompareReport.from_json(json.loads(open(sys.argv[1]).read())))"
     )

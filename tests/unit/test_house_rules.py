@@ -1,4 +1,7 @@
-"""House rules read from the code: functions that fit on a screen, calls without positional ``None``."""
+"""House rules read from the code, in the package and the load generator beside it.
+
+Functions that fit on a screen, modules of at most 500 lines, calls without positional ``None``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,15 @@ import ast
 
 from support.paths import ROOT
 
-SOURCES = sorted((ROOT / "tritongen").rglob("*.py"))
+SOURCES = sorted([*(ROOT / "tritongen").rglob("*.py"), *(ROOT / "loadtests").rglob("*.py")])
+"""The package and the load generator (``loadtests/``, which runs in Locust without it)."""
 
 MAX_LINES = 60
 MAX_PARAMETERS = 10
+MAX_MODULE_LINES = 500
+
+# Modules allowed over the cap, each with why (none: every module fits).
+LONG_MODULES: dict[str, str] = {}
 
 # Functions allowed past the limits because they read better whole: a table-like body.
 EXCEPTIONS: dict[str, str] = {}
@@ -47,8 +55,28 @@ def test_exceptions_are_still_needed() -> None:
     assert set(EXCEPTIONS) <= names
 
 
-# Standard calls whose positional None is their idiom (a default, a filter, a key).
-STANDARD_NONE = {"getattr", "next", "pop", "filter", "index", "get", "setdefault"}
+def _module_lines() -> dict[str, int]:
+    return {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines()) for path in SOURCES
+    }
+
+
+def test_modules_are_at_most_500_lines() -> None:
+    too_long = {
+        name: lines
+        for name, lines in _module_lines().items()
+        if lines > MAX_MODULE_LINES and name not in LONG_MODULES
+    }
+    assert too_long == {}, "split these modules along their seams"
+
+
+def test_long_module_exceptions_are_still_needed() -> None:
+    lines = _module_lines()
+    assert [name for name in LONG_MODULES if lines.get(name, 0) <= MAX_MODULE_LINES] == []
+
+
+# Standard calls whose positional None is their idiom (a default, a filter, a key, a sentinel value).
+STANDARD_NONE = {"getattr", "next", "pop", "filter", "index", "get", "setdefault", "put", "append"}
 
 
 def _callee(call: ast.Call) -> str:

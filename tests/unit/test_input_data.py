@@ -18,14 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tritongen.client.input_data import (
-    InputDataError,
-    InputPlan,
-    input_steps,
-    json_streams,
-    parse_input_data,
-    parse_input_values,
-)
+from tritongen.client.input_data import InputPlan, input_steps, parse_input_data, parse_input_values
+from tritongen.client.input_json import InputDataError, json_streams
 from tritongen.client.inputs import InputSpec, ModelInterface, interface_from_metadata
 from tritongen.errors import ConfigError, SourceError
 from tritongen.io.arrays import ArrayDtypeError, ArrayFileUnreadableError, read_steps, write_steps
@@ -403,7 +397,7 @@ PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
 from tritonload import options as opts, payloads
-from tritonload.shared import STEPS_KEY, STRING_ALPHABET
+from tritonload.request_data import STEPS_KEY, STRING_ALPHABET
 import numpy as np
 
 steps = payloads.read_steps(sys.argv[2], "steps")
@@ -473,7 +467,7 @@ def test_the_locustfile_sends_the_steps_the_package_writes(tmp_path: Path) -> No
 
 
 def test_streams_of_a_nested_file_are_kept_beside_the_steps(tmp_path: Path) -> None:
-    from tritongen.client.input_data import json_stream_lengths
+    from tritongen.client.input_json import json_stream_lengths
     from tritongen.io.loadgen_shared import decode_streams, encode_steps, read_npz
 
     nested = _json(tmp_path, {"data": [[{"x": [1, 2, 3, 4]}], [{"x": [5, 6, 7, 8]}, {"x": [0, 0, 0, 0]}]]})

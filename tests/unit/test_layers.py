@@ -1,57 +1,42 @@
-"""The layering, read from the imports: commands → workflows → services → model description → basics.
+"""The layering beyond what import-linter checks (pyproject.toml's contracts, run by ``lint-imports``).
 
-A module imports only from its own package, from packages of a lower layer, or from
-packages of its own layer without making a loop; never another package's private names.
-README's layout table states the same layers.
+import-linter holds every module to its layer (commands → workflows → services → model
+description → basics), each package to a layer, and the imports the design forbids. Here:
+the contracts pass, packages of one layer make no loop, no module imports another package's
+private names, the load generator is reached through one facade, and README's layout table
+states the same layers.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from support.paths import ROOT
 
 PACKAGE = ROOT / "tritongen"
 
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+CONTRACTS = {c["id"]: c for c in PYPROJECT["tool"]["importlinter"]["contracts"]}
+LAYER_NAMES = {1: "commands", 2: "workflows", 3: "services", 4: "model description", 5: "basics"}
 LAYERS: dict[str, int] = {
-    # 1. commands
-    "cli": 1,
-    "__main__": 1,
-    # 2. workflows
-    "pipeline": 2,
-    "compare": 2,
-    "tune": 2,
-    "deploy": 2,
-    "report": 2,
-    "examples": 2,
-    "perfanalyzer": 2,
-    # 3. services
-    "server": 3,
-    "client": 3,
-    "loadtest": 3,
-    "metrics": 3,
-    # 4. model description
-    "sources": 4,
-    "convert": 4,
-    "triton": 4,
-    "lint": 4,
-    # 5. basics
-    "errors": 5,
-    "intervals": 5,
-    "stopping": 5,
-    "io": 5,
-    "": 5,  # tritongen/__init__.py: the version
-    # The load generator's shared definitions (loadtests/tritonload/shared.py, shipped as
-    # tritongen.loadtests), reached only through the facade tritongen/io/loadgen_shared.py.
-    "loadtests": 5,
+    package.strip(): number
+    for number, layer in enumerate(CONTRACTS["layers"]["layers"], start=1)
+    for package in layer.split(":")
 }
+"""The packages of each layer, as import-linter's layers contract states them (pyproject.toml)."""
+LAYERS[""] = 5  # tritongen/__init__.py: the version
+# The load generator's shared definitions (loadtests/tritonload/shared.py, shipped as
+# tritongen.loadtests), reached only through the facade tritongen/io/loadgen_shared.py.
+LAYERS["loadtests"] = 5
 BESIDE_THE_PACKAGE = {"loadtests"}
 """Layers of folders beside tritongen/ (README gives them rows of their own)."""
-LAYER_NAMES = {1: "commands", 2: "workflows", 3: "services", 4: "model description", 5: "basics"}
 
 
 def _module_name(path: Path) -> str:
@@ -94,35 +79,17 @@ def _imports() -> list[tuple[str, str, tuple[str, ...], int]]:
 IMPORTS = _imports()
 
 
-def test_every_package_has_a_layer() -> None:
-    packages = {_package(_module_name(p)) for p in PACKAGE.rglob("*.py")}
-    assert packages - set(LAYERS) == set(), "give the new package a layer here and in README's layout table"
-
-
-def test_no_import_from_a_lower_layer_to_a_higher_one() -> None:
-    wrong = []
-    for importer, target, _names, line in IMPORTS:
-        a, b = _package(importer), _package(target)
-        if a != b and LAYERS[a] > LAYERS[b]:
-            wrong.append(
-                f"{importer}:{line} ({LAYER_NAMES[LAYERS[a]]}) imports {target} ({LAYER_NAMES[LAYERS[b]]})"
-            )
-    assert wrong == []
-
-
-# Imports that the layers allow but the design does not: (importer package, imported package).
-FORBIDDEN: dict[tuple[str, str], str] = {
-    ("triton", "lint"): "Triton's own knowledge (schema, auto-complete) lives in triton/; lint depends on it",
-}
-
-
-def test_no_forbidden_imports() -> None:
-    wrong = [
-        f"{importer}:{line} imports {target}: {FORBIDDEN[pair]}"
-        for importer, target, _names, line in IMPORTS
-        if (pair := (_package(importer), _package(target))) in FORBIDDEN
-    ]
-    assert wrong == []
+def test_the_import_contracts_hold() -> None:
+    """The layers, the forbidden imports and the command modules' independence (import-linter)."""
+    linted = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert linted.returncode == 0, linted.stdout[-3000:] + linted.stderr[-2000:]
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in linted.stdout
 
 
 def test_the_load_generator_is_reached_through_one_facade() -> None:

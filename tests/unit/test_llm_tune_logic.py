@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tritongen.cli.llm_tune import LlmTuneFlags, shared_prefix
+from tritongen.cli.llm.tune import LlmTuneFlags, shared_prefix
 from tritongen.cli.main import app
 from tritongen.examples.tiny_llama import write_tokenizer
 from tritongen.triton.proto import read_config

@@ -16,7 +16,7 @@ from tritongen.loadtest.load_processes import (
     kind_of,
     load_processes,
 )
-from tritongen.loadtest.locust_process import LocustArgs, llm_values
+from tritongen.loadtest.locust_process import LocustArgs
 
 ARGS = LocustArgs(
     host="127.0.0.1:8000", model="m", protocol="http", users=2, processes=1, run_time_s=30, window_s=0.5,
@@ -27,10 +27,12 @@ ARGS = LocustArgs(
 def test_a_run_sets_every_locustfile_option() -> None:
     """Each run names every ``--triton-*`` option, so none is left over from the run before."""
     assert set(ARGS.run_options()) == {option.name for option in OPTIONS}
-    rate = replace(ARGS, user_rate=20.0, arrival="poisson", sequences=True, sequence_length=4)
+    sequences = {"sequences": "1", "sequence-length": "4"}
+    rate = replace(ARGS, user_rate=20.0, arrival="poisson", kind="sequence", kind_options=sequences)
     assert rate.run_options()["user-rate"] == "20.0" and rate.run_options()["sequences"] == "1"
     # back to a closed loop without sequences: the defaults again, not the rate run's values
     assert ARGS.run_options()["user-rate"] == "0.0" and ARGS.run_options()["sequences"] == "0"
+    assert ARGS.run_options()["kind"] == "auto" and rate.run_options()["kind"] == "sequence"
     assert ARGS.run_options()["metrics-url"] == "none"
 
 
@@ -43,17 +45,12 @@ def test_the_command_line_holds_the_run_options_that_are_set() -> None:
     assert "--triton-json" not in argv and "--triton-llm-api" not in argv  # at their defaults
 
 
-def test_llm_options_read_as_pairs() -> None:
-    assert llm_values(("--triton-llm-api", "triton-generate", "--triton-llm-stream", "1")) == {
-        "llm-api": "triton-generate",
-        "llm-stream": "1",
-    }
-    with pytest.raises(ValueError, match="not pairs"):
-        llm_values(("--triton-llm-api",))
-    assert (
-        replace(ARGS, llm=("--triton-llm-api", "triton-generate")).run_options()["llm-api"]
-        == "triton-generate"
-    )
+def test_a_kind_s_options_are_locustfile_options() -> None:
+    llm = replace(ARGS, kind="triton-llm", kind_options={"llm-api": "triton-generate", "llm-stream": "1"})
+    assert llm.run_options()["llm-api"] == "triton-generate"
+    assert dict(itertools.pairwise(llm.options()))["--triton-kind"] == "triton-llm"
+    with pytest.raises(ValueError, match="not --triton-"):
+        replace(ARGS, kind_options={"llm-apis": "x"}).run_options()
 
 
 def test_runs_that_need_a_process_of_their_own() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError
 from tritongen.loadtest.spec import LoadSpec, auto_processes, parse_duration
 from tritongen.loadtest.windows import Window, WindowLog, is_stable, latency_summary, merge, new_histogram
@@ -108,13 +109,13 @@ def test_bad_durations(text: str) -> None:
 
 
 def test_spec_defaults_and_checks() -> None:
-    spec = LoadSpec(model="m", url="u", duration_s=30)
+    spec = LoadSpec(model="m", address=ServerAddress.parse("u"), duration_s=30)
     assert spec.effective_window_s == 5 and spec.effective_max_duration_s == 90
-    assert LoadSpec(model="m", url="u", duration_s=3).effective_window_s == 1
+    assert LoadSpec(model="m", address=ServerAddress.parse("u"), duration_s=3).effective_window_s == 1
     with pytest.raises(ConfigError, match="whole numbers"):
-        LoadSpec(model="m", url="u", levels=(1.5,)).check()
+        LoadSpec(model="m", address=ServerAddress.parse("u"), levels=(1.5,))
     with pytest.raises(ConfigError, match="--processes"):
-        LoadSpec(model="m", url="u", processes=0).check()
+        LoadSpec(model="m", address=ServerAddress.parse("u"), processes=0)
 
 
 def test_auto_processes() -> None:
@@ -181,14 +182,6 @@ def test_statistics_deltas() -> None:
     # A snapshot caught between Triton's execution and inference counter updates.
     torn = breakdown(_stats(0, 0, 0, 0), _stats(4839, 4840, 0, 4839))
     assert torn.avg_batch == 1.0
-
-
-def test_the_grpc_address_beside_an_http_one_keeps_the_host() -> None:
-    from tritongen.client.endpoint import grpc_url_beside
-
-    assert grpc_url_beside("http://triton.internal:8000/") == "triton.internal:8001"
-    assert grpc_url_beside("10.0.0.5:9000") == "10.0.0.5:8001"
-    assert grpc_url_beside("localhost") == "localhost:8001"
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -11,7 +11,8 @@ from tritongen.errors import ConfigError
 from tritongen.loadtest.background import BackgroundLoad
 from tritongen.loadtest.mix import Mix, split_streams
 from tritongen.loadtest.result import LoadTestReport
-from tritongen.tune.runner import TuneReport, _end_background
+from tritongen.tune.report import TuneReport
+from tritongen.tune.runner import _end_background
 
 from support.mix_models import HOLD_MODELS
 

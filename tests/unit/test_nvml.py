@@ -7,7 +7,7 @@ import pytest
 from tritongen.loadtest.result import CSV_COLUMNS, LoadTestReport, csv_cells
 from tritongen.metrics.nvml import GpuReading, attribute, is_local_url, open_nvml, visible_devices
 from tritongen.metrics.prometheus import MetricsSampler, Sample
-from tritongen.report.tables import loadtest_table
+from tritongen.report.loadtest_tables import loadtest_table
 
 GIB = 1 << 30
 
@@ -135,4 +135,4 @@ def test_a_run_with_nvml_figures_has_its_source_in_the_csv() -> None:
     }  # fmt: skip
     (run,) = LoadTestReport.from_json(document).runs
     assert "gpu_source" in CSV_COLUMNS and csv_cells(run)["gpu_source"] == "nvml"
-    assert "GPU figures from NVML, whole device" in loadtest_table(document).notes
+    assert "GPU figures from NVML, whole device" in loadtest_table(LoadTestReport.from_json(document)).notes

@@ -11,7 +11,7 @@ import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tritongen.cli.common import parse_int_list, parse_name_list
+from tritongen.cli.options.parsing import parse_int_list, parse_name_list
 from tritongen.client.inputs import parse_input_files, parse_shape_overrides
 from tritongen.convert.formats import parse_formats
 from tritongen.convert.tensorrt import parse_dim_ranges

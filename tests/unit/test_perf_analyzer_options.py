@@ -9,7 +9,7 @@ from tritongen.cli.main import app
 from tritongen.client.inputs import InputSpec, ModelInterface
 from tritongen.perfanalyzer.csv_file import BASE, csv_header
 from tritongen.perfanalyzer.options import UNSUPPORTED, PaUsageError, parse_pa_args
-from tritongen.perfanalyzer.sweep import ModelFacts, level_spec
+from tritongen.perfanalyzer.sweep import ModelFacts, sweep_spec
 
 from support.cli_output import error_line
 
@@ -43,14 +43,14 @@ def test_one_level_in_tritongens_terms() -> None:
         ["-m", "m", "-p", "2000", "-s", "5", "-r", "6", "--percentile", "95", "-b", "4",
          "--shape", "x:16", "--string-data", "hello"]
     )  # fmt: skip
-    spec = level_spec(options, FACTS, 8.0, "random")
+    spec = sweep_spec(options, FACTS, "random")
     assert (spec.window_s, spec.duration_s, spec.max_duration_s, spec.warmup_s) == (2.0, 6.0, 12.0, 0.0)
     assert (spec.stability_tolerance, spec.stability_percentile) == (0.05, 95.0)
     assert spec.batch_size == 4 and spec.shapes == {"x": (16,)} and spec.input_values == {"t": "hello"}
-    counted = level_spec(
-        parse_pa_args(["-m", "m", "--measurement-mode", "count_windows"]), FACTS, 1.0, "zeros"
-    )
+    counted = sweep_spec(parse_pa_args(["-m", "m", "--measurement-mode", "count_windows"]), FACTS, "zeros")
     assert counted.count_window_requests == 50 and counted.max_count_windows == 10
+    swept = sweep_spec(parse_pa_args(["-m", "m", "--concurrency-range", "1:4:1", "-l", "5"]), FACTS, "zeros")
+    assert swept.levels == (1, 2, 3, 4) and swept.stop_at is not None
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,7 @@ import numpy as np
 
 sys.path.insert(0, sys.argv[1])  # the locustfile's folder, as Locust puts it on sys.path
 from tritonload.recording import Recorder
-from tritonload.shared import ENTRIES_KEY
+from tritonload.request_data import ENTRIES_KEY
 from tritonload.validation import Validator, step_checks
 
 responses = json.loads(sys.argv[2])

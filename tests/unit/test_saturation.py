@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.result import LoadTestReport, RunResult, SweepStop
 from tritongen.loadtest.runner import measure_levels
 from tritongen.loadtest.saturation import SaturationRule, throughput_gain
@@ -71,7 +72,9 @@ def test_without_windows_a_rise_must_pass_a_fixed_margin() -> None:
 def test_the_sweep_stops_and_later_rounds_measure_only_the_levels_up_to_the_stop(rounds: int) -> None:
     # Throughput flattens after concurrency 4 while latency doubles with each level.
     figures = {1: (100, 2), 2: (195, 2.1), 4: (380, 2.3), 8: (385, 4.6), 16: (384, 9.2), 32: (386, 18)}
-    spec = LoadSpec(model="m", url="x", levels=(1, 2, 4, 8, 16, 32), rounds=rounds, stop_at=RULE)
+    spec = LoadSpec(
+        model="m", address=ServerAddress.parse("x"), levels=(1, 2, 4, 8, 16, 32), rounds=rounds, stop_at=RULE
+    )
     report = LoadTestReport(model="m", protocol="http", url="x")
     measured: list[tuple[float, int]] = []
 
@@ -94,7 +97,7 @@ def test_the_sweep_stops_and_later_rounds_measure_only_the_levels_up_to_the_stop
 
 
 def test_without_the_flag_every_level_is_measured() -> None:
-    spec = LoadSpec(model="m", url="x", levels=(1, 2, 4))
+    spec = LoadSpec(model="m", address=ServerAddress.parse("x"), levels=(1, 2, 4))
     report = LoadTestReport(model="m", protocol="http", url="x")
     measure_levels(spec, report, lambda level, n: _run(int(level), 100, 2 * level))
     assert [r.concurrency for r in report.runs] == [1, 2, 4] and report.sweep_stop is None

@@ -17,11 +17,13 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import InputSpec, ModelInterface
 from tritongen.errors import ConfigError
+from tritongen.loadtest.kinds.base import Requests
+from tritongen.loadtest.prepared import prepare_requests
 from tritongen.loadtest.result import LoadTestReport
-from tritongen.loadtest.runner import PreparedRequests, prepare_requests
 from tritongen.loadtest.sequences import (
     DEFAULT_SEQUENCE_LENGTH,
     check_id_range,
@@ -33,7 +35,7 @@ from tritongen.loadtest.sequences import (
     sequence_length,
 )
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.report.tables import sequence_table
+from tritongen.report.kind_tables import sequence_table
 
 runner = CliRunner()
 
@@ -110,10 +112,15 @@ def test_sequence_figures_reach_table_and_csv(tmp_path: Path) -> None:
         "sequences_per_s": 100.0, "requests_per_sequence": 5.0,
     }  # fmt: skip
     document = {"model": "acc", "rounds": 1, "runs": [run]}
-    table = sequence_table(document)
+    table = sequence_table(LoadTestReport.from_json(document))
     assert table is not None
     assert table.rows[0][:4] == ("seq=4", "100.0", "5", "2.00") and table.rows[0][-2:] == ("1", "1")
-    assert sequence_table({"model": "m", "runs": [{**run, "latencies_us": {}, "counts": {}}]}) is None
+    assert (
+        sequence_table(
+            LoadTestReport.from_json({"model": "m", "runs": [{**run, "latencies_us": {}, "counts": {}}]})
+        )
+        is None
+    )
     report = LoadTestReport.from_json({"model": "acc", "runs": [run]})
     report.write_csv(tmp_path / "run.csv")
     header, row = (line.split(",") for line in (tmp_path / "run.csv").read_text().splitlines())
@@ -137,10 +144,13 @@ class _Endpoint:
         return self.config
 
 
-def _prepare(config: dict[str, Any], path: Path, **settings: Any) -> tuple[PreparedRequests, int]:
+def _prepare(
+    config: dict[str, Any], folder: Path, protocol: str = "http", **settings: Any
+) -> tuple[Requests, int]:
     endpoint = _Endpoint(config)
-    spec = LoadSpec(model="acc", url="127.0.0.1:9", **settings)
-    prepared = prepare_requests(spec, cast(TritonEndpoint, endpoint), path)
+    spec = LoadSpec(model="acc", address=ServerAddress.parse("127.0.0.1:9", protocol), **settings)
+    folder.mkdir(exist_ok=True)
+    _kind, prepared = prepare_requests(spec, cast(TritonEndpoint, endpoint), folder)
     return prepared, endpoint.config_reads
 
 
@@ -149,12 +159,14 @@ def test_the_default_length_is_the_data_steps_or_twenty(steps_file: Path, tmp_pa
     assert sequence_length(None, 1) == DEFAULT_SEQUENCE_LENGTH == 20
     assert sequence_length(None, 4) == 4 and sequence_length(6, 4) == 6 and sequence_length(3, 1) == 3
     config: dict[str, Any] = {"sequence_batching": {"max_sequence_idle_microseconds": 5000000}}
-    prepared, reads = _prepare(config, tmp_path / "a.npz", sequences=True)
-    assert prepared.sequence_length == 20 and reads == 1  # the config is read once for every check
-    prepared, _ = _prepare(config, tmp_path / "b.npz", sequences=True, input_data=steps_file)
-    assert prepared.sequence_length == len(STEPS)
-    prepared, _ = _prepare({}, tmp_path / "c.npz")
-    assert prepared.sequence_length == 0
+    prepared, reads = _prepare(config, tmp_path / "a", sequences=True)
+    assert (
+        prepared.options["sequence-length"] == "20" and reads == 1
+    )  # the config is read once for every check
+    prepared, _ = _prepare(config, tmp_path / "b", sequences=True, input_data=steps_file)
+    assert prepared.options["sequence-length"] == str(len(STEPS))
+    prepared, _ = _prepare({}, tmp_path / "c")
+    assert "sequence-length" not in prepared.options
 
 
 def test_a_decoupled_sequence_model_is_refused(tmp_path: Path) -> None:
@@ -164,6 +176,6 @@ def test_a_decoupled_sequence_model_is_refused(tmp_path: Path) -> None:
     }
     for protocol in ("grpc", "http"):
         with pytest.raises(ConfigError, match="not supported yet") as raised:
-            _prepare(config, tmp_path / "x.npz", sequences=True, protocol=protocol)
+            _prepare(config, tmp_path / "x", sequences=True, protocol=protocol)
         assert "sequence model and decoupled" in raised.value.message
-    assert not (tmp_path / "x.npz").exists()
+    assert not (tmp_path / "x" / "inputs.npz").exists()

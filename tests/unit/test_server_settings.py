@@ -8,7 +8,8 @@ import pytest
 
 from tritongen.errors import MissingDependencyError
 from tritongen.server.distribution import find_distribution
-from tritongen.server.local import LocalTritonServer, ServerSettings
+from tritongen.server.local import LocalTritonServer
+from tritongen.server.settings import ServerSettings
 
 
 def test_settings_and_keyword_options_combine(tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_keyword_options_name_every_setting() -> None:
     """The keyword options are typed by a TypedDict beside the settings: the two list the same fields."""
     from dataclasses import fields
 
-    from tritongen.server.local import ServerOptions
+    from tritongen.server.settings import ServerOptions
 
     assert list(ServerOptions.__annotations__) == [f.name for f in fields(ServerSettings)]
 

@@ -18,13 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError
 from tritongen.loadtest.locust_process import LocustArgs
-from tritongen.loadtest.shared_memory import (
-    check_shared_memory,
-    output_sizes,
-    url_host,
-)
+from tritongen.loadtest.shared_memory import check_shared_memory, output_sizes
 
 from support.paths import ROOT
 
@@ -40,30 +37,20 @@ def test_a_server_on_another_host_is_refused_in_one_line() -> None:
     assert "--shared-memory system needs a server on this host, not 10.20.30.40" in lines[0]
 
 
-@pytest.mark.parametrize(
-    ("url", "host"),
-    [
-        ("localhost:8001", "localhost"),
-        ("http://127.0.0.1:8000/", "127.0.0.1"),
-        ("[::1]:8000", "::1"),
-        ("grpc://example.org:8001", "example.org"),
-        ("localhost", "localhost"),
-    ],
-)
-def test_url_host(url: str, host: str) -> None:
-    assert url_host(url) == host
-
-
 def test_shared_memory_option_checks() -> None:
-    check_shared_memory("system", "localhost:8000", None)
-    check_shared_memory("system", "127.0.0.2:8000", 4096)
-    check_shared_memory("none", "example.org:8000", None)  # nothing to check without shared memory
+    def at(url: str) -> ServerAddress:
+        return ServerAddress.parse(url)
+
+    check_shared_memory("system", at("localhost:8000"), None)
+    check_shared_memory("system", at("127.0.0.2:8000"), 4096)
+    check_shared_memory("system", at("[::1]:8000"), None)
+    check_shared_memory("none", at("example.org:8000"), None)  # nothing to check without shared memory
     with pytest.raises(ConfigError, match=r"needs a server on this host, not example\.org"):
-        check_shared_memory("system", "example.org:8000", None)
+        check_shared_memory("system", at("grpc://example.org:8001"), None)
     with pytest.raises(ConfigError, match="--shared-memory 'cuda' is unknown"):
-        check_shared_memory("cuda", "localhost:8000", None)
+        check_shared_memory("cuda", at("localhost:8000"), None)
     with pytest.raises(ConfigError, match="must be positive"):
-        check_shared_memory("system", "localhost:8000", 0)
+        check_shared_memory("system", at("localhost:8000"), 0)
 
 
 def test_output_sizes() -> None:
@@ -91,15 +78,14 @@ def test_locust_arguments() -> None:
         t0=time.time(),
         results=Path("w.jsonl"),
         inputs=Path("i.npz"),
-        shared_memory="system",
-        shm_prefix="tritongen_1_ab_",
-        output_shm_size=4096,
+        kind="shared-memory",
+        kind_options={"shared-memory": "system", "shm-prefix": "tritongen_1_ab_", "output-shm-size": "4096"},
     )
     argv = args.argv()
     at = argv.index("--triton-shared-memory")
     assert argv[at : at + 4] == ["--triton-shared-memory", "system", "--triton-shm-prefix", "tritongen_1_ab_"]
     assert argv[argv.index("--triton-output-shm-size") + 1] == "4096"
-    plain = LocustArgs(**{**args.__dict__, "shared_memory": "none"}).argv()
+    plain = LocustArgs(**{**args.__dict__, "kind": "tensor", "kind_options": {}}).argv()
     assert "--triton-shared-memory" not in plain and "--triton-output-shm-size" not in plain
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tritongen.server.local import reclaim_leftovers
+from tritongen.server.leftovers import reclaim_leftovers
 
 
 def test_stale_regions_of_dead_processes_are_reclaimed(tmp_path: Path) -> None:

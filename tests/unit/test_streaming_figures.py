@@ -12,7 +12,7 @@ from typing import TypeVar
 from tritongen.loadtest.result import LATENCY_KEYS, LoadTestReport, RunResult
 from tritongen.loadtest.streaming import add_streaming_figures, check_streaming, is_decoupled
 from tritongen.report.html import loadtest_section
-from tritongen.report.tables import streaming_table
+from tritongen.report.kind_tables import streaming_table
 
 RESPONSES, FIRST_MS, GAP_MS = 4, 60, 40
 """The plan of the fidelity runs: 4 responses at 60, 100, 140 and 180 ms."""
@@ -40,10 +40,10 @@ def test_streaming_figures_and_table() -> None:
     add_streaming_figures(run)
     assert run.streaming and run.responses_per_s == 33 / 4.0 and run.responses_per_request == 3.0
     report = LoadTestReport(model="m", protocol="grpc", url="u", runs=[run])
-    table = streaming_table(report.to_json())
+    table = streaming_table(report)
     assert table is not None and len(table.rows) == 1
     cells = dict(zip(table.headers, table.rows[0], strict=True))
     assert cells["resp/req"] == "3" and cells["first P50"] == "1.50" and cells["gap P50"] == "2.50"
-    assert streaming_table(LoadTestReport(model="m", protocol="grpc", url="u").to_json()) is None
-    section = loadtest_section(report.to_json(), "run.json")
+    assert streaming_table(LoadTestReport(model="m", protocol="grpc", url="u")) is None
+    section = loadtest_section(report, "run.json")
     assert table.title in [t.title for t in section.tables]

@@ -16,14 +16,17 @@ import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
+from tritongen.client.address import ServerAddress
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.report.tables import tune_table
+from tritongen.report.tune_tables import tune_table
 from tritongen.stopping import FUTILITY_FROM, MIN_ROUNDS, Ending, StopRule, judge, record, spent_confidence
 from tritongen.tune.confirm import Confirmation, Entry
 from tritongen.tune.confirm import judge as judge_rounds
-from tritongen.tune.runner import TuneReport, TuneRequest, _claim, check_claim, plan
+from tritongen.tune.document import TuneDocument
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import TuneRequest, check_claim, claim_directory, plan
 from tritongen.tune.space import Candidate, Current, SearchSpace
 
 from support.cli_output import error_line
@@ -199,7 +202,9 @@ def test_the_rounds_stopped_when_the_last_round_decided_everything() -> None:
 
 
 def _request(tmp: Path, **changes: object) -> TuneRequest:
-    load = LoadSpec(model="m", url="localhost:8000", levels=(8,), duration_s=2.0, warmup_s=1.0)
+    load = LoadSpec(
+        model="m", address=ServerAddress.parse("localhost:8000"), levels=(8,), duration_s=2.0, warmup_s=1.0
+    )
     fields: dict[str, object] = {
         "model": "m",
         "space": SearchSpace((16,), (None,), (0, 500), (1,)),
@@ -224,7 +229,7 @@ def test_the_report_records_the_stopping_and_the_verdict_its_level(tmp_path: Pat
     assert stopping["max_rounds"] == 20 and stopping["margin"] == 0.05 and "rule" in stopping
     assert doc["confirmation"]["contenders"][QUICK.key]["decision"] == "different"
     assert "at 99.72% (the level spent at round 3: --rounds auto keeps 95%)" in doc["verdict"]
-    notes = tune_table(doc).notes
+    notes = tune_table(TuneDocument.from_json(doc)).notes
     assert any(
         n.startswith("--rounds auto: 3 round(s), every pair decided; pairs judged at 99.72%") for n in notes
     )
@@ -240,7 +245,7 @@ def test_the_keep_verdict_names_the_best_finalists_decision(tmp_path: Path) -> N
 
 def test_auto_is_claimed_as_auto_and_planned_between_the_first_look_and_the_cap(tmp_path: Path) -> None:
     request = _request(tmp_path / "t")
-    _claim(request)
+    claim_directory(request)
     assert json.loads((tmp_path / "t" / "tune-request.json").read_text())["rounds"] == "auto"
     with pytest.raises(Exception, match="was tuned with --rounds auto"):
         check_claim(_request(tmp_path / "t", rounds=5, stopping=None))

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
-from tritongen.loadtest.spec import LoadSpec
+from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec
 from tritongen.tune.confirm import Confirmation, Entry, judge
 from tritongen.tune.objective import (
     FAILED_OBJECTIVE,
@@ -28,16 +29,9 @@ from tritongen.tune.objective import (
     objective,
     pareto_front,
 )
-from tritongen.tune.runner import (
-    RELOAD_S,
-    RUN_OVERHEAD_S,
-    TuneReport,
-    TuneRequest,
-    _claim,
-    _finalists,
-    check_claim,
-    plan,
-)
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import RELOAD_S, TuneRequest, check_claim, claim_directory, plan
+from tritongen.tune.runner import _finalists
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.strategy import AdaptiveSearch, GridSearch, SearchStrategy, make_strategy
 from tritongen.tune.trial import TrialRecord
@@ -714,7 +708,9 @@ def test_equal_finalists_are_applied_rarely_and_a_real_gain_is_found() -> None:
 
 
 def _request(tmp: Path | None = None, **changes: object) -> TuneRequest:
-    load = LoadSpec(model="m", url="localhost:8000", levels=(8,), duration_s=2.0, warmup_s=1.0)
+    load = LoadSpec(
+        model="m", address=ServerAddress.parse("localhost:8000"), levels=(8,), duration_s=2.0, warmup_s=1.0
+    )
     request = TuneRequest(
         model="m", space=SearchSpace((16,), (None, (8, 16)), (0, 500, 2000), (1, 2)), load=load,
         slo_p99_ms=10.0, strategy="grid", out_dir=tmp or Path("unused"),
@@ -814,11 +810,13 @@ def test_report_without_finalists_keeps_the_current_config() -> None:
 def test_tune_table_and_plot_show_the_confirmation() -> None:
     from tritongen.report.html import render_report
     from tritongen.report.plots import confirmed_points, tune_figure, tune_points
-    from tritongen.report.tables import tune_table
+    from tritongen.report.tune_tables import tune_table
+    from tritongen.tune.document import TuneDocument
 
     report = _report(5, {QUICK: [1.88, 1.95, 1.90, 1.86, 1.93], SLOW_TAIL: [1.0, 1.02, 0.99, 1.01, 0.98]})
     doc = json.loads(json.dumps(report.to_json()))
-    table = tune_table(doc)
+    typed = TuneDocument.from_json(doc)
+    table = tune_table(typed)
     assert table.headers[-3:] == ("rounds infer/s", "rounds P99 ms", "vs current")
     assert len(table.rows) == len(doc["trials"]) + 1
     rows = {row[0]: row for row in table.rows}
@@ -828,16 +826,16 @@ def test_tune_table_and_plot_show_the_confirmation() -> None:
     assert rows[QUICK.key][-1].startswith("1.90× [")
     assert rows["mb16-pbauto-qd0-i2"][-3:] == ("", "", "")  # searched, not confirmed
     assert table.styles[1] == "good"
-    points = confirmed_points(doc)
+    points = confirmed_points(typed)
     assert [(p.label, p.current, p.best) for p in points] == [
         (CURRENT.key, True, False), (QUICK.key, False, True), (SLOW_TAIL.key, False, False),
     ]  # fmt: skip
     assert all(p.infer_low is not None and p.infer_low <= p.infer_per_s for p in points)
-    trials, reference = tune_points(doc)
+    trials, reference = tune_points(typed)
     figure = tune_figure(trials, "tune m", 10.0, reference, points)
     assert len(figure.axes[0].containers) == 3  # one error bar per confirmed config
     figure.clf()
-    page = render_report([("tune.json", doc)])
+    page = render_report([("tune.json", typed)])
     assert "best: mb16-pbauto-qd500-i1 1,880 ±" in page and "rounds infer/s" in page
     # A tritongen.tune/1 document (no confirmation) still reads.
     old = {
@@ -846,9 +844,17 @@ def test_tune_table_and_plot_show_the_confirmation() -> None:
         "confirmation": None,
         "best": {"key": QUICK.key, "infer_per_s": 1880.0, "p99_us": 4000.0, "gain_over_baseline": 1.5},
     }
-    assert tune_table(old).headers == ("config", "infer/s", "P99 ms", "feasible", "front")
-    assert confirmed_points(old) == []
-    assert "1.50× the baseline" in render_report([("old.json", {**old, "verdict": None})])
+    assert tune_table(TuneDocument.from_json(old)).headers == (
+        "config",
+        "infer/s",
+        "P99 ms",
+        "feasible",
+        "front",
+    )
+    assert confirmed_points(TuneDocument.from_json(old)) == []
+    assert "1.50× the baseline" in render_report(
+        [("old.json", TuneDocument.from_json({**old, "verdict": None}))]
+    )
 
 
 def test_request_checks_rounds_confidence_and_finalists() -> None:
@@ -881,7 +887,7 @@ def test_plan_says_how_long_at_most() -> None:
 def test_resume_claims(tmp_path: Path) -> None:
     out = tmp_path / "tune"
     request = _request(out)
-    _claim(request)
+    claim_directory(request)
     claim = (out / "tune-request.json").read_text()
     check_claim(request)
     for changes, message in [
@@ -892,10 +898,10 @@ def test_resume_claims(tmp_path: Path) -> None:
         ({"model": "other"}, "holds trials of another tune"),
     ]:
         with pytest.raises(ConfigError, match=message):
-            _claim(_request(out, **changes))
+            claim_directory(_request(out, **changes))
         assert (out / "tune-request.json").read_text() == claim  # nothing overwritten
     # A directory from before rounds were recorded: its search trials still count.
     old = {k: v for k, v in json.loads(claim).items() if k not in ("rounds", "finalists", "confidence")}
     (out / "tune-request.json").write_text(json.dumps(old))
-    _claim(_request(out, rounds=3))
+    claim_directory(_request(out, rounds=3))
     assert json.loads((out / "tune-request.json").read_text())["rounds"] == 3

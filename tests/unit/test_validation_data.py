@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tritongen.client.input_data import InputDataError
+from tritongen.client.input_json import InputDataError
 from tritongen.client.inputs import InputSpec, ModelInterface
 from tritongen.client.validation_data import expected_outputs
 from tritongen.io.arrays import read_steps, write_steps

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tritongen.cli.common import err_console
+from tritongen.cli.console import say
 from tritongen.pipeline.rerender import Rerender
 
 ShowDiff = Annotated[
@@ -21,11 +21,6 @@ def show_diff(plan: Rerender) -> None:
     sys.stdout.write(plan.diff())
     sys.stdout.flush()
     if plan.changed:
-        err_console.print(
-            f"not written (--diff): {'; '.join(plan.changes) or 'layout only'}",
-            soft_wrap=True,
-            highlight=False,
-            markup=False,
-        )
+        say(f"not written (--diff): {'; '.join(plan.changes) or 'layout only'}", err=True)
     else:
-        err_console.print(plan.summary(), soft_wrap=True, highlight=False, markup=False)
+        say(plan.summary(), err=True)

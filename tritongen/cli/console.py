@@ -61,3 +61,8 @@ def build_console(*, stderr: bool, environ: Mapping[str, str] = os.environ) -> C
 
 console = build_console(stderr=False)
 err_console = build_console(stderr=True)
+
+
+def say(text: str, *, err: bool = False) -> None:
+    """One line of plain text, whole: no markup, no highlighting, never cut (on stderr with ``err``)."""
+    (err_console if err else console).print(text, highlight=False, markup=False, soft_wrap=True)

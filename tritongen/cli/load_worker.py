@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import fields
 from typing import Any
 
-from tritongen.cli.common import err_console, stop_on_signals
-from tritongen.cli.load_options import RunFlags
+from tritongen.cli.boundary import stop_on_signals
+from tritongen.cli.console import say
+from tritongen.cli.options.load import RunFlags
 from tritongen.errors import ConfigError
 from tritongen.loadtest.distributed import WorkerArgs, check_wait, run_worker
 from tritongen.loadtest.spec import parse_duration
@@ -55,8 +57,7 @@ def run_worker_mode(model: str | None, run: RunFlags, others: list[str]) -> None
     wait_s = parse_duration(run.worker_wait, "--worker-wait")
     check_wait(wait_s)
 
-    def say(line: str) -> None:
-        err_console.print(line, highlight=False, markup=False, soft_wrap=True)
-
     with stop_on_signals() as stopping:
-        run_worker(WorkerArgs(run.master_host, run.master_port), wait_s, say, stopping)
+        run_worker(
+            WorkerArgs(run.master_host, run.master_port), wait_s, functools.partial(say, err=True), stopping
+        )

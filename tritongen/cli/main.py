@@ -7,19 +7,19 @@ from typing import Annotated
 import typer
 
 from tritongen import __version__
-from tritongen.cli.compare import compare_command
-from tritongen.cli.compose import compose_command
-from tritongen.cli.convert import convert_command
-from tritongen.cli.example import example_command
-from tritongen.cli.infer import infer_command
-from tritongen.cli.kubernetes import kubernetes_command
-from tritongen.cli.lint import lint_command
-from tritongen.cli.loadtest import loadtest_command
-from tritongen.cli.perf_analyzer import CONTEXT, perf_analyzer_command
-from tritongen.cli.render import render_command
-from tritongen.cli.report import report_command
-from tritongen.cli.serve import serve_command
-from tritongen.cli.tune import tune_command
+from tritongen.cli.commands.compare import compare_command
+from tritongen.cli.commands.compose import compose_command
+from tritongen.cli.commands.convert import convert_command
+from tritongen.cli.commands.example import example_command
+from tritongen.cli.commands.infer import infer_command
+from tritongen.cli.commands.kubernetes import kubernetes_command
+from tritongen.cli.commands.lint import lint_command
+from tritongen.cli.commands.loadtest import loadtest_command
+from tritongen.cli.commands.perf_analyzer import CONTEXT, perf_analyzer_command
+from tritongen.cli.commands.render import render_command
+from tritongen.cli.commands.report import report_command
+from tritongen.cli.commands.serve import serve_command
+from tritongen.cli.commands.tune import tune_command
 
 app = typer.Typer(
     name="tritongen",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from tritongen.cli.common import err_console
+from tritongen.cli.console import err_console
 from tritongen.lint.findings import Finding
 from tritongen.server.embedded import ServingHooks
 

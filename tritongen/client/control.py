@@ -8,16 +8,15 @@ from typing import Any
 from tritongen.client.repository import RepositoryControl
 from tritongen.errors import ServerError
 from tritongen.triton.model_config import ModelConfig
+from tritongen.triton.proto import parse_model_config
 from tritongen.triton.render import render_config
 
 
 def config_json(config: ModelConfig) -> str:
     """The config as Triton's JSON form (protobuf field names), for the load API."""
-    from google.protobuf import json_format, text_format
-    from tritonclient.grpc import model_config_pb2
+    from google.protobuf import json_format
 
-    message = model_config_pb2.ModelConfig()
-    text_format.Parse(render_config(config), message)
+    message = parse_model_config(render_config(config))
     text: str = json_format.MessageToJson(message, preserving_proto_field_name=True, indent=None)
     return text
 
@@ -60,6 +59,19 @@ class ModelControl:
                 f"cannot read the config of '{self.model}': {e.message()}", "is it loaded?"
             ) from e
         return served
+
+    def loaded_config(self) -> dict[str, Any]:
+        """The config the server runs, the model loaded first if it is not.
+
+        Raises:
+            ModelLoadError: the model does not load.
+            ServerError: the server cannot be reached or reports no config.
+        """
+        try:
+            return self.served_config()
+        except ServerError:
+            self.load()
+            return self.served_config()
 
     def check_serving(self, config: ModelConfig) -> None:
         """Confirm the server runs ``config``'s batching and instances, not a stale config.

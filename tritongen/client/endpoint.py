@@ -5,16 +5,16 @@ from __future__ import annotations
 import http.client
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from tritongen.client.address import DEFAULT_PORTS as DEFAULT_PORTS  # where the CLI finds them
+from tritongen.client.address import Protocol, ServerAddress, normalise_url
 from tritongen.client.inputs import ModelInterface, interface_from_metadata
 from tritongen.errors import ServerError
 
-Protocol = Literal["http", "grpc"]
-DEFAULT_PORTS = {"http": 8000, "grpc": 8001}
 CLOSED_SIGNS = ("socket closed", "stream removed", "connection reset", "connection closed")
 """What gRPC says when the server drops a call it was answering."""
 
@@ -36,20 +36,6 @@ def closed_connection(what: str, url: str, detail: str) -> ServerError:
     )
 
 
-def normalise_url(url: str) -> str:
-    """Strip a scheme and trailing slash: ``http://host:8000/`` -> ``host:8000``."""
-    for scheme in ("http://", "https://", "grpc://"):
-        if url.startswith(scheme):
-            url = url[len(scheme) :]
-    return url.rstrip("/")
-
-
-def grpc_url_beside(http_url: str) -> str:
-    """The gRPC address of the server whose HTTP address is ``http_url``: same host, default gRPC port."""
-    host = normalise_url(http_url).rpartition(":")[0] or normalise_url(http_url)
-    return f"{host}:{DEFAULT_PORTS['grpc']}"
-
-
 class TritonEndpoint:
     """A Triton server reached over HTTP or gRPC."""
 
@@ -60,6 +46,11 @@ class TritonEndpoint:
         self.protocol = protocol
         self.timeout_s = timeout_s
         self._client: Any = None
+
+    @classmethod
+    def at(cls, address: ServerAddress, timeout_s: float = 60.0) -> TritonEndpoint:
+        """The server at ``address``, over its protocol."""
+        return cls(address.url, address.protocol, timeout_s)
 
     def _connect(self) -> Any:
         if self._client is None:
@@ -167,6 +158,29 @@ class TritonEndpoint:
             return config
         found: dict[str, Any] = self._call(f"model '{model}'", client.get_model_config, model, as_json=True)
         return dict(found.get("config", {}))
+
+    def require_ready(self, models: tuple[str, ...], what: str) -> None:
+        """Refuse a model the server does not have ready, naming the ones it has (``what``: whose models).
+
+        Raises:
+            ServerError: a model is not ready, or the server does not answer.
+        """
+        for model in models:
+            if self.is_model_ready(model):
+                continue
+            if not self.is_live():
+                raise ServerError(
+                    f"cannot reach Triton at {self.url} ({self.protocol})",
+                    "start it with `tritongen serve REPO` or pass --url",
+                )
+            try:
+                ready = self.ready_models()
+            except ServerError:  # its repository index is closed
+                ready = []
+            raise ServerError(
+                f"model '{model}' of {what} is not ready on {self.url} (ready: {', '.join(ready) or 'none'})",
+                "load it, or name only models the server has ready",
+            )
 
     def ready_models(self) -> list[str]:
         """Names of the models the server has READY (repository index), sorted.

@@ -13,8 +13,8 @@ import json
 import os
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
+from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError, ServerError
 
 
@@ -41,39 +41,19 @@ def api_key_from_env(name: str | None) -> str | None:
     return value.strip()
 
 
-def split_base_url(url: str) -> tuple[str, int, str]:
-    """``http://host:8000/v1`` or ``host:8000`` -> (host, port, path prefix without ``/v1``)."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    prefix = parts.path.rstrip("/").removesuffix("/v1")
-    return parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80), prefix
-
-
-def openai_address(url: str) -> str:
-    """``http://host:8000`` or ``host:8000/v1`` -> ``host:8000``, the address a load test's requests go to.
-
-    Raises:
-        ConfigError: the base URL has a path before ``/v1`` (the load generator sends to ``/v1/…``).
-    """
-    host, port, prefix = split_base_url(url)
-    if prefix:
-        raise ConfigError(
-            f"--url {url}: a base URL with a path ({prefix}) is not supported for OpenAI loads",
-            "give http://HOST:PORT, the server's own address",
-        )
-    return f"{host}:{port}"
-
-
-def served_models(url: str, api_key: str | None = None, timeout_s: float = 10.0) -> list[ServedModel]:
-    """The models the server at ``url`` (its base URL) lists at ``/v1/models``.
+def served_models(
+    address: ServerAddress, api_key: str | None = None, timeout_s: float = 10.0
+) -> list[ServedModel]:
+    """The models the server at ``address`` lists at ``/v1/models``.
 
     Raises:
         ServerError: nothing answers there, or what answers is not an OpenAI-compatible server.
     """
-    host, port, prefix = split_base_url(url)
+    url = address.base_url
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    connection = http.client.HTTPConnection(address.host, address.port, timeout=timeout_s)
     try:
-        connection.request("GET", f"{prefix}/v1/models", headers=headers)
+        connection.request("GET", f"{address.path}/v1/models", headers=headers)
         response = connection.getresponse()
         status, body = response.status, response.read()
     except (OSError, http.client.HTTPException) as e:  # a timeout is an OSError
@@ -157,7 +137,9 @@ def no_chat_template(status: int, message: str) -> bool:
     return status == 400 and "chat template" in message.lower()
 
 
-def probe_request(url: str, path: str, body: dict[str, Any], api_key: str | None = None) -> ProbeAnswer:
+def probe_request(
+    address: ServerAddress, path: str, body: dict[str, Any], api_key: str | None = None
+) -> ProbeAnswer:
     """Send one request of a load test's kind, cut to one output token, and read its usage.
 
     Raises:
@@ -165,16 +147,16 @@ def probe_request(url: str, path: str, body: dict[str, Any], api_key: str | None
             or the server refuses the request as too long or malformed.
         ServerError: the server cannot be reached, refuses the key or fails.
     """
-    host, port, prefix = split_base_url(url)
+    url = address.base_url
     headers = {
         "Content-Type": "application/json",
         **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
     }
     probe = {key: value for key, value in body.items() if key not in ("stream", "stream_options")}
     probe |= {"max_tokens": 1, "min_tokens": 1}
-    connection = http.client.HTTPConnection(host, port, timeout=120)
+    connection = http.client.HTTPConnection(address.host, address.port, timeout=120)
     try:
-        connection.request("POST", prefix + path, json.dumps(probe).encode(), headers)
+        connection.request("POST", address.path + path, json.dumps(probe).encode(), headers)
         response = connection.getresponse()
         status, answer = response.status, response.read()
     except (OSError, http.client.HTTPException) as e:
@@ -212,14 +194,14 @@ def _probe_answer(url: str, path: str, status: int, body: bytes) -> ProbeAnswer:
 class OpenAiHealth:
     """Whether an OpenAI-compatible server still answers and serves the model, during a load test."""
 
-    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 2.0) -> None:
-        self.url, self.api_key, self.timeout_s = url, api_key, timeout_s
+    def __init__(self, address: ServerAddress, api_key: str | None = None, timeout_s: float = 2.0) -> None:
+        self.address, self.api_key, self.timeout_s = address, api_key, timeout_s
         self._served: list[ServedModel] = []
 
     def is_live(self) -> bool:
         """Whether ``/v1/models`` answers with a model list."""
         try:
-            self._served = served_models(self.url, self.api_key, self.timeout_s)
+            self._served = served_models(self.address, self.api_key, self.timeout_s)
         except ServerError:
             return False
         return True

@@ -6,7 +6,8 @@ import http.client
 import time
 from typing import Any
 
-from tritongen.client.endpoint import closed_connection, normalise_url
+from tritongen.client.address import normalise_url
+from tritongen.client.endpoint import closed_connection
 from tritongen.errors import ModelLoadError, ServerError
 
 UNLOAD_TIMEOUT_S = 60.0

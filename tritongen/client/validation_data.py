@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from tritongen.client.input_data import EntryReader, Fill, InputDataError, Step, read_json_document
+from tritongen.client.input_json import EntryReader, InputDataError, read_json_document
 from tritongen.client.inputs import InputSpec, ModelInterface, numpy_dtype
+from tritongen.client.steps import Fill, Step
 from tritongen.io.arrays import Array, read_steps
 from tritongen.io.loadgen_shared import ENTRIES_KEY, EXPECTED_PREFIX, is_string_array
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from tritongen import stopping
 from tritongen.compare.result import EngineResult
 from tritongen.errors import ConfigError
 from tritongen.loadtest.rounds import Rounds
-from tritongen.stopping import Ending, StopRule, Verdict, judge, progress_text
+from tritongen.stopping import Ending, PairRecord, StopRule, Verdict, judge, progress_text, stopping_record
 
 __all__ = ["CRITERIA", "FIGURES", "decided_figures", "pair_verdicts", "progress_text", "record"]
 
@@ -80,10 +80,13 @@ def record(
     """
     verdicts = pair_verdicts(engines, rule, confidence, final=True, figures=figures)
     ending = Ending(rounds.completed, rounds.stopped_by, rounds.status, tuple(rounds.repeated))
-    found = stopping.record(rule, verdicts, ending, confidence, nothing="one engine: no pair to decide")
+    found = stopping_record(rule, verdicts, ending, confidence, nothing="one engine: no pair to decide")
     others = [name for name in CRITERIA if name not in figures]
     other = pair_verdicts(engines, rule, confidence, final=True, figures=others)
-    found["decided_on"] = [CRITERIA[name] for name in figures]
-    found["rule"] = f"{rule.text()}, on {' and '.join(found['decided_on'])}"
-    found["other_pairs"] = stopping.record(rule, other, ending, confidence)["pairs"]
-    return found
+    decided_on = tuple(CRITERIA[name] for name in figures)
+    return replace(
+        found,
+        rule=f"{rule.text()}, on {' and '.join(decided_on)}",
+        decided_on=decided_on,
+        other_pairs=tuple(PairRecord.of(name, v) for name, v in other),
+    ).to_json()

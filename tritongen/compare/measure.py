@@ -17,9 +17,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import ModelInterface, build_inputs
-from tritongen.compare.result import EngineResult
+from tritongen.compare.result import EngineResult, LatencyRun
 from tritongen.errors import ConfigError, ModelLoadError, ServerError, TritongenError, first_line
 from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS, check_confidence, check_rounds
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -109,9 +110,10 @@ class ServerHandle:
     admin_key: str | None = None
     """The key of a server whose repository API is restricted."""
 
-    def url(self, protocol: str) -> str:
-        """The address for ``protocol``."""
-        return self.grpc_url if protocol == "grpc" else self.http_url
+    def address(self, protocol: str) -> ServerAddress:
+        """The server's address for ``protocol``, with its metrics endpoint."""
+        url = self.grpc_url if protocol == "grpc" else self.http_url
+        return ServerAddress.parse(url, protocol, self.metrics_url)
 
 
 class Interrupted(Exception):
@@ -186,8 +188,7 @@ def engine_spec(
     """The load of one engine figure: ``batch_size`` rows per request, ``concurrency`` in flight."""
     return LoadSpec(
         model=model,
-        url=server.url(settings.protocol),
-        protocol=settings.protocol,  # type: ignore[arg-type]
+        address=server.address(settings.protocol),
         levels=(concurrency,),
         batch_size=batch_size,
         shapes=shapes,
@@ -195,7 +196,6 @@ def engine_spec(
         warmup_s=settings.warmup_s,
         max_duration_s=settings.max_duration_s or 1.5 * settings.duration_s,
         window_s=settings.window_s,
-        metrics_url=server.metrics_url,
         seed=settings.seed,
         cpus=settings.cpus,
     )
@@ -269,7 +269,7 @@ class EngineMeasurement:
         if not report.runs:
             raise ServerError(f"{what}: no run was measured", "see the server log")
         run = report.runs[0]
-        self.result.latency_runs.append({**asdict(run), "figure": "ramp"})
+        self.result.latency_runs.append(LatencyRun("ramp", run))
         self.result.errors += run.errors
         if run.status == "interrupted":
             raise Interrupted

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from tritongen import __version__
 from tritongen.convert.accuracy import task_figure
+from tritongen.convert.reduced import PrecisionReport
+from tritongen.convert.result_json import read_precision_report
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.io.files import write_output
-from tritongen.loadtest.result import known_fields
+from tritongen.loadtest.result import RunResult, known_fields
+from tritongen.stopping import StoppingRecord, read_stopping
 
 SCHEMA = "tritongen.compare/1"
 
@@ -63,6 +66,24 @@ def build_note(fmt: str, facts: dict[str, Any] | None) -> str | None:
     return f"{text}, tuned {minutes:.1f} min / {int(tuning.get('trials') or 0):,} trials{cached}"
 
 
+@dataclass(frozen=True)
+class LatencyRun:
+    """A load-test run behind an engine's figures, and what it was measured for."""
+
+    figure: str
+    """``ramp`` (the concurrency ramp), or the figure of a round: ``p99_ms_b1``, ``infer_per_s_b32``."""
+    run: RunResult
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's ``tritongen.loadtest/1`` object with its ``figure``."""
+        return {**self.run.to_json(), "figure": self.figure}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LatencyRun:
+        """Read what :meth:`to_json` wrote (a run without ``figure`` is one of the ramp)."""
+        return cls(figure=str(data.get("figure", "ramp")), run=RunResult.from_json(data))
+
+
 @dataclass
 class EngineResult:
     """One engine's measurements (``None`` where not measured)."""
@@ -106,17 +127,17 @@ class EngineResult:
     """Relative RMS error of the worst output against FP32 on representative data (reduced precision)."""
     drift_headline: str | None = None
     """The task-level drift in words, e.g. ``cosine 0.9911 (min 0.9736)``."""
-    accuracy: dict[str, Any] | None = None
+    accuracy: PrecisionReport | None = None
     """The precision report: calibration, FP32 nodes, per-output accuracy (reduced precision)."""
-    latency_runs: list[dict[str, Any]] = field(default_factory=list)
+    latency_runs: list[LatencyRun] = field(default_factory=list)
     """The load-test runs behind the figures (``tritongen.loadtest/1`` run objects, with their round)."""
     rounds: int = 0
     """Interleaved rounds measured (every engine once per round)."""
     round_figures: dict[str, list[float | None]] = field(default_factory=dict)
     """Per deciding figure (``p99_ms_b1``, ``infer_per_s_b32``, ``p50_ms_b1``), its value in each
     round, ``None`` where that round measured nothing: what paired ratios are taken over."""
-    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per deciding figure, its median, interval and CV over the rounds (``Summary.to_json``)."""
+    summaries: dict[str, Summary] = field(default_factory=dict)
+    """Per deciding figure, its median, interval and CV over the rounds."""
 
     @property
     def label(self) -> str:
@@ -130,8 +151,7 @@ class EngineResult:
 
     def summary(self, metric: str) -> Summary | None:
         """``metric``'s figure over rounds, or ``None`` when it was not measured in rounds."""
-        data = self.summaries.get(metric)
-        return Summary.from_json(data) if data else None
+        return self.summaries.get(metric)
 
     def summarise(self, confidence: float) -> None:
         """Set each deciding figure to its median over the rounds, and keep its summary."""
@@ -139,7 +159,7 @@ class EngineResult:
             found = summarise([v for v in values if v is not None], confidence)
             if found is None:
                 continue
-            self.summaries[metric] = found.to_json()
+            self.summaries[metric] = found
             setattr(self, metric, found.median)
 
     @property
@@ -147,20 +167,33 @@ class EngineResult:
         """Reduced precision (FP16 or INT8)."""
         return self.precision not in (None, "fp32")
 
-    def apply_precision(self, report: dict[str, Any]) -> None:
+    def apply_precision(self, report: PrecisionReport) -> None:
         """Take the drift figures from a precision report (a model's ``precision`` metadata)."""
         self.accuracy = report
-        outputs = (report.get("accuracy") or {}).get("outputs") or []
+        outputs = report.accuracy.outputs if report.accuracy is not None else ()
         if outputs:
-            self.drift = max(float(o["rel_rms_err"]) for o in outputs)
+            self.drift = max(o.rel_rms_err for o in outputs)
             named = len(outputs) > 1
-            figures = [f"{o['name']} {f}" if named else f for o in outputs if (f := task_figure(o)) != "–"]
+            figures = [f"{o.name} {f}" if named else f for o in outputs if (f := task_figure(o)) != "–"]
             self.drift_headline = "; ".join(figures) or f"rel RMS {self.drift:.2e}"
+
+    def to_json(self) -> dict[str, Any]:
+        """One engine entry of the ``tritongen.compare/1`` document."""
+        data = asdict(replace(self, accuracy=None, latency_runs=[], summaries={}))
+        data["accuracy"] = None if self.accuracy is None else self.accuracy.to_json()
+        data["latency_runs"] = [r.to_json() for r in self.latency_runs]
+        data["summaries"] = {metric: s.to_json() for metric, s in self.summaries.items()}
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EngineResult:
         """Read one engine entry (unknown keys ignored)."""
-        return cls(**known_fields(cls, data))
+        known = known_fields(cls, data)
+        accuracy = known.get("accuracy")
+        known["accuracy"] = read_precision_report(accuracy) if isinstance(accuracy, dict) else None
+        known["latency_runs"] = [LatencyRun.from_json(r) for r in known.get("latency_runs") or ()]
+        known["summaries"] = {m: Summary.from_json(s) for m, s in (known.get("summaries") or {}).items() if s}
+        return cls(**known)
 
 
 @dataclass
@@ -192,6 +225,62 @@ class Recommendation:
         return cls(**known_fields(cls, data))
 
 
+@dataclass(frozen=True)
+class CompareSettings:
+    """What a comparison's ``settings`` say of how it measured (the document keeps every setting as given)."""
+
+    batch_size_throughput: int = 32
+    duration_s: float | None = None
+    warmup_s: float | None = None
+    concurrency_levels: list[int] | None = None
+    rounds: int = 1
+    """Interleaved rounds asked for (with ``--rounds auto``, at most)."""
+    confidence: float = DEFAULT_CONFIDENCE
+    rank_by: str = "throughput"
+    stopping: StoppingRecord | None = None
+    """``--rounds auto``: what the rounds decided (``None`` without the rule, or before any round)."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CompareSettings:
+        """Read a ``settings`` object (figures as written: a duration given as 10 stays 10)."""
+        levels = data.get("concurrency_levels")
+        return cls(
+            batch_size_throughput=int(data.get("batch_size_throughput", 32)),
+            duration_s=data.get("duration_s"),
+            warmup_s=data.get("warmup_s"),
+            concurrency_levels=None if levels is None else [int(c) for c in levels],
+            rounds=int(data.get("rounds", 1)),
+            confidence=float(data.get("confidence", DEFAULT_CONFIDENCE)),
+            rank_by=str(data.get("rank_by", "throughput")),
+            stopping=read_stopping(data.get("stopping")),
+        )
+
+
+@dataclass(frozen=True)
+class HardwareFacts:
+    """Where a comparison ran: the host's CPU and GPUs, the server's Triton and address (None: not known)."""
+
+    cpu: str | None = None
+    cpus: int | None = None
+    gpus: list[Any] = field(default_factory=list)
+    """The server's GPUs where it reported them, else the host's."""
+    triton_version: str | None = None
+    server_url: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HardwareFacts:
+        """Read a ``hardware`` object (``host``, and ``server`` once the engines were served)."""
+        host = data.get("host") or {}
+        server = data.get("server") or {}
+        return cls(
+            cpu=host.get("cpu"),
+            cpus=host.get("cpus"),
+            gpus=list(server.get("gpus") or host.get("gpus") or ()),
+            triton_version=server.get("triton_version"),
+            server_url=server.get("url"),
+        )
+
+
 @dataclass
 class CompareReport:
     """Every engine of one source, measured on one server, and what to choose."""
@@ -204,6 +293,14 @@ class CompareReport:
     recommendations: list[Recommendation] = field(default_factory=list)
     status: str = "ok"
     """``ok``, ``interrupted`` (Ctrl-C) or ``aborted`` (the server went away)."""
+
+    def compare_settings(self) -> CompareSettings:
+        """``settings`` read: how the engines were measured, and what ``--rounds auto`` decided."""
+        return CompareSettings.from_json(self.settings)
+
+    def hardware_facts(self) -> HardwareFacts:
+        """``hardware`` read: the host's CPU and GPUs, the server's version and address."""
+        return HardwareFacts.from_json(self.hardware)
 
     def verdict_confidence(self) -> float:
         """The level verdicts use: ``--confidence``, or with ``--rounds auto`` the stopping rule's."""
@@ -230,7 +327,7 @@ class CompareReport:
             "status": self.status,
             "hardware": self.hardware,
             "settings": self.settings,
-            "engines": [asdict(e) for e in self.engines],
+            "engines": [e.to_json() for e in self.engines],
             "recommendations": [asdict(r) for r in self.recommendations],
         }
 

@@ -13,44 +13,37 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
-import json
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tritongen.client.endpoint import normalise_url
+from tritongen.client.address import ServerAddress
 from tritongen.client.repository import RepositoryControl
 from tritongen.compare import decisions
+from tritongen.compare.build_facts import apply_build, apply_metadata
+from tritongen.compare.engine_rounds import Listeners, Ramped, RoundsPlan, Say, Update, measure_engine_rounds
 from tritongen.compare.measure import (
     EngineMeasurement,
     Interrupted,
     MeasureSettings,
     ServerGone,
     ServerHandle,
-    engine_spec,
 )
 from tritongen.compare.recommend import RANK_KEYS, rank, recommend
-from tritongen.compare.result import CompareReport, EngineResult, build_note
+from tritongen.compare.result import CompareReport, EngineResult
 from tritongen.convert.precision import FP32, Variant
-from tritongen.errors import ConfigError, TritongenError, first_line
+from tritongen.errors import ConfigError, TritongenError
 from tritongen.loadtest.load_processes import load_processes
-from tritongen.loadtest.result import RunResult
-from tritongen.loadtest.rounds import Contender, Rounds, measure_rounds
-from tritongen.loadtest.runner import Progress, metrics_url_for
+from tritongen.loadtest.runner import Progress
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, seconds_text
 from tritongen.metrics.hardware import describe_host, nvml_server_gpus, server_gpus
-from tritongen.metrics.process_memory import local_server_pid
-from tritongen.pipeline.request import BuildRequest, BuildResult, FormatOutcome, build_plan, model_dir_name
+from tritongen.pipeline.request import BuildRequest, build_plan, model_dir_name
 from tritongen.pipeline.run import build_models
 from tritongen.server.local import LocalTritonServer
-from tritongen.triton.repository import METADATA_FILE
-
-Say = Callable[[str], None]
-Update = Callable[[CompareReport], None]
 
 
 @dataclass(frozen=True)
@@ -174,7 +167,7 @@ def measure_compare(
     if pending:
         with _serving(request, tell) as server:
             report.hardware["server"] = describe_server(server)
-            _measure_all(request, report, server, pending, _Listeners(tell, progress, update, stop))
+            _measure_all(request, report, server, pending, Listeners(tell, progress, update, stop))
     finish(report, request.rank_by)
     update(report)
     return report
@@ -189,78 +182,15 @@ def finish(report: CompareReport, rank_by: str) -> None:
     )
 
 
-def apply_build(report: CompareReport, build: BuildResult) -> None:
-    """Status, precision and verification error of each engine from the conversion."""
-    for outcome in build.outcomes:
-        try:
-            engine = report.engine(outcome.name)
-        except KeyError:
-            continue  # a combination no format takes: already listed as unavailable
-        engine.convert_s = round(outcome.seconds, 3)
-        if outcome.model is not None:
-            engine.build = build_note(outcome.format, outcome.model.engine)
-        _apply_verification(engine, outcome)
-        if outcome.precision is not None:
-            engine.apply_precision(outcome.precision.to_json())
-        if outcome.status == "built":
-            engine.precision = outcome.variant.key
-        elif outcome.status == "unavailable":
-            engine.status, engine.reason = "unavailable", outcome.reason
-        else:
-            engine.status, engine.reason = "failed", outcome.reason
-
-
-def _apply_verification(engine: EngineResult, outcome: FormatOutcome) -> None:
-    check = outcome.verification
-    if check is None or not check.outputs:
-        return
-    engine.max_abs_err = max(o.max_abs for o in check.outputs)
-    engine.max_rel_err = max(o.max_rel for o in check.outputs)
-    engine.tolerance = check.tolerance.to_json()
-
-
-def _precision(facts: dict[str, Any]) -> str:
-    precision = facts.get("precision")
-    return str(precision) if precision else "fp32"
-
-
-def apply_metadata(report: CompareReport, repo: Path) -> None:
-    """Precision and verification error from each model's metadata in an existing repository."""
-    for engine in report.engines:
-        model_dir = repo / engine.model
-        if not model_dir.is_dir():
-            engine.status = "unavailable"
-            engine.reason = f"no model directory {engine.model} in {repo}"
-            continue
-        try:
-            meta = json.loads((model_dir / METADATA_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # built elsewhere: measured, but precision and error are unknown
-        facts = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
-        engine.precision = _precision(facts)
-        engine.build = build_note(engine.format, facts)
-        if isinstance(meta.get("precision"), dict):
-            engine.apply_precision(meta["precision"])
-        verification = meta.get("verification")
-        if isinstance(verification, dict) and verification.get("outputs"):
-            outputs = verification["outputs"]
-            engine.max_abs_err = max(float(o["max_abs_err"]) for o in outputs)
-            engine.max_rel_err = max(float(o["max_rel_err"]) for o in outputs)
-            engine.tolerance = {"atol": float(verification["atol"]), "rtol": float(verification["rtol"])}
-            if not verification.get("passed", True):
-                engine.status = "failed"
-                engine.reason = "its verification against the source failed when it was built"
-
-
 @contextlib.contextmanager
 def _serving(request: CompareRequest, say: Say) -> Iterator[ServerHandle]:
     if request.url is not None:
-        http = normalise_url(request.url)
+        address = ServerAddress.parse(request.url, "http", request.metrics_url)
         yield ServerHandle(
-            http_url=http,
-            grpc_url=f"{http.rpartition(':')[0]}:8001",
-            metrics_url=request.metrics_url or metrics_url_for(http),
-            pid=local_server_pid(http),
+            http_url=address.url,
+            grpc_url=address.beside("grpc").url,
+            metrics_url=address.metrics_url,
+            pid=address.listening_pid(),
             admin_key=request.admin_key,
         )
         return
@@ -318,161 +248,12 @@ def _rounds_text(settings: MeasureSettings) -> str:
     return f"interleaved rounds {settings.stopping.text()}"
 
 
-FIGURES_B1 = {"p99_ms_b1": "p99", "p50_ms_b1": "p50"}
-"""Figures of the batch-1 runs, in ms, from the runs' latency percentiles."""
-
-
-Ramped = list[tuple[EngineResult, dict[str, tuple[int, ...]]]]
-"""Engines their ramp measured without failure, each with the input shapes it is sent."""
-
-
-@dataclass(frozen=True)
-class _Listeners:
-    """Whom the measurement tells as it goes, and the event that stops it."""
-
-    say: Say
-    progress: Callable[[Progress], None] | None
-    update: Update
-    stop: threading.Event | None
-
-
-def _measure_rounds(
-    request: CompareRequest,
-    report: CompareReport,
-    server: ServerHandle,
-    control: RepositoryControl,
-    engines: Ramped,
-    listeners: _Listeners,
-) -> None:
-    """The deciding figures, every engine loaded, measured in rounds, the order rotating (A B C, B C A, …).
-
-    Each round measures the P99 of single requests of every engine, then the throughput of
-    every engine at the concurrency its ramp chose, so drift of the machine falls on all
-    engines alike and their ratios can be taken per round.
-    """
-    settings, rule = request.settings, request.settings.stopping
-    figures = decisions.decided_figures(request.decide, request.rank_by)
-    engines = _load_all(control, engines)
-    state = {"deciding": ""}
-
-    def started(number: int, total: int, name: str) -> None:
-        of = f"{number} (at most {total})" if rule is not None else f"{number}/{total}"
-        listeners.say(f"round {of}: {_round_labels(engines)[name]}{state['deciding']}")
-
-    def done(rounds: Rounds) -> None:
-        _apply_rounds(engines, rounds, settings.confidence)
-        listeners.update(report)
-
-    def decided(_: Rounds) -> bool:  # after done(): the engines' round figures are this round's
-        assert rule is not None
-        verdicts = decisions.pair_verdicts(
-            [e for e, _ in engines], rule, settings.confidence, figures=figures
-        )
-        state["deciding"] = f"; {decisions.progress_text(verdicts)}"
-        return all(v.decision is not None for _, v in verdicts)
-
-    rounds = measure_rounds(
-        _round_contenders(server, settings, engines),
-        settings.rounds,
-        listeners.progress,
-        listeners.stop,
-        on_start=started,
-        on_round=done,
-        until=decided if rule is not None else None,
-        max_s=rule.max_minutes * 60 if rule is not None and rule.max_minutes else None,
-        busy_repeats=rule.busy_repeats if rule is not None else 0,
-    )
-    _apply_rounds(engines, rounds, settings.confidence)
-    if rule is not None:
-        given = report.settings.get("stopping") or {}
-        found = decisions.record([e for e, _ in engines], rounds, rule, settings.confidence, figures)
-        report.settings["stopping"] = {**given, **found}
-    if rounds.status == "interrupted":
-        report.status = "interrupted"
-    elif rounds.status == "aborted":
-        report.status = "aborted"
-        for engine, _ in engines:
-            engine.reason = f"the server stopped answering in round {rounds.completed + 1}: {rounds.reason}"
-    for engine, _ in engines:
-        with contextlib.suppress(TritongenError):
-            control.unload(engine.model)
-
-
-def _load_all(control: RepositoryControl, engines: Ramped) -> Ramped:
-    """Load every engine for the rounds; those that do not load beside the others fail and are left out."""
-    loaded = []
-    for engine, shapes in engines:
-        try:
-            control.load(engine.model)
-        except TritongenError as e:  # measured alone, but it does not load beside the others
-            engine.status = "failed"
-            engine.reason = f"could not be loaded for the rounds: {first_line(e, 300)}"
-            continue
-        loaded.append((engine, shapes))
-    return loaded
-
-
-def _round_contenders(server: ServerHandle, settings: MeasureSettings, engines: Ramped) -> list[Contender]:
-    """Each engine's P99 at batch 1 (``model|b1``), then each one's throughput (``model|b32``)."""
-    return [
-        Contender(f"{e.model}|b1", engine_spec(server, settings, e.model, 1, 1, shapes))
-        for e, shapes in engines
-    ] + [
-        Contender(
-            f"{e.model}|b32",
-            engine_spec(
-                server, settings, e.model, e.batch_size_throughput or 1, e.concurrency_b32 or 1, shapes
-            ),
-        )
-        for e, shapes in engines
-    ]
-
-
-def _round_labels(engines: Ramped) -> dict[str, str]:
-    """How each contender of the rounds is named in messages, e.g. ``ONNX Runtime, throughput``."""
-    return {
-        f"{e.model}|{kind}": f"{e.label}, {what}"
-        for e, _ in engines
-        for kind, what in (("b1", "P99 at batch 1"), ("b32", "throughput"))
-    }
-
-
-def _apply_rounds(engines: Ramped, rounds: Rounds, confidence: float) -> None:
-    """Each engine's figures from its runs so far: per round, and their medians and intervals."""
-    for engine, _ in engines:
-        b1 = rounds.runs.get(f"{engine.model}|b1", [])
-        b32 = rounds.runs.get(f"{engine.model}|b32", [])
-        engine.rounds = min(len(b1), len(b32))
-        engine.latency_runs = [r for r in engine.latency_runs if r.get("figure") == "ramp"]
-        engine.latency_runs += [{**asdict(r), "figure": "p99_ms_b1"} for r in b1]
-        engine.latency_runs += [{**asdict(r), "figure": "infer_per_s_b32"} for r in b32]
-        figures: dict[str, list[float | None]] = {
-            name: rounds.figures(f"{engine.model}|b1", functools.partial(_ms, key=key))
-            for name, key in FIGURES_B1.items()
-        }
-        figures["infer_per_s_b1"] = rounds.figures(f"{engine.model}|b1", lambda r: r.infer_per_s)
-        figures["infer_per_s_b32"] = rounds.figures(f"{engine.model}|b32", lambda r: r.infer_per_s)
-        figures["p99_ms_b32"] = rounds.figures(f"{engine.model}|b32", functools.partial(_ms, key="p99"))
-        engine.round_figures = figures
-        engine.summarise(confidence)
-        errors = sum(r.errors for r in b1 + b32)
-        ramp_errors = sum(int(r.get("errors") or 0) for r in engine.latency_runs if r.get("figure") == "ramp")
-        engine.errors = ramp_errors + errors
-        if engine.errors:
-            engine.status = "failed"
-            engine.reason = f"{engine.errors} request(s) failed under load"
-
-
-def _ms(run: RunResult, key: str) -> float | None:
-    return run.latency_us[key] / 1000 if run.latency_us else None
-
-
 def _measure_all(
     request: CompareRequest,
     report: CompareReport,
     server: ServerHandle,
     pending: list[EngineResult],
-    listeners: _Listeners,
+    listeners: Listeners,
 ) -> None:
     say, progress, stop = listeners.say, listeners.progress, listeners.stop
     control = RepositoryControl(server.http_url, admin_key=server.admin_key)
@@ -510,7 +291,8 @@ def _measure_all(
                 ramped.append((engine, measurement.shapes))
             listeners.update(report)
         if ramped:
-            _measure_rounds(request, report, server, control, ramped, listeners)
+            plan = RoundsPlan(request.settings, request.decide, request.rank_by)
+            measure_engine_rounds(plan, report, server, control, ramped, listeners)
     finally:
         if request.url is not None and report.status != "aborted":
             for model in was_loaded:  # leave the deployment as it was found

@@ -168,11 +168,10 @@ def measure_accuracy(
     return AccuracyFigures(outputs=tuple(outputs or ()), samples=samples)
 
 
-def task_figure(output: dict[str, Any]) -> str:
-    """An output's task figure from its JSON form: cosine (embeddings), top-1 agreement (classifiers)."""
-    task = output.get("task")
-    if task == "embedding" and output.get("cosine_mean") is not None:
-        return f"cosine {output['cosine_mean']:.4f} (min {output['cosine_min']:.4f})"
-    if task == "classifier" and output.get("top1_agreement") is not None:
-        return f"top-1 {output['top1_agreement']:.1%}"
+def task_figure(output: OutputAccuracy) -> str:
+    """An output's task figure for tables: cosine (embeddings), top-1 agreement (classifiers), else ``–``."""
+    if output.task == "embedding" and output.cosine_mean is not None:
+        return f"cosine {output.cosine_mean:.4f} (min {output.cosine_min:.4f})"
+    if output.task == "classifier" and output.top1_agreement is not None:
+        return f"top-1 {output.top1_agreement:.1%}"
     return "–"

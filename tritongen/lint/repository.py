@@ -26,7 +26,7 @@ from tritongen.triton.autofill import (
     looks_like_model,
     numeric_versions,
 )
-from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
+from tritongen.triton.proto import ConfigSyntaxError, parse_model_config, read_config_file
 
 CONFIG_FILE = "config.pbtxt"
 
@@ -215,10 +215,7 @@ def _load_repository_models(repository: Path, known: list[ModelContext]) -> dict
             if looks_like_model(child):
                 models[child.name] = _auto_completed(child)
             continue
-        try:
-            message, _ = parse_config((child / CONFIG_FILE).read_text(encoding="utf-8"), "", child.name)
-        except (OSError, UnicodeDecodeError):
-            continue
+        message = read_config_file(child).message
         if message is not None:
             models[child.name] = ModelContext(child.name, message, str(child / CONFIG_FILE), child)
     return models

@@ -23,11 +23,12 @@ from typing import Any
 
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError
-from tritongen.loadtest.locust_process import LocustProcess
-from tritongen.loadtest.mix import Mix, check_served, prepare_model
-from tritongen.loadtest.runner import _LevelRun, _Watch
+from tritongen.loadtest.level import FollowHooks, LevelRun
+from tritongen.loadtest.mix import Mix
+from tritongen.loadtest.model_run import Launch, ModelRun
+from tritongen.loadtest.prepared import prepare_test
 from tritongen.loadtest.spec import LoadSpec, Mode
-from tritongen.loadtest.windows import Window, WindowLog, latency_summary, merge
+from tritongen.loadtest.windows import Window, latency_summary, merge
 from tritongen.metrics.prometheus import MetricsSampler
 
 WINDOW_S = 1.0
@@ -93,14 +94,11 @@ class BackgroundLoad:
         # Background traffic carries its tensors in the requests (its Locusts do not clean up regions).
         self.load = replace(load, window_s=WINDOW_S, warmup_s=0.0, rounds=1, shared_memory="none")
         self.failure: str | None = None
-        self._runs: list[_LevelRun] = []
-        self._watches: list[_Watch] = []
-        self._locusts: list[LocustProcess] = []
+        self._level: LevelRun | None = None
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="tritongen-background-"))
-        self._endpoint = TritonEndpoint(self.load.url, self.load.protocol, timeout_s=10)
-        self._t0 = 0.0
+        self._endpoint = TritonEndpoint.at(self.load.address, timeout_s=10)
         self._stopped_at: float | None = None
 
     def start(self, stop: threading.Event) -> None:
@@ -113,19 +111,15 @@ class BackgroundLoad:
                 scheduler, batch size or inputs), or its inputs cannot be built.
         """
         try:
-            check_served(self._endpoint, self.spec.models, what="the background load")
-            sampler = MetricsSampler(self.load.metrics_url or "")  # never started: no figures asked of it
+            self._endpoint.require_ready(self.spec.models, "the background load")
+            sampler = MetricsSampler(self.load.address.metrics_url)  # never started: no figures asked of it
+            parts = []
             for index, (model, part) in enumerate(zip(self.spec.models, self.spec.parts(), strict=True)):
                 spec = replace(self.load, model=model, mode=self.spec.mode, levels=(part,))
-                test = prepare_model(spec, self._endpoint, sampler, self._workdir / f"m{index}")
-                self._runs.append(_LevelRun(test, part))
-            self._t0 = time.time()
-            for run in self._runs:
-                args = replace(run._locust_args(self._t0), run_time_s=RUN_CAP_S)
-                self._locusts.append(LocustProcess(args, run.log_path))
-                self._watches.append(
-                    _Watch(log=WindowLog(run.results), t0=self._t0, started=time.monotonic())
-                )
+                test = prepare_test(spec, self._endpoint, self._workdir / f"m{index}", sampler=sampler)
+                parts.append(ModelRun(test, part))
+            self._level = LevelRun(parts, "background", name_parts=True)
+            self._level.launch(Launch(shared=False, other_cpu=False, run_time_s=RUN_CAP_S))
         except BaseException:
             self.close()
             raise
@@ -133,23 +127,13 @@ class BackgroundLoad:
         self._thread.start()
 
     def _watch(self, stop: threading.Event) -> None:
-        """Check the load every ``CHECK_S`` until stopped; on a failure keep the reason and set ``stop``."""
-        checked = [0] * len(self._runs)
-        while not self._done.wait(CHECK_S):
-            for i, (run, locust, watch) in enumerate(
-                zip(self._runs, self._locusts, self._watches, strict=True)
-            ):
-                watch.log.poll()
-                reason = run._exit_reason(locust, watch) or run._health_reason(watch)
-                if reason is None and watch.measure_start is None:
-                    reason = run._find_start(watch)
-                if reason is None and watch.measure_start is not None:
-                    reason, checked[i] = _failing_window(watch, max(checked[i], watch.measure_start))
-                if reason is not None:
-                    model = run.spec.model
-                    self.failure = reason if f"'{model}'" in reason else f"'{model}': {reason}"
-                    stop.set()
-                    return
+        """Follow the load every ``CHECK_S`` until stopped; on a failure keep the reason and set ``stop``."""
+        assert self._level is not None
+        hooks = FollowHooks(stop=self._done, poll_s=CHECK_S, rules=(FailingWindows(),))
+        status, reason = self._level.follow(hooks)
+        if status == "aborted":
+            self.failure = reason
+            stop.set()
 
     def wait_until_measured(self, stop: threading.Event) -> None:
         """Return once every model's measured time has begun, so all that is measured next runs under it.
@@ -157,12 +141,10 @@ class BackgroundLoad:
         Returns early when ``stop`` is set: the load failed, and :attr:`failure` says why.
         """
         deadline = time.monotonic() + MEASURED_WAIT_S
-        while not stop.is_set() and time.monotonic() < deadline:
-            starts = [watch.measure_start for watch in self._watches]
-            if all(start is not None for start in starts):
-                begins = self._t0 + max(s for s in starts if s is not None) * WINDOW_S
-                if time.time() >= begins:
-                    return
+        while self._level is not None and not stop.is_set() and time.monotonic() < deadline:
+            start = self._level.start
+            if start is not None and time.time() >= self._level.t0 + start * WINDOW_S:
+                return
             stop.wait(0.05)
 
     def stop(self) -> None:
@@ -173,10 +155,8 @@ class BackgroundLoad:
         if self._stopped_at is not None:
             return
         self._stopped_at = time.time()
-        for locust in self._locusts:
-            locust.stop(timeout_s=2.0)
-        for run in self._runs:
-            run.health.close()
+        if self._level is not None:
+            self._level.stop("ok", timeout_s=2.0)
         self._endpoint.close()
 
     def figures(self) -> dict[str, Any]:
@@ -184,14 +164,16 @@ class BackgroundLoad:
         per_model: dict[str, dict[str, Any]] = {}
         spans: list[list[Window]] = []
         end_time = self._stopped_at or time.time()
-        for run, watch, part in zip(self._runs, self._watches, self.spec.parts(), strict=True):
+        parts = self._level.parts if self._level is not None else []
+        for run, part in zip(parts, self.spec.parts(), strict=True):
+            watch = run.watch
             watch.log.poll()
             start = watch.measure_start
-            end = int((end_time - self._t0) // WINDOW_S)  # the windows over before the stop
+            end = int((end_time - watch.t0) // WINDOW_S)  # the windows over before the stop
             span = watch.log.span(start, end) if start is not None and end > start else []
             spans.append(span)
             level = {"concurrency": int(part)} if self.spec.mode == "concurrency" else {"target_rate": part}
-            per_model[run.spec.model] = {**level, **_summary(span)}
+            per_model[run.model] = {**level, **_summary(span)}
         length = min((len(span) for span in spans), default=0)
         union = [merge([span[i] for span in spans]) for i in range(length)]
         return {
@@ -209,18 +191,30 @@ class BackgroundLoad:
         shutil.rmtree(self._workdir, ignore_errors=True)
 
 
-def _failing_window(watch: _Watch, start: int) -> tuple[str | None, int]:
-    """Why the load fails when a window over since the last check lost more than 1% of its requests."""
-    over = int((time.time() - watch.t0) // WINDOW_S) - 1  # windows before this one: reported or empty
-    for index in range(start, over):
-        window = watch.log.windows.get(index)
-        if window is None:
-            continue
-        done = window.ok + window.error_count
-        if window.error_count and window.error_count > ERROR_FRACTION * done:
-            kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(window.errors.items()))
-            return f"{window.error_count} of {done} background requests failed in one second ({kinds})", over
-    return None, max(start, over)
+class FailingWindows:
+    """A background load fails when more than 1% of a second's requests failed, in any model's windows."""
+
+    def __init__(self) -> None:
+        self.checked: dict[int, int] = {}
+        """Each run's next window to look at, by the run's id."""
+
+    def __call__(self, run: ModelRun, now: float) -> str | None:
+        """Why the load fails when a window over since the last check lost more than 1% of its requests."""
+        watch = run.watch
+        if watch.measure_start is None:
+            return None
+        start = max(self.checked.get(id(run), 0), watch.measure_start)
+        over = int((now - watch.t0) // WINDOW_S) - 1  # windows before this one: reported or empty
+        self.checked[id(run)] = max(start, over)
+        for index in range(start, over):
+            window = watch.log.windows.get(index)
+            if window is None:
+                continue
+            done = window.ok + window.error_count
+            if window.error_count and window.error_count > ERROR_FRACTION * done:
+                kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(window.errors.items()))
+                return f"{window.error_count} of {done} background requests failed in one second ({kinds})"
+        return None
 
 
 def _summary(windows: list[Window]) -> dict[str, Any]:

@@ -26,14 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.loadgen_shared import MASTER_SILENT_ENV, WORKER_FAILURE, WORKER_JOINED, WORKER_TOTAL
 from tritongen.loadtest.locust_process import LocustProcess, locust_binary, locustfile_path
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.windows import Window, WindowLog
-from tritongen.server.local import is_loopback
 from tritongen.server.process import tail_lines
 
 DEFAULT_PORT = 5557
@@ -142,13 +141,12 @@ class Distributed:
         return "the Locust master exited early: " + (last[-1] if last else "no output")
 
 
-def loopback_warning(url: str) -> str | None:
+def loopback_warning(address: ServerAddress) -> str | None:
     """A warning when the workers of a master would load their own machine, not the server."""
-    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
-    if not is_loopback(host):
+    if not address.is_loopback:
         return None
     return (
-        f"--url {url} is this machine's loopback: workers on other machines would load their own "
+        f"--url {address.url} is this machine's loopback: workers on other machines would load their own "
         "(give --url the server's address as the workers reach it)"
     )
 

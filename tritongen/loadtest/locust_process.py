@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Protocol
@@ -83,25 +83,18 @@ class LocustArgs:
     window_s: float
     t0: float
     results: Path
-    inputs: Path
+    inputs: Path | None
+    """The requests the load processes read (None: the load's kind sends no data of its own)."""
     user_rate: float = 0.0
     arrival: str = "constant"
     max_inflight: int = 1024
     seed: int = 0
-    shared_memory: str = "none"
-    shm_prefix: str = ""
-    """Name prefix of the shared-memory regions (``shared_memory`` ``system``)."""
-    output_shm_size: int | None = None
     timeout_s: float = 60.0
     """A request without its (final) response after this long is a ``timeout`` error."""
-    streaming: bool = False
-    """A decoupled model: requests go over gRPC streams."""
-    sequences: bool = False
-    """A sequence model: each user runs sequences (correlation ID, start/end flags), one at a time."""
-    sequence_length: int = 0
-    """Requests per sequence (0: one per data step)."""
-    sequence_ids: str = ""
-    """Correlation IDs ``START:END`` (empty: from each process's id)."""
+    kind: str = "auto"
+    """The load's kind (``tensor``, ``sequence`` …; ``auto``: the older options decide)."""
+    kind_options: dict[str, str] = field(default_factory=dict)
+    """The kind's own ``--triton-*`` options by name (``streaming``, ``shm-prefix`` …)."""
     master_args: tuple[str, ...] = ()
     """A master whose workers connect from elsewhere (``--master --expect-workers N ...``), instead
     of ``processes`` forked here."""
@@ -147,7 +140,7 @@ class LocustArgs:
             {
                 "model": self.model,
                 "protocol": self.protocol,
-                "inputs": str(self.inputs),
+                "inputs": "" if self.inputs is None else str(self.inputs),
                 "window": repr(self.window_s),
                 "t0": repr(self.t0),
                 "results": str(self.results),
@@ -156,20 +149,16 @@ class LocustArgs:
                 "timeout": repr(self.timeout_s),
                 # tritongen samples the metrics endpoint itself; the master's own report goes without
                 "metrics-url": "none",
-                "streaming": "1" if self.streaming else "0",
                 "report": "1" if self.report else "0",
+                "kind": self.kind,
             }
         )
-        if self.sequences:
-            values.update({"sequences": "1", "sequence-length": str(self.sequence_length)})
-            values["sequence-ids"] = self.sequence_ids
         if self.user_rate > 0:
             values.update({"user-rate": repr(self.user_rate), "arrival": self.arrival})
-        if self.shared_memory != "none":
-            values.update({"shared-memory": self.shared_memory, "shm-prefix": self.shm_prefix})
-            if self.output_shm_size is not None:
-                values["output-shm-size"] = str(self.output_shm_size)
-        values.update(llm_values(self.llm))
+        unknown = sorted(set(self.kind_options) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(f"not --triton-* options: {unknown}")
+        values.update(self.kind_options)
         return values
 
     def ui_options(self) -> list[str]:
@@ -253,14 +242,6 @@ def forked_workers(processes: int) -> list[str]:
     """
     port = str(pick_free_ports("127.0.0.1", 1)[0])
     return ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
-
-
-def llm_values(options: tuple[str, ...]) -> dict[str, str]:
-    """``--triton-llm-*`` options given as a command line (``("--triton-llm-api", "x", ...)``), by name."""
-    flags, values = options[::2], options[1::2]
-    if len(flags) != len(values) or not all(flag.startswith("--triton-") for flag in flags):
-        raise ValueError(f"not pairs of --triton-* options and values: {options}")
-    return {flag.removeprefix("--triton-"): value for flag, value in zip(flags, values, strict=True)}
 
 
 def locust_options(args: LocustArgs) -> list[str]:

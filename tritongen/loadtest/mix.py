@@ -10,35 +10,26 @@ own windows over that same span.
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from tritongen.client.endpoint import TritonEndpoint
-from tritongen.errors import ConfigError, ServerError
-from tritongen.loadtest.locust_process import LocustProcess
+from tritongen.errors import ConfigError
+from tritongen.loadtest.kinds.base import LoadKind
+from tritongen.loadtest.level import FollowHooks, LevelRun, Measurement
+from tritongen.loadtest.model_run import Launch, ModelRun
+from tritongen.loadtest.prepared import LoadTest
+from tritongen.loadtest.progress import ProgressCallback
 from tritongen.loadtest.result import LoadTestReport, RunResult
-from tritongen.loadtest.runner import (
-    POLL_S,
-    ProgressCallback,
-    _LevelRun,
-    _LoadTest,
-    _Watch,
-    measure_levels,
-    metrics_url_for,
-    prepare_requests,
-)
+from tritongen.loadtest.run_figures import run_result
+from tritongen.loadtest.runner import LoadPlan, Told, level_label, run_plan
+from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.spec import LoadSpec, Mode
-from tritongen.loadtest.windows import Window, WindowLog, is_stable, merge
-from tritongen.metrics.composing import ServerModels, ensemble_tree, server_models
-from tritongen.metrics.process_memory import local_server_pid
-from tritongen.metrics.prometheus import MetricsSampler
+from tritongen.metrics.composing import ServerModels
 from tritongen.metrics.statistics import PHASES
-from tritongen.server.affinity import pinned_server
+from tritongen.triton.ensembles import ensemble_tree
 
 MODEL_SEPARATOR = ","
 SHARE_SEPARATOR = ":"
@@ -144,38 +135,12 @@ def split_streams(total: int, shares: tuple[float, ...]) -> list[int]:
     return counts
 
 
-def check_served(endpoint: TritonEndpoint, models: tuple[str, ...], what: str = "the mix") -> None:
-    """Refuse a model the server does not have ready, naming the ones it has (``what``: whose model it is).
-
-    Raises:
-        ServerError: a model is not ready (or the server does not answer).
-    """
-    for model in models:
-        if endpoint.is_model_ready(model):
-            continue
-        if not endpoint.is_live():
-            raise ServerError(
-                f"cannot reach Triton at {endpoint.url} ({endpoint.protocol})",
-                "start it with `tritongen serve REPO` or pass --url",
-            )
-        ready = ready_models(endpoint)
-        listed = ", ".join(ready) if ready else "none"
-        raise ServerError(
-            f"model '{model}' of {what} is not ready on {endpoint.url} (ready: {listed})",
-            "load it, or name only models the server has ready",
-        )
-
-
-def ready_models(endpoint: TritonEndpoint) -> list[str]:
-    """The names of the models the server has ready (empty when its repository index is closed)."""
-    try:
-        return endpoint.ready_models()
-    except ServerError:
-        return []
-
-
 def run_mix_test(
-    spec: LoadSpec, mix: Mix, progress: ProgressCallback | None = None, stop: threading.Event | None = None
+    spec: LoadSpec,
+    mix: Mix,
+    progress: ProgressCallback | None = None,
+    stop: threading.Event | None = None,
+    on_run: Callable[[RunResult], None] | None = None,
 ) -> LoadTestReport:
     """Run every level of ``spec`` with its load split over ``mix``'s models (partial report when stopped).
 
@@ -185,35 +150,23 @@ def run_mix_test(
     Raises:
         TritongenError: illegal settings, or a model the server does not have ready.
     """
-    spec.check()
     mix.check(spec.mode, spec.levels)
     if spec.shared_memory != "none":
         raise ConfigError("--shared-memory system loads one model at a time", "drop --mix or --shared-memory")
-    endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
-    report = LoadTestReport(
-        model=MODEL_SEPARATOR.join(mix.models), protocol=spec.protocol, url=spec.url, rounds=spec.rounds
+
+    def specs(endpoint: TritonEndpoint) -> list[LoadSpec]:
+        endpoint.require_ready(mix.models, "the mix")
+        return model_specs(spec, mix, endpoint)
+
+    plan = LoadPlan(
+        model=MODEL_SEPARATOR.join(mix.models),
+        specs=specs,
+        level=lambda tests, level, number, told: MixLevel(mix, tests, level, number).run(told),
     )
-    workdir = Path(tempfile.mkdtemp(prefix="tritongen-mix-"))
-    metrics_url = spec.metrics_url or metrics_url_for(spec.url)
-    server_pid = local_server_pid(spec.url)
-    sampler = MetricsSampler(metrics_url, server_pid=server_pid)
-    report.cpus = spec.cpus.to_json() if spec.cpus else None
-    try:
-        check_served(endpoint, mix.models)
-        specs = _model_specs(spec, mix, endpoint)
-        tests = [prepare_model(s, endpoint, sampler, workdir / f"m{i}") for i, s in enumerate(specs)]
-        sampler.start()
-        told = (progress, stop)
-        with pinned_server(server_pid, spec.cpus):
-            measure_levels(spec, report, lambda level, n: _MixLevel(mix, tests, level, n, told).execute())
-    finally:
-        sampler.stop()
-        endpoint.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return report
+    return run_plan(spec, plan, Told(progress, stop, on_run))
 
 
-def _model_specs(spec: LoadSpec, mix: Mix, endpoint: TritonEndpoint) -> list[LoadSpec]:
+def model_specs(spec: LoadSpec, mix: Mix, endpoint: TritonEndpoint) -> list[LoadSpec]:
     """Each model's load: its part of each level, and the ``--shape`` and ``--input-value`` of its inputs.
 
     Raises:
@@ -240,173 +193,68 @@ def _model_specs(spec: LoadSpec, mix: Mix, endpoint: TritonEndpoint) -> list[Loa
     ]
 
 
-def prepare_model(
-    spec: LoadSpec, endpoint: TritonEndpoint, sampler: MetricsSampler, workdir: Path
-) -> _LoadTest:
-    """What every level shares for one model of the mix: its requests, built from its own metadata.
-
-    Raises:
-        ConfigError: the load does not fit the model (its batch size, scheduler or inputs).
-        SourceError: the data file is unreadable, or its data does not fit the model.
-    """
-    workdir.mkdir(parents=True)
-    inputs = workdir / "inputs.npz"
-    requests = prepare_requests(spec, endpoint, inputs)
-    return _LoadTest(
-        spec,
-        requests.rows,
-        endpoint,
-        sampler,
-        inputs,
-        workdir,
-        progress=None,
-        stop=None,
-        streaming=requests.streaming,
-        sequence_length=requests.sequence_length,
-    )
-
-
-class _MixLevel:
+class MixLevel:
     """One level of a mix: a Locust per model on one window grid, judged on the union."""
 
-    def __init__(
-        self,
-        mix: Mix,
-        tests: list[_LoadTest],
-        level: float,
-        round_number: int,
-        told: tuple[ProgressCallback | None, threading.Event | None],
-    ) -> None:
+    def __init__(self, mix: Mix, tests: list[LoadTest], level: float, number: int) -> None:
         self.mix = mix
+        self.tests = tests
         self.spec = tests[0].spec
-        self.parts = mix.split(self.spec.mode, level)
-        self.runs = [_LevelRun(t, part, round_number) for t, part in zip(tests, self.parts, strict=True)]
-        # The whole level: what the union is judged and reported as (it runs no Locust itself);
-        # its streaming figures only mean something when every model streams.
-        streaming = all(t.streaming for t in tests)
-        self.lead = _LevelRun(replace(tests[0], progress=told[0], streaming=streaming), level, round_number)
-        shown = " + ".join(f"{m} {p:g}" for m, p in zip(mix.models, self.parts, strict=True))
-        self.lead.label += f" ({shown})"
-        self.stop_event = told[1]
-        self.window_s = self.lead.window_s
-        self.start: int | None = None
-        self.t0 = 0.0
-
-    def execute(self) -> RunResult:
-        """Run every model's Locust until the union's measurement is done, a run fails or the user stops."""
-        self.t0 = time.time()
-        started = time.monotonic()
-        watches = [_Watch(log=WindowLog(run.results), t0=self.t0, started=started) for run in self.runs]
-        for watch in watches:
-            watch.next_health = started + 1.0
-        locusts: list[LocustProcess] = []
-        status, reason = "ok", None
-        try:
-            for run in self.runs:
-                locusts.append(LocustProcess(run._locust_args(self.t0), run.log_path))
-            status, reason = self._follow(locusts, watches)
-        except KeyboardInterrupt:
-            status, reason = "interrupted", "interrupted by the user"
-        finally:
-            stopped_at = time.time()
-            for locust in locusts:
-                locust.stop(timeout_s=0.0 if status == "ok" else 10.0)
-            for run in (*self.runs, self.lead):
-                run.health.close()
-        if self.start is not None and status != "ok":
-            self._cut(watches, self.start, stopped_at)
-        return self._result(watches, status, reason)
-
-    def _follow(self, locusts: list[LocustProcess], watches: list[_Watch]) -> tuple[str, str | None]:
-        """Poll until the union's measurement is done (``ok``) or a model's run must stop (``aborted``).
-
-        Raises:
-            KeyboardInterrupt: the stop event was set.
-        """
-        while True:
-            if self.stop_event is not None and self.stop_event.is_set():
-                raise KeyboardInterrupt
-            time.sleep(POLL_S)
-            for run, locust, watch in zip(self.runs, locusts, watches, strict=True):
-                watch.log.poll()
-                reason = run._exit_reason(locust, watch) or run._health_reason(watch)
-                if reason is None and watch.measure_start is None:
-                    reason = run._find_start(watch)
-                if reason is not None:
-                    model = run.spec.model
-                    return "aborted", reason if f"'{model}'" in reason else f"'{model}': {reason}"
-            starts = [w.measure_start for w in watches]
-            if all(s is not None for s in starts):
-                self.start = max(s for s in starts if s is not None)
-                if self._measure(watches, self.start, time.time()):
-                    return "ok", None
-
-    def _measure(self, watches: list[_Watch], start: int, now: float) -> bool:
-        """Take the windows every model has complete from ``start``; whether the union's figures are done."""
-        index = int((now - self.t0) // self.window_s)
-        self.lead._snapshot(index, self.t0)  # every model's counters: one statistics call
-        end = min(
-            run._complete_end(watch.log, start, now, self.t0)
-            for run, watch in zip(self.runs, watches, strict=True)
+        self.parts = [
+            ModelRun(t, part, number) for t, part in zip(tests, mix.split(self.spec.mode, level), strict=True)
+        ]
+        # The whole level: what the union is reported as (it runs no Locust itself); its kind's
+        # figures (streams, sequences) only mean something when every model is of that kind.
+        kinds = {test.kind.name for test in tests}
+        common = tests[0].kind if len(kinds) == 1 else LoadKind()
+        self.lead = ModelRun(replace(tests[0], kind=common), level, number)
+        shown = " + ".join(f"{p.model} {p.level:g}" for p in self.parts)
+        self.level_run = LevelRun(
+            self.parts, f"{level_label(tests[0], level, number)} ({shown})", name_parts=True
         )
-        for watch in watches:
-            watch.measured = watch.log.span(start, end)
-        union = _union(watches)
-        elapsed = len(union) * self.window_s
-        stable = is_stable(union, self.window_s)
-        self.lead._report(union, elapsed, stable, phase="warm-up" if not union else "measuring")
-        spec = self.spec
-        return elapsed >= spec.duration_s and (stable or elapsed >= spec.effective_max_duration_s)
 
-    def _cut(self, watches: list[_Watch], start: int, stopped_at: float) -> None:
-        """After a stop: every model's windows over the span that was over in any model's."""
-        spans = [
-            run._measured_before(w, start, stopped_at) for run, w in zip(self.runs, watches, strict=True)
-        ]
-        end = start + max((len(span) for span in spans), default=0)
-        for watch in watches:
-            watch.measured = watch.log.span(start, end)
+    def run(self, told: Told) -> RunResult:
+        """Run every model's Locust until the union's measurement is done, a run fails or the user stops."""
+        counters = ServerCounters(self.tests[0].endpoint)
+        measure = Measurement(self.level_run, self.spec, told.progress, counters)
+        try:
+            outcome = self.level_run.execute(
+                Launch(shared=False, other_cpu=False), FollowHooks(told.stop, measure=measure)
+            )
+        finally:
+            self.lead.health.close()
+        return self._result(outcome, counters)
 
-    def _result(self, watches: list[_Watch], status: str, reason: str | None) -> RunResult:
+    def _result(self, outcome: tuple[str, str | None], counters: ServerCounters) -> RunResult:
         """The union's figures as the run, each model's under ``models``."""
+        run = self.level_run
         per_model = [
-            run._result(w.measured, self.start, self.t0, status, reason)
-            for run, w in zip(self.runs, watches, strict=True)
+            run_result(p, p.watch.measured, run.start, run.t0, outcome, counters) for p in self.parts
         ]
-        total = self.lead._result(_union(watches), self.start, self.t0, status, reason)
+        total = run_result(self.lead, run.union(), run.start, run.t0, outcome, counters)
         total.processes = sum(r.processes for r in per_model)
         total.infer_per_s = sum(r.infer_per_s for r in per_model)
         total.server_us, total.avg_batch = None, None  # the server's figures are per model
         if len({r.batch_size for r in per_model}) > 1:
             total.batch_size = 0  # rows differ per model: see each model's
-        total.server_models = self._server_models(len(total.windows)) if total.windows else {}
+        total.server_models = self._server_models(counters, len(total.windows)) if total.windows else {}
         total.models = {
             model: _model_entry(result, self.mix.fraction(i), total.server_models.get(model))
             for i, (model, result) in enumerate(zip(self.mix.models, per_model, strict=True))
         }
         return total
 
-    def _server_models(self, length: int) -> ServerModels:
+    def _server_models(self, counters: ServerCounters, length: int) -> ServerModels:
         """The server's figures side by side: each model of the mix a root, its ensemble steps under it."""
-        start = self.start if self.start is not None else 0
-        before, after = self.lead.snapshots.get(start), self.lead.snapshots.get(start + length)
-        if before is None or after is None:
-            return {}
+        start = self.level_run.start or 0
         forest: ServerModels = {}
         for model in self.mix.models:
-            steps = ensemble_tree(model, self.lead.configs)
-            tree = server_models(before[1], after[1], model, self.lead.configs)
+            steps = ensemble_tree(model, counters.configs)
+            tree = counters.models(model, start, start + length)
             for name, entry in tree.items():
                 if name == model or (name in steps and name not in self.mix.models):
                     forest.setdefault(name, entry)
         return forest
-
-
-def _union(watches: list[_Watch]) -> list[Window]:
-    """The models' windows added up, index by index (the spans have one length)."""
-    spans = [watch.measured for watch in watches]
-    length = min((len(span) for span in spans), default=0)
-    return [merge([span[i] for span in spans]) for i in range(length)]
 
 
 def _model_entry(

@@ -14,8 +14,10 @@ from tritongen import __version__
 from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.io.files import write_output
 from tritongen.io.loadgen_shared import LATENCY_KEYS, SCHEMA, SERVER_KEYS
+from tritongen.loadtest.run_readers import ServerModelFigures, ServerTimes, server_model_figures
 from tritongen.loadtest.sequences import SEQUENCE_COLUMNS, sequence_figures
 from tritongen.loadtest.validation import first_mismatch_text
+from tritongen.metrics.prometheus import UtilisationSummary
 
 
 @dataclass
@@ -134,6 +136,47 @@ class RunResult:
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
     ``histogram`` (base64 of its HDR latency histogram in µs); empty for local processes."""
+
+    def to_json(self) -> dict[str, Any]:
+        """One run object of the ``tritongen.loadtest/1`` document."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunResult:
+        """Read one run object (keys it does not know are ignored)."""
+        return cls(**known_fields(cls, data))
+
+    def gpu_summary(self) -> UtilisationSummary | None:
+        """``gpu`` read: the GPU's utilisation and memory over the run, and where they came from."""
+        return None if not self.gpu else UtilisationSummary.from_json(self.gpu)
+
+    def cpu_summary(self) -> UtilisationSummary | None:
+        """``cpu`` read: the server's CPU utilisation and memory over the run."""
+        return None if not self.cpu else UtilisationSummary.from_json(self.cpu)
+
+    def server_times(self) -> ServerTimes:
+        """``server_us`` read: the server's µs per request by phase (all ``None`` where not reported)."""
+        return ServerTimes.from_json(self.server_us)
+
+    def server_model_figures(self) -> dict[str, ServerModelFigures]:
+        """``server_models`` read: the server's figures of each model the requests touched, in tree order."""
+        return server_model_figures(self.server_models)
+
+    def model_parts(self) -> dict[str, ModelPart]:
+        """``models`` read: each model of a mixed run with its share, its figures as a run of its own."""
+        whole = asdict(self)
+        return {
+            name: ModelPart(float(entry.get("share") or 0.0), RunResult.from_json({**whole, **entry}))
+            for name, entry in self.models.items()
+        }
+
+
+@dataclass(frozen=True)
+class ModelPart:
+    """One model of a mixed run: its share of the load and its own figures (the run's where it has none)."""
+
+    share: float
+    run: RunResult
 
 
 STREAMING_LATENCIES = ("first_response", "between_responses")
@@ -272,12 +315,12 @@ class SweepStop:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SweepStop:
-        """Read what :meth:`to_json` wrote."""
+        """Read what :meth:`to_json` wrote (levels as written: a level written as 16 stays 16)."""
         return cls(
             rule=data["rule"],
-            level=float(data["level"]),
+            level=data["level"],
             text=str(data.get("text", "")),
-            skipped=tuple(float(x) for x in data.get("skipped") or ()),
+            skipped=tuple(data.get("skipped") or ()),
         )
 
 
@@ -298,6 +341,10 @@ class LoadTestReport:
     """``--cpus``: the cores of the server's tree and of the load processes (None: not pinned)."""
     sweep_stop: SweepStop | None = None
     """``--stop-at-saturation``: the level the sweep stopped at, the rule, and the levels left out."""
+    tritongen_version: str = __version__
+    """The version that measured it (a document read back keeps the one it was written with)."""
+    host: dict[str, str] = field(default_factory=lambda: host_facts())
+    """The load generator's machine and Python (``machine``, ``python``)."""
 
     def levels(self) -> list[LevelSummary]:
         """One summary per load level over its rounds, in the order the levels were asked."""
@@ -307,7 +354,7 @@ class LoadTestReport:
         """The ``tritongen.loadtest/1`` document (``levels``: each level's figures over rounds)."""
         return {
             "schema": SCHEMA,
-            "tritongen_version": __version__,
+            "tritongen_version": self.tritongen_version,
             "model": self.model,
             "protocol": self.protocol,
             "url": self.url,
@@ -317,8 +364,8 @@ class LoadTestReport:
             "shared_memory": self.shared_memory,
             "cpus": self.cpus,
             "sweep_stop": None if self.sweep_stop is None else self.sweep_stop.to_json(),
-            "host": {"machine": platform.machine(), "python": platform.python_version()},
-            "runs": [asdict(run) for run in self.runs],
+            "host": dict(self.host),
+            "runs": [run.to_json() for run in self.runs],
             "levels": [level.to_json() for level in self.levels()],
         }
 
@@ -329,13 +376,15 @@ class LoadTestReport:
             model=str(document.get("model", "")),
             protocol=str(document.get("protocol", "http")),
             url=str(document.get("url", "")),
-            runs=[RunResult(**known_fields(RunResult, r)) for r in document.get("runs", [])],
+            runs=[RunResult.from_json(r) for r in document.get("runs", [])],
             status=str(document.get("status", "ok")),
             rounds=int(document.get("rounds", 1)),
             confidence=float(document.get("confidence", DEFAULT_CONFIDENCE)),
             shared_memory=str(document.get("shared_memory", "none")),
             cpus=document.get("cpus"),
             sweep_stop=SweepStop.from_json(document["sweep_stop"]) if document.get("sweep_stop") else None,
+            tritongen_version=str(document.get("tritongen_version", __version__)),
+            host={str(k): str(v) for k, v in (document.get("host") or host_facts()).items()},
         )
 
     def write_json(self, path: Path) -> None:
@@ -349,9 +398,8 @@ class LoadTestReport:
         writer.writeheader()
         for run in self.runs:
             writer.writerow({"model": self.model, **csv_cells(run)})
-            for name, figures in run.models.items():
-                part = RunResult(**known_fields(RunResult, {**asdict(run), **figures}))
-                writer.writerow({"model": name, **csv_cells(part)})
+            for name, part in run.model_parts().items():
+                writer.writerow({"model": name, **csv_cells(part.run)})
         write_output(path, buffer.getvalue())
 
 
@@ -376,21 +424,18 @@ def gpu_source_text(source: str | None, memory_scope: str | None) -> str:
 def csv_cells(run: RunResult) -> dict[str, Any]:
     """A run's CSV cells, every column but ``model``."""
     latency = run.latency_us or {}
-    server = run.server_us or {}
-    gpu = run.gpu or {}
-    cpu = run.cpu or {}
+    server = run.server_times()
+    gpu, cpu = run.gpu_summary(), run.cpu_summary()
     return {
         "mode": run.mode, "concurrency": run.concurrency, "target_rate": run.target_rate, "round": run.round,
         "batch_size": run.batch_size, "duration_s": round(run.duration_s, 3),
         "requests": run.requests, "errors": run.errors, "qps": round(run.qps, 3),
         "infer_per_s": round(run.infer_per_s, 3),
         **{f"{k}_us": latency.get(k) for k in LATENCY_KEYS},
-        **{f"{k}_us": server.get(k) for k in SERVER_KEYS},
+        **{f"{k}_us": server.phase_us(k) for k in SERVER_KEYS},
         "avg_batch": run.avg_batch, "stable": run.stable,
-        "gpu_util_mean": gpu.get("util_mean"), "gpu_util_max": gpu.get("util_max"),
-        "gpu_mem_max_bytes": gpu.get("mem_max_bytes"), "gpu_source": gpu.get("source"),
-        "cpu_util_mean": cpu.get("util_mean"),
-        "cpu_util_max": cpu.get("util_max"), "cpu_mem_max_bytes": cpu.get("mem_max_bytes"),
+        **utilisation_cells("gpu", gpu), "gpu_source": gpu.source if gpu else None,
+        **utilisation_cells("cpu", cpu),
         "held_back_sends": run.held_back_sends, "status": run.status,
         **streaming_cells(run),
         **(sequence_figures(run.latencies_us, run.counts, run.duration_s) or {}),
@@ -398,6 +443,22 @@ def csv_cells(run: RunResult) -> dict[str, Any]:
         "other_cpu": run.other_cpu, "other_cpu_max": run.other_cpu_max, "busy": run.busy,
         **llm_cells(run),
     }  # fmt: skip
+
+
+def utilisation_cells(prefix: str, figures: UtilisationSummary | None) -> dict[str, Any]:
+    """``gpu_util_mean``, ``gpu_util_max``, ``gpu_mem_max_bytes`` (or ``cpu_…``); empty without figures."""
+    if figures is None:
+        return {f"{prefix}_util_mean": None, f"{prefix}_util_max": None, f"{prefix}_mem_max_bytes": None}
+    return {
+        f"{prefix}_util_mean": figures.util_mean,
+        f"{prefix}_util_max": figures.util_max,
+        f"{prefix}_mem_max_bytes": figures.mem_max_bytes,
+    }
+
+
+def host_facts() -> dict[str, str]:
+    """The machine and Python of this process, as a document's ``host`` records them."""
+    return {"machine": platform.machine(), "python": platform.python_version()}
 
 
 def validation_cells(validation: dict[str, Any] | None) -> dict[str, Any]:

@@ -18,13 +18,14 @@ from typing import Any, Literal
 
 import psutil
 
-from tritongen.client.endpoint import TritonEndpoint, normalise_url
+from tritongen.client.address import ServerAddress
+from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import ModelInterface
 from tritongen.errors import ConfigError, ServerError
 from tritongen.io.loadgen_shared import tensor_byte_size
 from tritongen.loadtest.sequences import is_sequence_model
 from tritongen.loadtest.streaming import is_decoupled
-from tritongen.server.local import SHM_DIR, SHM_PREFIX, is_loopback
+from tritongen.server.local import SHM_DIR, SHM_PREFIX
 
 SharedMemory = Literal["none", "system"]
 SHARED_MEMORY_KINDS: tuple[SharedMemory, ...] = ("none", "system")
@@ -34,14 +35,7 @@ PROBE_SUFFIX = "probe"
 """The probe region's name after the run's prefix (a run's own regions end in ``_in``/``_outN``)."""
 
 
-def url_host(url: str) -> str:
-    """The host part of a server URL (``localhost:8001`` -> ``localhost``; ``[::1]:8000`` -> ``::1``)."""
-    address = normalise_url(url)
-    host = address.rpartition(":")[0] if address.count(":") == 1 or "]:" in address else address
-    return (host or address).strip("[]")
-
-
-def check_shared_memory(kind: str, url: str, output_size: int | None) -> None:
+def check_shared_memory(kind: str, address: ServerAddress, output_size: int | None) -> None:
     """Refuse shared memory that cannot work: an unknown kind, a server on another host, a bad size.
 
     Raises:
@@ -55,10 +49,9 @@ def check_shared_memory(kind: str, url: str, output_size: int | None) -> None:
         )
     if kind == "none":
         return
-    host = url_host(url)
-    if not is_loopback(host):
+    if not address.is_loopback:
         raise ConfigError(
-            f"--shared-memory system needs a server on this host, not {host}",
+            f"--shared-memory system needs a server on this host, not {address.host}",
             "load-test it with --shared-memory none, or run tritongen on the server's host with a "
             "127.0.0.1 or localhost URL",
         )
@@ -93,28 +86,26 @@ def output_sizes(
 
 
 def prepare_shared_memory(
-    endpoint: TritonEndpoint, interface: ModelInterface, rows: int, kind: str, fallback: int | None
+    endpoint: TritonEndpoint,
+    interface: ModelInterface,
+    config: dict[str, Any],
+    rows: int,
+    fallback: int | None,
 ) -> str:
-    """With ``kind`` ``system``: check the model and the server, return the run's region name prefix.
+    """Check the model (its server ``config``) and the server for shared memory; the run's region name prefix.
 
     Checks that every output can be sized, and that the server maps a region this host
     creates (:func:`probe_shared_memory`); regions that a tritongen process that is gone left
     registered are unregistered first (they would hold its memory; their names never collide
-    with new ones). With ``kind`` ``none``: ``""``.
+    with new ones).
 
     Raises:
         ConfigError: a streaming or sequence model, an output of unknown size, a server that
             refuses its shared-memory API, or one that cannot map this host's shared memory.
     """
-    if kind != "system":
-        return ""
     model = interface.name
-    config = endpoint.model_config(model)
     if is_decoupled(config) or is_sequence_model(config):
-        raise ConfigError(
-            f"--shared-memory system covers one-response models; '{model}' is a streaming or sequence model",
-            "load-test it with --shared-memory none",
-        )
+        refuse_shared_memory(model, "system")
     output_sizes(endpoint.output_tensors(model), interface.batched, rows, fallback)
     try:
         registered = endpoint.shared_memory_regions()
@@ -130,6 +121,19 @@ def prepare_shared_memory(
     prefix = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
     probe_shared_memory(endpoint, f"{prefix}{PROBE_SUFFIX}")
     return prefix
+
+
+def refuse_shared_memory(model: str, kind: str) -> None:
+    """Refuse shared memory for a streaming or sequence model's load (``kind``: ``--shared-memory``).
+
+    Raises:
+        ConfigError: ``kind`` is not ``none``.
+    """
+    if kind != "none":
+        raise ConfigError(
+            f"--shared-memory system covers one-response models; '{model}' is a streaming or sequence model",
+            "load-test it with --shared-memory none",
+        )
 
 
 def probe_shared_memory(endpoint: TritonEndpoint, name: str, shm_dir: Path = SHM_DIR) -> None:

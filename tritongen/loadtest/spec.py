@@ -9,16 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from tritongen.client.address import Protocol, ServerAddress
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_rounds
-from tritongen.io.loadgen_shared import STABILITY_TOLERANCE
+from tritongen.io.loadgen_shared import AUTO_KIND, KINDS, STABILITY_TOLERANCE
 from tritongen.loadtest.distributed import Distributed
 from tritongen.loadtest.llm.load import LlmLoad
-from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
+from tritongen.loadtest.sweep_rules import SweepRule
 from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
 from tritongen.server.affinity import CpuPlan
 
@@ -47,8 +48,8 @@ class LoadSpec:
     """A load test: one run per level (concurrency or request rate)."""
 
     model: str
-    url: str
-    protocol: Literal["http", "grpc"] = "http"
+    address: ServerAddress
+    """The server, its protocol and its metrics endpoint."""
     mode: Mode = "concurrency"
     levels: tuple[float, ...] = (1,)
     arrival: Arrival = "constant"
@@ -72,7 +73,6 @@ class LoadSpec:
     """Measurement window (default: duration / 6, between 1 and 5 s)."""
     processes: int | None = None
     """Locust worker processes; None = enough not to be the bottleneck."""
-    metrics_url: str | None = None
     metrics_interval_s: float = 1.0
     """How often the server's metrics are sampled."""
     max_inflight: int = 1024
@@ -109,9 +109,21 @@ class LoadSpec:
     """An LLM load (``--api``): prompts to a text model, token figures (None: tensors)."""
     cpus: CpuPlan | None = None
     """``--cpus``: the server's tree and the load processes on cores of their own (None: not pinned)."""
-    stop_at: SaturationRule | None = None
-    """``--stop-at-saturation``: the sweep stops at the first level that misses the P99 limit or
-    saturates (None: every level is measured)."""
+    kind: str = AUTO_KIND
+    """``--load-kind``: the kind of load by name (:mod:`tritongen.loadtest.kinds`); ``auto``: the one
+    the options and the model call for."""
+    stop_at: SweepRule | None = None
+    """Asked after each level of the first round: ``--stop-at-saturation``, perf_analyzer's ``-l``
+    and its stop at an unstable level (None: every level is measured)."""
+
+    def __post_init__(self) -> None:
+        """A spec is checked as it is made, once: what exists is legal (``replace`` makes a new one)."""
+        self.check()
+
+    @property
+    def protocol(self) -> Protocol:
+        """What the requests go over (the address's)."""
+        return self.address.protocol
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -139,16 +151,26 @@ class LoadSpec:
         if self.atol < 0 or self.rtol < 0:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         check_rounds(self.rounds)
-        check_shared_memory(self.shared_memory, self.url, self.output_shared_memory_size)
+        check_shared_memory(self.shared_memory, self.address, self.output_shared_memory_size)
         check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
         if self.distributed is not None:
             self.distributed.check(self.mode, self.levels, self.sequences, self.shared_memory)
         if self.llm is not None:
             self._check_llm(self.llm)
+        if self.kind != AUTO_KIND and self.kind not in KINDS:
+            raise ConfigError(
+                f"--load-kind {self.kind!r} is unknown", f"use one of {', '.join((AUTO_KIND, *KINDS))}"
+            )
 
     def _check_llm(self, llm: LlmLoad) -> None:
-        """An LLM load goes over HTTP from local load processes, one prompt per request."""
+        """An LLM load goes over its API's protocol from local load processes, one prompt per request."""
         llm.check()
+        if llm.openai and self.address.path:
+            raise ConfigError(
+                f"--url {self.address.base_url}: a base URL with a path ({self.address.path}) is not "
+                "supported for OpenAI loads",
+                "give http://HOST:PORT, the server's own address",
+            )
         grpc = llm.api == "triton-grpc"
         if grpc != (self.protocol == "grpc"):
             raise ConfigError(
@@ -168,12 +190,6 @@ class LoadSpec:
                 "from load processes on this machine",
                 f"drop {', '.join(given)}",
             )
-
-    def level_text(self, level: float) -> str:
-        """``concurrency 8``, ``rate 500/s`` or ``sequences 4``."""
-        if self.sequences:
-            return f"sequences {int(level)}"
-        return f"concurrency {int(level)}" if self.mode == "concurrency" else f"rate {level:g}/s"
 
     @property
     def effective_window_s(self) -> float:

@@ -44,6 +44,19 @@ def check_streaming(model: str, protocol: str, config: dict[str, Any]) -> bool:
     return True
 
 
+def refuse_decoupled(model: str, config: dict[str, Any]) -> None:
+    """Refuse a decoupled model for a load of one response per request.
+
+    Raises:
+        ConfigError: the model is decoupled.
+    """
+    if is_decoupled(config):
+        raise ConfigError(
+            f"'{model}' is a decoupled (streaming) model: its responses come over a gRPC stream",
+            "load it with --load-kind stream (or auto) and --protocol grpc",
+        )
+
+
 def add_streaming_figures(result: RunResult) -> None:
     """Mark ``result`` as a streaming run and derive responses/s and responses per request."""
     result.streaming = True

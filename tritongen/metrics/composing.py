@@ -16,6 +16,7 @@ from typing import Any
 
 from tritongen.errors import TritongenError
 from tritongen.metrics.statistics import PHASES, StatsSnapshot, breakdown
+from tritongen.triton.ensembles import ConfigLookup, ensemble_steps, ensemble_tree
 
 SERVER_MODEL_KEYS = (
     "queue_us",
@@ -34,8 +35,6 @@ SERVER_MODEL_KEYS = (
 ServerModels = dict[str, dict[str, float | int | str | None]]
 """Model name → its figures over one measured span and ``parent`` (``None`` for the top model)."""
 AllStats = dict[str, StatsSnapshot]
-ConfigLookup = Callable[[str], dict[str, Any] | None]
-"""A model's config as the server reports it (JSON), or ``None`` when it cannot be read."""
 
 _ZERO = StatsSnapshot(
     inferences=0,
@@ -97,36 +96,6 @@ def moved(before: StatsSnapshot, after: StatsSnapshot) -> bool:
 def touched_models(before: AllStats, after: AllStats) -> list[str]:
     """The models whose counters moved between the snapshots, by name (a model loaded since counts from 0)."""
     return sorted(name for name, now in after.items() if moved(before.get(name, _ZERO), now))
-
-
-def ensemble_steps(config: dict[str, Any] | None) -> list[str]:
-    """The model names of an ensemble's steps, in order, once each (none for any other model)."""
-    if not config or config.get("platform") != "ensemble":
-        return []
-    steps = (config.get("ensemble_scheduling") or {}).get("step") or []
-    names: list[str] = []
-    for step in steps:
-        name = str(step.get("model_name", "")) if isinstance(step, dict) else ""
-        if name and name not in names:
-            names.append(name)
-    return names
-
-
-def ensemble_tree(top: str, config_of: ConfigLookup) -> dict[str, str | None]:
-    """Parent of every model under ``top`` through ensemble steps (recursively), ``top`` → ``None``.
-
-    A model that is a step of two ensembles sits under the first one met (breadth first);
-    a loop of ensembles (which Triton refuses to load) ends where it comes back.
-    """
-    parents: dict[str, str | None] = {top: None}
-    queue = [top]
-    while queue:
-        name = queue.pop(0)
-        for step in ensemble_steps(config_of(name)):
-            if step not in parents:
-                parents[step] = name
-                queue.append(step)
-    return parents
 
 
 def tree_parents(top: str, touched: Iterable[str], config_of: ConfigLookup) -> dict[str, str | None]:

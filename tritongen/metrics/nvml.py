@@ -13,14 +13,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 import time
-import urllib.parse
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
-from tritongen.metrics.process_memory import LOOPBACK
+from tritongen.client.address import ServerAddress
+from tritongen.errors import ConfigError
 
 MEMORY_SCOPES = ("device", "server-processes")
 FAILURES_TO_STOP = 3
@@ -132,8 +132,10 @@ def attribute(
 
 def is_local_url(url: str) -> bool:
     """Whether a server URL (``host:port`` or ``http://host:port/...``) is on this machine (loopback)."""
-    parsed = urllib.parse.urlsplit(url if "//" in url else f"//{url}")
-    return (parsed.hostname or "") in {h.strip("[]") for h in LOOPBACK}
+    try:
+        return ServerAddress.parse(url).on_this_machine
+    except ConfigError:
+        return False
 
 
 def _import_pynvml() -> Any:

@@ -97,26 +97,3 @@ class ProcessMemorySampler:
         while not self._stop.is_set():
             self.sample()
             self._stop.wait(self.interval_s)
-
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether ``host:port`` names this machine's loopback."""
-    return url.rpartition(":")[0].strip("[]") in LOOPBACK
-
-
-def local_server_pid(url: str) -> int | None:
-    """The process listening on ``host:port`` when the host is this machine; ``None`` otherwise."""
-    host, _, port = url.rpartition(":")
-    if host.strip("[]") not in LOOPBACK or not port.isdigit():
-        return None
-    try:
-        connections = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return None
-    for conn in connections:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == int(port) and conn.pid:
-            return int(conn.pid)
-    return None

@@ -83,6 +83,19 @@ class UtilisationSummary:
             figures |= {"memory_scope": self.memory_scope, "devices": self.devices}
         return figures
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> UtilisationSummary:
+        """Read what :meth:`as_dict` wrote (a run's ``gpu`` or ``cpu``)."""
+        devices = data.get("devices")
+        return cls(
+            util_mean=data.get("util_mean"),
+            util_max=data.get("util_max"),
+            mem_max_bytes=data.get("mem_max_bytes"),
+            source=str(data.get("source", "triton")),
+            memory_scope=data.get("memory_scope"),
+            devices=None if devices is None else [str(d) for d in devices],
+        )
+
 
 @dataclass
 class MetricsSampler:

@@ -21,6 +21,7 @@ from typing import Any
 
 from tritongen.io.files import write_output
 from tritongen.loadtest.result import RunResult
+from tritongen.loadtest.run_readers import ServerModelFigures
 from tritongen.perfanalyzer.options import PaOptions
 
 BASE = [
@@ -56,9 +57,9 @@ def csv_header(options: PaOptions) -> list[str]:
 def csv_row(run: RunResult, options: PaOptions) -> dict[str, Any]:
     """One level's cells."""
     latency = run.latency_us or {}
-    server = run.server_models.get(options.model) or {}
+    server = run.server_model_figures().get(options.model) or ServerModelFigures()
     phases = [
-        server.get(k) for k in ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+        server.phase_us(phase) for phase in ("queue", "compute_input", "compute_infer", "compute_output")
     ]
     mean = latency.get("mean")
     inside = sum(float(p or 0.0) for p in phases)
@@ -81,12 +82,12 @@ def csv_row(run: RunResult, options: PaOptions) -> dict[str, Any]:
         "request/response": _us(ends),
         "response wait": _us(float(mean) - ends if mean is not None else None),
     }
-    gpu, cpu = run.gpu or {}, run.cpu or {}
+    gpu, cpu = run.gpu_summary(), run.cpu_summary()
     row |= {
-        "Avg GPU Utilization": gpu.get("util_mean"),
-        "Max GPU Memory Usage": gpu.get("mem_max_bytes"),
-        "Avg CPU Utilization": cpu.get("util_mean"),
-        "Max CPU Memory Usage": cpu.get("mem_max_bytes"),
+        "Avg GPU Utilization": None if gpu is None else gpu.util_mean,
+        "Max GPU Memory Usage": None if gpu is None else gpu.mem_max_bytes,
+        "Avg CPU Utilization": None if cpu is None else cpu.util_mean,
+        "Max CPU Memory Usage": None if cpu is None else cpu.mem_max_bytes,
     }
     return row
 

@@ -14,8 +14,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from tritongen.client.address import DEFAULT_PORTS, ServerAddress
 from tritongen.errors import ConfigError
 
 DEFAULT_MEASUREMENT_MS = 5000
@@ -87,7 +88,8 @@ class PaOptions:
 
     model: str
     version: str = ""
-    url: str = ""
+    address: ServerAddress = field(default_factory=lambda: ServerAddress.parse("localhost:8000"))
+    """``-u`` (or perf_analyzer's default for the protocol) and ``--metrics-url``, parsed once."""
     protocol: str = "http"
     concurrency: Range | None = None
     request_rate: Range | None = None
@@ -116,7 +118,6 @@ class PaOptions:
     csv: Path | None = None
     verbose_csv: bool = False
     collect_metrics: bool = False
-    metrics_url: str | None = None
     metrics_interval_ms: int = DEFAULT_METRICS_INTERVAL_MS
     profile_export: Path | None = None
     verbose: bool = False
@@ -127,14 +128,9 @@ class PaOptions:
         return "rate" if self.request_rate is not None else "concurrency"
 
     @property
-    def protocol_name(self) -> Literal["http", "grpc"]:
-        """``-i``, typed."""
-        return "grpc" if self.protocol == "grpc" else "http"
-
-    @property
     def target_url(self) -> str:
-        """``-u``, or perf_analyzer's default for the protocol."""
-        return self.url or ("localhost:8001" if self.protocol == "grpc" else "localhost:8000")
+        """``-u`` as ``host:port``, or perf_analyzer's default for the protocol."""
+        return self.address.url
 
     def levels(self) -> list[float]:
         """The load levels in sweep order."""
@@ -209,11 +205,14 @@ def parse_pa_args(args: Sequence[str]) -> PaOptions:
         )
     if parsed.asynchronous and parsed.synchronous:
         raise PaUsageError("--async and --sync exclude each other", "give one of them")
+    protocol = _choice("-i", parsed.protocol.lower(), ("http", "grpc"))
     return PaOptions(
         model=parsed.model,
         version=parsed.version,
-        url=parsed.url,
-        protocol=_choice("-i", parsed.protocol.lower(), ("http", "grpc")),
+        address=ServerAddress.parse(
+            parsed.url or f"localhost:{DEFAULT_PORTS[protocol]}", protocol, parsed.metrics_url
+        ),
+        protocol=protocol,
         concurrency=parse_range("--concurrency-range", parsed.concurrency, integer=True),
         request_rate=parse_range("--request-rate-range", parsed.request_rate, integer=False),
         distribution=_choice("--request-distribution", parsed.distribution, ("constant", "poisson")),
@@ -235,7 +234,6 @@ def parse_pa_args(args: Sequence[str]) -> PaOptions:
         csv=Path(parsed.csv) if parsed.csv else None,
         verbose_csv=bool(parsed.verbose_csv),
         collect_metrics=bool(parsed.collect_metrics),
-        metrics_url=parsed.metrics_url,
         metrics_interval_ms=_integer("--metrics-interval", parsed.metrics_interval, least=1),
         profile_export=Path(parsed.profile_export) if parsed.profile_export else None,
         verbose=bool(parsed.verbose),

@@ -1,12 +1,13 @@
-"""A perf_analyzer sweep over tritongen's load test: one run per level, perf_analyzer's stability rule.
+"""A perf_analyzer sweep over tritongen's load test: one load test of every level, perf_analyzer's rules.
 
-Each level is one load-test run whose windows are perf_analyzer's measurement windows
+The sweep is one load test (one endpoint, one input file, one metrics sampler), each level a
+run whose windows are perf_analyzer's measurement windows
 (``-p`` ms, or ``--measurement-mode count_windows`` of ``--measurement-request-count``
 requests each): it is measured until the last three agree within ``-s`` percent on
 throughput and on latency (the average, or ``--percentile``), up to ``-r`` windows. There is
 no warm-up beyond the first, partial window, as in perf_analyzer. ``-l`` ends the sweep after
 the first level whose latency is above it, and a level that does not stabilise ends it too
-(perf_analyzer then exits 1).
+(perf_analyzer then exits 1): both are rules that end the load test's sweep.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import ModelInterface, numpy_dtype
 from tritongen.errors import ConfigError
 from tritongen.io.loadgen_shared import STABILITY_WINDOWS
-from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.sequences import is_sequence_model
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.streaming import is_decoupled
+from tritongen.loadtest.sweep_rules import FirstOf, LatencyLimit, StableOnly
 from tritongen.perfanalyzer.options import PaOptions
 
 COUNT_GRID_S = 0.5
@@ -106,19 +107,23 @@ def _check_version(options: PaOptions, endpoint: TritonEndpoint) -> None:
         )
 
 
-def level_spec(options: PaOptions, facts: ModelFacts, level: float, input_data: Path | str) -> LoadSpec:
-    """The load-test spec of one level, perf_analyzer's measurement expressed in tritongen's terms."""
+def sweep_spec(options: PaOptions, facts: ModelFacts, input_data: Path | str) -> LoadSpec:
+    """The load test of the whole sweep, perf_analyzer's measurement in tritongen's terms.
+
+    Every level in order; ``-l`` and perf_analyzer's stop at a level that is not stable are
+    rules that end the sweep (:mod:`tritongen.loadtest.sweep_rules`).
+    """
     count = options.count_windows
     window_s = COUNT_GRID_S if count else options.measurement_ms / 1000
     values = {}
     if options.string_data is not None:
         values = {s.name: options.string_data for s in facts.interface.inputs if s.datatype == "BYTES"}
+    limit = (LatencyLimit(options.latency_threshold_ms),) if options.latency_threshold_ms else ()
     return LoadSpec(
         model=options.model,
-        url=options.target_url,
-        protocol=options.protocol,  # type: ignore[arg-type]
+        address=options.address,
         mode=options.mode,  # type: ignore[arg-type]
-        levels=(level,),
+        levels=tuple(options.levels()),
         arrival=options.distribution,  # type: ignore[arg-type]
         batch_size=options.batch_size,
         shapes=dict(options.shapes),
@@ -129,7 +134,6 @@ def level_spec(options: PaOptions, facts: ModelFacts, level: float, input_data: 
         warmup_s=0.0,
         max_duration_s=COUNT_CAP_S if count else options.max_trials * window_s,
         window_s=window_s,
-        metrics_url=options.metrics_url,
         metrics_interval_s=options.metrics_interval_ms / 1000,
         shared_memory=options.shared_memory,  # type: ignore[arg-type]
         output_shared_memory_size=options.output_shm_size,
@@ -140,6 +144,7 @@ def level_spec(options: PaOptions, facts: ModelFacts, level: float, input_data: 
         stability_percentile=None if options.percentile is None else float(options.percentile),
         count_window_requests=options.request_count if count else 0,
         max_count_windows=options.max_trials,
+        stop_at=FirstOf((*limit, StableOnly())),
     )
 
 
@@ -150,40 +155,21 @@ def run_sweep(
     stop: threading.Event | None = None,
     on_level: Callable[[RunResult], None] | None = None,
 ) -> Sweep:
-    """Every level in order, until the last, ``-l`` or a run that does not end ``ok``.
+    """Every level in order, in one load test, until the last, ``-l``, an unstable level or a failed run.
 
     Raises:
         TritongenError: the settings do not fit the model, or the server cannot be reached at the start.
     """
-    report = LoadTestReport(model=options.model, protocol=options.protocol, url=options.target_url)
+    with input_source(options, facts.interface) as source:
+        spec = sweep_spec(options, facts, source)
+        report = run_load_test(spec, progress=progress, stop=stop, on_run=on_level)
     sweep = Sweep(options, facts, report)
-    with input_source(options, facts.interface) as source, load_processes():
-        for level in options.levels():
-            result = run_load_test(level_spec(options, facts, level, source), progress=progress, stop=stop)
-            report.runs += result.runs
-            for run in result.runs:
-                if on_level is not None:
-                    on_level(run)
-            if result.status != "ok":
-                report.status = result.status
-                break
-            run = result.runs[-1]
-            if _over_threshold(options, run):
-                sweep.over_threshold = run
-                break
-            if not run.stable:
-                sweep.unstable = run
-                break
+    stopped, report.sweep_stop = report.sweep_stop, None  # perf_analyzer's report says it its own way
+    if stopped is not None and stopped.rule == LatencyLimit.rule:
+        sweep.over_threshold = report.runs[-1]
+    elif stopped is not None:
+        sweep.unstable = report.runs[-1]
     return sweep
-
-
-def _over_threshold(options: PaOptions, run: RunResult) -> bool:
-    latency = run.stability_latency_us
-    return (
-        bool(options.latency_threshold_ms)
-        and latency is not None
-        and latency > options.latency_threshold_ms * 1000
-    )
 
 
 @contextmanager

@@ -71,11 +71,16 @@ def level_lines(run: RunResult, options: PaOptions) -> list[str]:
     return lines + [f"  {line}" for line in validation_lines(run.validation)]
 
 
-def unstable_line(run: RunResult, options: PaOptions) -> str:
-    """perf_analyzer's line (on stderr) for a level that did not stabilise."""
-    level = (
+def level_text(run: RunResult) -> str:
+    """A level as perf_analyzer names it: ``concurrency 8`` or ``request rate 500``."""
+    return (
         f"concurrency {run.concurrency}" if run.mode == "concurrency" else f"request rate {run.target_rate:g}"
     )
+
+
+def unstable_line(run: RunResult, options: PaOptions) -> str:
+    """perf_analyzer's line (on stderr) for a level that did not stabilise."""
+    level = level_text(run)
     windows = f"{options.max_trials} measurement windows"
     return (
         f"Failed to obtain stable measurement within {windows} for {level}. "
@@ -114,20 +119,21 @@ def _client_lines(run: RunResult, options: PaOptions) -> list[str]:
 
 
 def _server_lines(run: RunResult, model: str) -> list[str]:
-    figures = run.server_models.get(model)
-    if not figures:
+    figures = run.server_model_figures().get(model)
+    if figures is None:
         return ["  Server: ", "    not available (the statistics API gave no figures for the measured time)"]
-    queue = float(figures.get("queue_us") or 0.0)
+    queue = float(figures.queue_us or 0.0)
     parts = [
-        float(figures.get(k) or 0.0) for k in ("compute_input_us", "compute_infer_us", "compute_output_us")
+        float(figures.phase_us(phase) or 0.0)
+        for phase in ("compute_input", "compute_infer", "compute_output")
     ]
-    request = figures.get("request_us")
+    request = figures.request_us
     overhead = max(0.0, float(request) - queue - sum(parts)) if request is not None else None
     return [
         "  Server: ",
-        f"    Inference count: {figures.get('inferences')}",
-        f"    Execution count: {figures.get('executions')}",
-        f"    Successful request count: {figures.get('requests')}",
+        f"    Inference count: {figures.inferences}",
+        f"    Execution count: {figures.executions}",
+        f"    Successful request count: {figures.requests}",
         f"    Avg request latency: {_us(request)} usec (overhead {_us(overhead)} usec "
         f"+ queue {_us(queue)} usec "
         f"+ compute input {_us(parts[0])} usec + compute infer {_us(parts[1])} usec + compute output "

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tritongen import __version__
 from tritongen.convert.artifact import Target
 from tritongen.convert.precision import FP32, PrecisionOptions, Variant, variant_unavailable_reason
 from tritongen.convert.reduced import PrecisionReport
@@ -20,6 +19,8 @@ from tritongen.convert.verify import (
     Verification,
 )
 from tritongen.errors import ConfigError
+from tritongen.pipeline.document import CONVERT_SCHEMA as CONVERT_SCHEMA
+from tritongen.pipeline.document import ConvertDocument, ConvertOutcome
 from tritongen.sources.signature import Signature
 from tritongen.triton.batching import BatchingOptions
 from tritongen.triton.model_config import (
@@ -28,7 +29,6 @@ from tritongen.triton.model_config import (
 
 Progress = Callable[[str], None]
 
-CONVERT_SCHEMA = "tritongen.convert/1"
 
 OutcomeStatus = Literal["built", "kept", "failed", "unavailable"]
 """``kept``: failed verification but written anyway (``--keep-failed``)."""
@@ -139,32 +139,34 @@ class BuildResult:
         """Formats that were asked for and did not make it into the repository clean."""
         return tuple(o for o in self.outcomes if o.status != "built")
 
-    def to_json(self, request: BuildRequest) -> dict[str, Any]:
-        """The ``tritongen.convert/1`` document: every model directory, its verification and accuracy."""
-        return {
-            "schema": CONVERT_SCHEMA,
-            "tritongen_version": __version__,
-            "source": str(self.source),
-            "name": request.name,
-            "repo": str(request.repo),
-            "target": request.target,
-            "signature": self.signature.describe(),
-            "precision_settings": request.precision.to_json(),
-            "outcomes": [
-                {
-                    "format": o.format,
-                    "variant": o.variant.key,
-                    "label": o.label,
-                    "model": o.name,
-                    "status": o.status,
-                    "reason": o.reason,
-                    "seconds": round(o.seconds, 3),
-                    "verification": o.verification.to_json() if o.verification is not None else None,
-                    "precision": o.precision.to_json() if o.precision is not None else None,
-                }
+    def document(self, request: BuildRequest) -> ConvertDocument:
+        """The ``tritongen.convert/1`` document, typed: each model directory, its check and accuracy."""
+        return ConvertDocument(
+            source=str(self.source),
+            name=request.name,
+            repo=str(request.repo),
+            target=request.target,
+            signature=self.signature.describe(),
+            precision_settings=request.precision.to_json(),
+            outcomes=[
+                ConvertOutcome(
+                    format=o.format,
+                    variant=o.variant.key,
+                    label=o.label,
+                    model=o.name,
+                    status=o.status,
+                    reason=o.reason,
+                    seconds=round(o.seconds, 3),
+                    verification=o.verification,
+                    precision=o.precision,
+                )
                 for o in self.outcomes
             ],
-        }
+        )
+
+    def to_json(self, request: BuildRequest) -> dict[str, Any]:
+        """The ``tritongen.convert/1`` document: every model directory, its verification and accuracy."""
+        return self.document(request).to_json()
 
 
 def model_dir_name(name: str, fmt: str, variant: Variant = FP32) -> str:

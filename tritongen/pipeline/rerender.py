@@ -21,13 +21,12 @@ from tritongen.errors import ConfigError, RepositoryError
 from tritongen.io.files import atomic_write_text
 from tritongen.lint.repository import lint_model_text
 from tritongen.triton.batching import BatchingOptions, apply_batching
-from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.pbtxt.edit import EditError, edit_text
 from tritongen.triton.pbtxt.keys import repeated_keys
 from tritongen.triton.pbtxt.patch import describe_changes, patch_message
 from tritongen.triton.pbtxt.tree import TreeError
-from tritongen.triton.proto import parse_config_text, read_config_text
+from tritongen.triton.proto import ConfigSyntaxError, parse_config_text, parse_model_config, read_config_text
 from tritongen.triton.render import render_config
 from tritongen.triton.repository import read_metadata
 

@@ -1,4 +1,4 @@
-"""One self-contained HTML page from loadtest, tune and compare JSON: tables and embedded plots.
+"""One self-contained HTML page from convert, loadtest, tune and compare results: tables and plots.
 
 The page has no external assets: its style is inline and every plot is a PNG inside an
 ``data:`` URI, so the file can be mailed, attached to a CI run or opened offline.
@@ -8,38 +8,24 @@ from __future__ import annotations
 
 import base64
 import datetime
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tritongen import __version__
-from tritongen.compare.result import SCHEMA as COMPARE_SCHEMA
 from tritongen.compare.result import CompareReport
-from tritongen.errors import ConfigError
 from tritongen.io.files import write_output
-from tritongen.io.loadgen_shared import SCHEMA as LOADTEST_SCHEMA
 from tritongen.loadtest.result import LoadTestReport
-from tritongen.pipeline.request import CONVERT_SCHEMA
-from tritongen.report.tables import (
-    TableData,
-    accuracy_table,
-    background_facts,
-    compare_table,
-    loadtest_models_table,
-    loadtest_rounds_table,
-    loadtest_table,
-    mixed_precision_table,
-    sequence_table,
-    server_models_table,
-    streaming_table,
-    tune_table,
-    verification_table,
-)
-from tritongen.tune.runner import READABLE_SCHEMAS as TUNE_SCHEMAS
+from tritongen.pipeline.document import ConvertDocument
+from tritongen.report.compare_tables import compare_table
+from tritongen.report.convert_tables import precision_tables, verification_table
+from tritongen.report.documents import ResultReport, read_result
+from tritongen.report.loadtest_tables import loadtest_report_tables
+from tritongen.report.table_data import TableData
+from tritongen.report.tune_tables import background_facts, tune_table
+from tritongen.tune.document import ConfirmationEntry, SearchBest, TuneDocument
 
 REPORT_TEMPLATE = "report.html.j2"
-SCHEMAS = (LOADTEST_SCHEMA, *TUNE_SCHEMAS, COMPARE_SCHEMA, CONVERT_SCHEMA)
 
 
 @dataclass
@@ -64,41 +50,17 @@ class Section:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_document(path: Path) -> dict[str, Any]:
-    """Read a result JSON written by tritongen.
-
-    Raises:
-        ConfigError: the file is missing, not JSON, or not a convert, loadtest, tune or compare result.
-    """
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise ConfigError(
-            f"{path} does not exist", "pass a JSON written by convert, loadtest, tune or compare"
-        ) from e
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ConfigError(f"{path} is not a JSON document: {e}", "pass the file written by --json") from e
-    schema = document.get("schema") if isinstance(document, dict) else None
-    if schema not in SCHEMAS:
-        raise ConfigError(
-            f"{path} is not a tritongen result (schema {schema!r})",
-            f"report reads {', '.join(SCHEMAS)}",
-        )
-    return dict(document)
-
-
 def _figure(caption: str, fig: Any) -> Figure:
     from tritongen.report.plots import png_bytes
 
     return Figure(caption, base64.b64encode(png_bytes(fig)).decode("ascii"))
 
 
-def loadtest_section(document: dict[str, Any], source: str) -> Section:
+def loadtest_section(report: LoadTestReport, source: str) -> Section:
     """Runs table and latency-vs-throughput plot of a load test."""
     from tritongen.report.llm_plots import is_llm_report, tokens_figure
     from tritongen.report.plots import latency_figure
 
-    report = LoadTestReport.from_json(document)
     section = Section(
         kind="load test",
         title=f"Load test of {report.model}",
@@ -110,23 +72,8 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
             ("runs", str(len(report.runs))),
             ("rounds", f"{report.rounds} per level, levels interleaved"),
         ],
-        tables=[loadtest_table(document)],
+        tables=loadtest_report_tables(report),
     )
-    over_rounds = loadtest_rounds_table(document)
-    if over_rounds is not None:
-        section.tables.append(over_rounds)
-    streams = streaming_table(document)
-    if streams is not None:
-        section.tables.append(streams)
-    sequences = sequence_table(document)
-    if sequences is not None:
-        section.tables.append(sequences)
-    mixed = loadtest_models_table(document)
-    if mixed is not None:
-        section.tables.append(mixed)
-    per_model = server_models_table(document)
-    if per_model is not None:
-        section.tables.append(per_model)
     if any(r.latency_us for r in report.runs):
         caption = "Latency against throughput, one point per run"
         if report.rounds > 1:
@@ -140,54 +87,50 @@ def loadtest_section(document: dict[str, Any], source: str) -> Section:
     return section
 
 
-def _confirmation_text(confirmation: dict[str, Any]) -> str:
+def _confirmation_text(confirmation: ConfirmationEntry) -> str:
     """``2 finalist(s) and the current config, 4 of 5 interleaved rounds, 95% intervals``."""
-    finalists = len(confirmation.get("contenders") or {}) - 1
-    stopping = confirmation.get("stopping")
-    most = "at most " if isinstance(stopping, dict) else ""
-    stopped = f" (--rounds auto: {stopping.get('stopped')})" if isinstance(stopping, dict) else ""
+    finalists = len(confirmation.contenders) - 1
+    stopping = confirmation.stopping
+    most = "at most " if stopping is not None else ""
+    stopped = f" (--rounds auto: {stopping.stopped})" if stopping is not None else ""
     return (
-        f"{finalists} finalist(s) and the current config, {confirmation.get('completed_rounds')} of "
-        f"{most}{confirmation.get('rounds')} interleaved rounds{stopped}, "
-        f"{float(confirmation['confidence']):.0%} intervals"
+        f"{finalists} finalist(s) and the current config, {confirmation.completed_rounds} of "
+        f"{most}{confirmation.rounds} interleaved rounds{stopped}, {confirmation.confidence:.0%} intervals"
     )
 
 
-def tune_section(document: dict[str, Any], source: str) -> Section:
+def tune_section(document: TuneDocument, source: str) -> Section:
     """Trials table, verdict and throughput/P99 plot of a tune (confirmed configs with their intervals)."""
     from tritongen.report.plots import confirmed_points, tune_figure, tune_points
 
-    best = document.get("best")
-    slo = document.get("slo_p99_ms")
-    confirmation = document.get("confirmation") or {}
+    best, slo = document.best, document.slo_p99_ms
     facts = [
-        ("model", str(document.get("model"))),
+        ("model", document.model),
         ("P99 budget", f"{slo:g} ms" if slo is not None else "none"),
         (
             "strategy",
-            f"{document.get('strategy')} ({len(document.get('trials') or [])} trials "
-            f"of {document.get('grid_size')} legal configs)",
+            f"{document.strategy} ({len(document.trials)} trials of {document.grid_size} legal configs)",
         ),
-        ("status", str(document.get("status"))),
+        ("status", document.status),
     ]
-    if document.get("load_model") not in (None, document.get("model")):
-        facts.insert(1, ("load on", f"{document['load_model']} (the model tuned is one it calls)"))
-    if confirmation:
-        facts.append(("confirmation", _confirmation_text(confirmation)))
-    if document.get("verdict"):
-        facts.append(("verdict", str(document["verdict"])))
-    elif isinstance(best, dict):  # tritongen.tune/1: one measurement per config
-        gain = best.get("gain_over_baseline")
+    if document.load_model not in (None, document.model):
+        facts.insert(1, ("load on", f"{document.load_model} (the model tuned is one it calls)"))
+    if document.confirmation is not None:
+        facts.append(("confirmation", _confirmation_text(document.confirmation)))
+    if document.verdict:
+        facts.append(("verdict", document.verdict))
+    elif isinstance(best, SearchBest):  # tritongen.tune/1: one measurement per config
+        gain = best.gain_over_baseline
         facts.append(
             (
                 "best",
-                f"{best['key']}: {float(best['infer_per_s']):,.0f} infer/s"
-                + (f", {gain:.2f}× the baseline" if isinstance(gain, int | float) else ""),
+                f"{best.key}: {best.infer_per_s:,.0f} infer/s"
+                + (f", {gain:.2f}× the baseline" if gain is not None else ""),
             )
         )
     section = Section(
         kind="tune",
-        title=f"Tuning of {document.get('model')}",
+        title=f"Tuning of {document.model}",
         source=source,
         facts=facts + background_facts(document),
         tables=[tune_table(document)],
@@ -199,7 +142,7 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
             _figure(
                 "Throughput against P99 per trial; the front joins the configs nothing beats on both"
                 + ("; diamonds: configs confirmed in rounds, bars their intervals" if confirmed else ""),
-                tune_figure(points, f"tune {document.get('model')}", slo, baseline, confirmed),
+                tune_figure(points, f"tune {document.model}", slo, baseline, confirmed),
             )
         )
     if best is None:
@@ -207,33 +150,28 @@ def tune_section(document: dict[str, Any], source: str) -> Section:
     return section
 
 
-def compare_section(document: dict[str, Any], source: str) -> Section:
+def compare_section(report: CompareReport, source: str) -> Section:
     """Engines table, recommendations, bars and per-engine latency curves of a comparison."""
     from tritongen.report.plots import compare_latency_figure, engines_figure
 
-    report = CompareReport.from_json(document)
-    host = report.hardware.get("host") or {}
-    server = report.hardware.get("server") or {}
-    gpus = server.get("gpus") or host.get("gpus") or []
-    settings = report.settings
+    hardware = report.hardware_facts()
+    settings = report.compare_settings()
     facts = [
         ("source", report.source),
         (
             "hardware",
-            f"{host.get('cpu', '?')}, {host.get('cpus', '?')} CPUs"
-            + (f", {len(gpus)} GPU(s)" if gpus else ", no GPU"),
+            f"{hardware.cpu or '?'}, {hardware.cpus or '?'} CPUs"
+            + (f", {len(hardware.gpus)} GPU(s)" if hardware.gpus else ", no GPU"),
         ),
-        ("server", f"Triton {server.get('triton_version') or '?'} at {server.get('url') or '?'}"),
+        ("server", f"Triton {hardware.triton_version or '?'} at {hardware.server_url or '?'}"),
         (
             "load",
-            f"{settings.get('duration_s')} s per measurement after {settings.get('warmup_s')} s warm-up; "
-            f"concurrency {settings.get('concurrency_levels')} "
-            f"at batch {settings.get('batch_size_throughput')}",
+            f"{settings.duration_s} s per measurement after {settings.warmup_s} s warm-up; "
+            f"concurrency {settings.concurrency_levels} at batch {settings.batch_size_throughput}",
         ),
         (
             "rounds",
-            f"{settings.get('rounds', 1)} interleaved round(s) per figure, "
-            f"{float(settings.get('confidence') or 0.95):.0%} intervals",
+            f"{settings.rounds} interleaved round(s) per figure, {settings.confidence:.0%} intervals",
         ),
         ("status", report.status),
     ]
@@ -244,7 +182,7 @@ def compare_section(document: dict[str, Any], source: str) -> Section:
         facts=facts,
         tables=[
             compare_table(report),
-            *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy]),
+            *precision_tables([(e.label, e.accuracy) for e in report.engines if e.accuracy is not None]),
         ],
         recommendations=[(r.title, r.reason) for r in report.recommendations],
     )
@@ -259,64 +197,45 @@ def compare_section(document: dict[str, Any], source: str) -> Section:
     return section
 
 
-def precision_tables(entries: list[tuple[str, dict[str, Any]]]) -> list[TableData]:
-    """The accuracy table of reduced variants, then each mixed-precision search: ``(label, report)`` each."""
-    if not entries:
-        return []
-    tables = [accuracy_table(entries)]
-    for label, report in entries:
-        mixed = report.get("auto_mixed_precision")
-        if isinstance(mixed, dict):
-            tables.append(mixed_precision_table(label, mixed))
-    return tables
-
-
-def convert_section(document: dict[str, Any], source: str) -> Section:
+def convert_section(document: ConvertDocument, source: str) -> Section:
     """Verification of every model directory a conversion wrote, and the drift of reduced variants."""
-    outcomes = document.get("outcomes") or []
-    settings = document.get("precision_settings") or {}
+    settings = document.precision()
     facts = [
-        ("source", str(document.get("source"))),
-        ("signature", str(document.get("signature"))),
-        ("repository", f"{document.get('repo')} (target {document.get('target')})"),
+        ("source", document.source),
+        ("signature", document.signature),
+        ("repository", f"{document.repo} (target {document.target})"),
     ]
-    if settings.get("calibration_data"):
-        facts.append(
-            ("calibration", f"{settings['calibration_data']} ({settings.get('calibration_method')})")
-        )
-    entries = [(str(o["label"]), o["precision"]) for o in outcomes if isinstance(o.get("precision"), dict)]
+    if settings.calibration_data:
+        facts.append(("calibration", f"{settings.calibration_data} ({settings.calibration_method})"))
     section = Section(
         kind="convert",
-        title=f"Conversion of {document.get('name')}",
+        title=f"Conversion of {document.name}",
         source=source,
         facts=facts,
-        tables=[verification_table(outcomes), *precision_tables(entries)],
+        tables=[verification_table(document.outcomes), *precision_tables(document.precision_entries())],
     )
     section.warnings += [
-        f"{o['label']} {o['status']}: {o['reason']}"
-        for o in outcomes
-        if o.get("status") in ("failed", "kept")
+        f"{o.label} {o.status}: {o.reason}" for o in document.outcomes if o.status in ("failed", "kept")
     ]
     return section
 
 
-def section_for(document: dict[str, Any], source: str) -> Section:
-    """The section of one document, by its schema."""
-    schema = document.get("schema")
-    if schema == CONVERT_SCHEMA:
-        return convert_section(document, source)
-    if schema == LOADTEST_SCHEMA:
-        return loadtest_section(document, source)
-    if schema in TUNE_SCHEMAS:
-        return tune_section(document, source)
-    return compare_section(document, source)
+def section_for(report: ResultReport, source: str) -> Section:
+    """The section of one result, by its kind."""
+    if isinstance(report, ConvertDocument):
+        return convert_section(report, source)
+    if isinstance(report, LoadTestReport):
+        return loadtest_section(report, source)
+    if isinstance(report, TuneDocument):
+        return tune_section(report, source)
+    return compare_section(report, source)
 
 
-def render_report(documents: list[tuple[str, dict[str, Any]]], templates_dir: Path | None = None) -> str:
-    """The HTML page of ``documents`` ((source name, document) each), in the order given."""
+def render_report(reports: list[tuple[str, ResultReport]], templates_dir: Path | None = None) -> str:
+    """The HTML page of ``reports`` ((source name, report) each), in the order given."""
     from tritongen.triton.templates import render_template
 
-    sections = [section_for(document, source) for source, document in documents]
+    sections = [section_for(report, source) for source, report in reports]
     return render_template(
         REPORT_TEMPLATE,
         templates_dir,
@@ -327,18 +246,18 @@ def render_report(documents: list[tuple[str, dict[str, Any]]], templates_dir: Pa
 
 
 def write_report(paths: list[Path], output: Path, templates_dir: Path | None = None) -> Path:
-    """Read result JSON files and write their report page to ``output`` (atomically).
+    """Read result JSON files, each once into its typed report, and write their page to ``output``.
 
     Raises:
         ConfigError: an input is missing or not a tritongen result.
         RepositoryError: ``output`` cannot be written.
     """
-    documents = [(path.name, read_document(path)) for path in paths]
-    return write_documents(documents, output, templates_dir)
+    reports = [(path.name, read_result(path)) for path in paths]
+    return write_documents(reports, output, templates_dir)
 
 
 def write_documents(
-    documents: list[tuple[str, dict[str, Any]]], output: Path, templates_dir: Path | None = None
+    reports: list[tuple[str, ResultReport]], output: Path, templates_dir: Path | None = None
 ) -> Path:
-    """Write the report page of in-memory documents to ``output`` (atomically)."""
-    return write_output(output, render_report(documents, templates_dir))
+    """Write the report page of results in memory ((source name, report) each) to ``output`` (atomically)."""
+    return write_output(output, render_report(reports, templates_dir))

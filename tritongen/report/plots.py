@@ -10,6 +10,7 @@ from typing import Any
 from tritongen.compare.result import CompareReport
 from tritongen.errors import RepositoryError
 from tritongen.loadtest.result import LoadTestReport
+from tritongen.tune.document import TuneDocument
 
 TunePoint = tuple[str, float, float, bool, bool]
 """(label, infer_per_s, p99_ms, feasible, on_front) of one measured trial."""
@@ -70,29 +71,29 @@ def latency_figure(report: LoadTestReport, slo_p99_ms: float | None = None) -> A
     return fig
 
 
-def tune_points(document: dict[str, Any]) -> tuple[list[TunePoint], tuple[float, float] | None]:
-    """The measured trials of a tune document, and its current config's measurement (infer/s, P99 ms)."""
-    front = set(document.get("front") or [])
+def tune_points(document: TuneDocument) -> tuple[list[TunePoint], tuple[float, float] | None]:
+    """The measured trials of a tune, and its current config's measurement (infer/s, P99 ms)."""
+    front = set(document.front)
     points = [
-        (t["key"], t["infer_per_s"], t["p99_us"] / 1000, bool(t["feasible"]), t["key"] in front)
-        for t in document.get("trials") or []
-        if t.get("p99_us") is not None
+        (t.key, t.infer_per_s, t.p99_us / 1000, t.feasible, t.key in front)
+        for t in document.trials
+        if t.p99_us is not None
     ]
-    base = document.get("baseline")
+    base = document.baseline
     reference = None
-    if isinstance(base, dict) and base.get("p99_us") is not None:
-        reference = (float(base["infer_per_s"]), float(base["p99_us"]) / 1000)
+    if base is not None and base.p99_us is not None:
+        reference = (float(base.infer_per_s), float(base.p99_us) / 1000)
     return points, reference
 
 
-def confirmed_points(document: dict[str, Any]) -> list[ConfirmedPoint]:
-    """The contenders of a tune document's confirmation (none for ``tritongen.tune/1``)."""
-    confirmed = (document.get("confirmation") or {}).get("contenders") or {}
-    best = (document.get("best") or {}).get("key")
+def confirmed_points(document: TuneDocument) -> list[ConfirmedPoint]:
+    """The contenders of a tune's confirmation (none for ``tritongen.tune/1``)."""
+    confirmed = {} if document.confirmation is None else document.confirmation.contenders
+    best = None if document.best is None else document.best.key
     points = []
     for key, entry in confirmed.items():
-        infer, p99 = entry.get("infer_per_s"), entry.get("p99_us")
-        if not infer or not p99:
+        infer, p99 = entry.infer_per_s, entry.p99_us
+        if infer is None or p99 is None:
             continue
 
         def ms(value: float | None) -> float | None:
@@ -100,14 +101,14 @@ def confirmed_points(document: dict[str, Any]) -> list[ConfirmedPoint]:
 
         points.append(
             ConfirmedPoint(
-                label=str(key),
-                infer_per_s=float(infer["median"]),
-                infer_low=infer.get("ci_low"),
-                infer_high=infer.get("ci_high"),
-                p99_ms=float(p99["median"]) / 1000,
-                p99_low=ms(p99.get("ci_low")),
-                p99_high=ms(p99.get("ci_high")),
-                current=bool(entry.get("current")),
+                label=key,
+                infer_per_s=infer.median,
+                infer_low=infer.low,
+                infer_high=infer.high,
+                p99_ms=p99.median / 1000,
+                p99_low=ms(p99.low),
+                p99_high=ms(p99.high),
+                current=entry.current,
                 best=key == best,
             )
         )
@@ -296,16 +297,16 @@ def compare_latency_figure(report: CompareReport) -> Any:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for engine in report.engines:
-        runs = [r for r in engine.latency_runs if r.get("latency_us") and r.get("figure", "ramp") == "ramp"]
+        runs = [r.run for r in engine.latency_runs if r.figure == "ramp" and r.run.latency_us]
         if not runs:
             continue
-        ramp = [r for r in runs if r.get("batch_size", 1) > 1] or runs
-        xs = [float(r["infer_per_s"]) for r in ramp]
-        ys = [float(r["latency_us"]["p99"]) / 1000 for r in ramp]
-        line = ax.plot(xs, ys, "o-", label=f"{engine.label} (batch {ramp[0].get('batch_size', 1)})")[0]
+        ramp = [r for r in runs if r.batch_size > 1] or runs
+        xs = [float(r.infer_per_s) for r in ramp]
+        ys = [float((r.latency_us or {})["p99"]) / 1000 for r in ramp]
+        line = ax.plot(xs, ys, "o-", label=f"{engine.label} (batch {ramp[0].batch_size})")[0]
         for r, x, y in zip(ramp, xs, ys, strict=True):
             ax.annotate(
-                f"c={r.get('concurrency')}",
+                f"c={r.concurrency}",
                 (x, y),
                 textcoords="offset points",
                 xytext=(4, 4),

@@ -1,4 +1,8 @@
-"""The embedded server for one command: just the models it needs, on free ports, linted first."""
+"""The embedded server for one command: just the models it needs, on free ports, linted first.
+
+Configs Triton would refuse are refused before a server starts on them
+(:func:`lint_before_serving`), or with ``skip_failed`` left out (:func:`models_that_lint`).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,79 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tritongen.errors import ModelLoadError
+from tritongen.errors import ConfigError, ModelLoadError
+from tritongen.lint.findings import Finding
 from tritongen.server.local import LocalTritonServer
-from tritongen.server.preflight import FindingShown, lint_before_serving, models_that_lint
+
+if TYPE_CHECKING:
+    from tritongen.lint.findings import LintReport
+
+FindingShown = Callable[[Finding], None]
+"""Told each finding of the check (errors, warnings and notes), before a refusal is raised."""
+
+DEFAULT_HINT = "fix them (see above)"
+
+
+def lint_before_serving(
+    repo: Path, models: Sequence[str], hint: str = DEFAULT_HINT, on_finding: FindingShown | None = None
+) -> None:
+    """Lint ``models`` of ``repo`` (the whole repository when none are named); refuse any error.
+
+    A config Triton would refuse (or, like a Python model without ``model.py``, never finish
+    loading) stops the start with one line; each finding goes to ``on_finding`` first.
+    Nothing lint can read is left for the server to report.
+
+    Raises:
+        ConfigError: a config breaks one of Triton's rules.
+    """
+    report = _lint(repo, models, on_finding)
+    if report is not None and report.errors:
+        raise ConfigError(
+            f"{len(report.errors)} config error(s) in {repo}: Triton would refuse these models", hint
+        )
+
+
+def models_that_lint(
+    repo: Path, models: Sequence[str], on_finding: FindingShown | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """``models`` of ``repo`` (all of them when none are named), split by lint: to serve, or left out.
+
+    Returns:
+        The models without a config error (empty when lint can read nothing: the server
+        then loads what it finds), and each model with errors with its first one.
+
+    Raises:
+        ConfigError: every model has a config error (nothing would be served).
+    """
+    report = _lint(repo, models, on_finding)
+    if report is None:
+        return list(models), {}
+    refused: dict[str, str] = {}
+    for finding in report.errors:
+        refused.setdefault(finding.model, f"{finding.message} (lint: {finding.rule})")
+    named = list(models) or report.models
+    kept = [m for m in named if m not in refused]
+    if named and not kept:
+        raise ConfigError(f"every model of {repo} has config errors: nothing would be served", DEFAULT_HINT)
+    return kept, refused
+
+
+def _lint(repo: Path, models: Sequence[str], on_finding: FindingShown | None) -> LintReport | None:
+    """Lint the models (each finding told to ``on_finding``); ``None`` when there is nothing lint can read."""
+    from tritongen.lint.repository import LintUsageError, lint_paths
+
+    paths = [repo / m for m in models] if models else [repo]
+    try:
+        report = lint_paths([p for p in paths if p.exists()] or [repo])
+    except LintUsageError:
+        return None  # the server reports what is wrong
+    if on_finding is not None:
+        for finding in report.findings:
+            on_finding(finding)
+    return report
+
 
 Waiting = Callable[[str], AbstractContextManager[object]]
 """Entered around a wait that takes a while (the server starting), with what is awaited."""

@@ -17,36 +17,30 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypedDict
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.errors import ModelLoadError, RepositoryError, ServerError
 from tritongen.server.affinity import machine_cores, pinned_start
 from tritongen.server.distribution import STUB_NAME, TritonDistribution, find_distribution
+from tritongen.server.leftovers import SHM_DIR, SHM_PREFIX, reclaim_leftovers
 from tritongen.server.ports import check_port_free, pick_free_ports
-from tritongen.server.process import stop_with_parent, tail_lines
+from tritongen.server.process import reap_process_group, stop_with_parent, tail_lines
+from tritongen.server.settings import RESTRICTED_APIS, ServerOptions, ServerSettings, is_loopback
 
 if TYPE_CHECKING:
     from typing import Unpack
 
-SHM_DIR = Path("/dev/shm")
 EXIT_TIMEOUT_S = 10
-SHM_PREFIX = "tritongen_"
-"""Python-backend regions are named ``tritongen_<pid of the owning tritongen>_<random>_...``."""
-RESTRICTED_APIS = "model-repository,shared-memory,logging,trace"
-"""What a server reachable from other machines keeps for requests carrying the admin key."""
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only."""
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+__all__ = [
+    "RESTRICTED_APIS", "SHM_DIR", "SHM_PREFIX", "LocalTritonServer", "ModelState", "ServerOptions",
+    "ServerSettings", "is_loopback", "reclaim_leftovers",
+]  # fmt: skip
+"""The server's names, and those of its settings and leftovers that callers take from here."""
 
 
 @dataclass(frozen=True)
@@ -62,45 +56,6 @@ class ModelState:
     def short_reason(self) -> str:
         """The server's reason without the Python traceback it appends."""
         return self.reason.split("\n\nAt:")[0].strip().replace("\n", " ")
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """How :class:`LocalTritonServer` starts and stops the server; a port of 0 picks a free one."""
-
-    http_port: int = 8000
-    grpc_port: int = 8001
-    metrics_port: int = 8002
-    host: str = "127.0.0.1"
-    models: Sequence[str] | None = None
-    """The models loaded at start-up: all (``None``) by default, none with ``[]``."""
-    ready_timeout_s: float = 120.0
-    stop_timeout_s: float = 20.0
-    """How long SIGINT is given before the process group is killed."""
-    log_path: Path | None = None
-    """Where the server log goes; by default a scratch file, kept when the start fails."""
-    extra_args: Sequence[str] | None = None
-    """Further ``tritonserver`` arguments, appended last."""
-    require_all_models: bool = True
-    """Whether a requested model that fails to load fails the start."""
-    admin_key: str | None = None
-    """When set, the model-repository, shared-memory, logging and trace APIs need this key."""
-
-
-class ServerOptions(TypedDict, total=False):
-    """Fields of :class:`ServerSettings` given to :class:`LocalTritonServer` by keyword."""
-
-    http_port: int
-    grpc_port: int
-    metrics_port: int
-    host: str
-    models: Sequence[str] | None
-    ready_timeout_s: float
-    stop_timeout_s: float
-    log_path: Path | None
-    extra_args: Sequence[str] | None
-    require_all_models: bool
-    admin_key: str | None
 
 
 class LocalTritonServer:
@@ -228,7 +183,7 @@ class LocalTritonServer:
         except OSError as e:
             self._cleanup_files()
             raise ServerError(f"cannot start {dist.binary}: {e.strerror}", "reinstall nvidia-pytriton") from e
-        threading.Thread(target=_reap_stubs, args=(self._process,), daemon=True).start()
+        threading.Thread(target=reap_process_group, args=(self._process,), daemon=True).start()
         try:
             self._wait_ready()
         except BaseException:
@@ -455,58 +410,3 @@ class LocalTritonServer:
             else:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
-
-
-def reclaim_leftovers(shm_dir: Path = SHM_DIR) -> list[str]:
-    """Stop backend stubs and remove shared-memory regions left by tritongen processes that are gone.
-
-    A server whose parent was killed stops its stubs itself (it gets SIGTERM), but a server
-    killed outright cannot: its stubs keep running and their regions hold memory until reboot.
-    Whatever belongs to a live tritongen process is kept. Returns what was removed.
-    """
-    removed = []
-    for process in _orphaned_stubs():
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-            removed.append(f"stub pid {process.pid}")
-    for region in shm_dir.glob(f"{SHM_PREFIX}*_*"):
-        owner = _owner(region.name)
-        if owner is None or psutil.pid_exists(owner):
-            continue
-        with contextlib.suppress(OSError):
-            region.unlink()
-            removed.append(region.name)
-    return removed
-
-
-def _owner(name: str) -> int | None:
-    """The tritongen pid in a region name ``tritongen_<pid>_...``."""
-    if not name.startswith(SHM_PREFIX):
-        return None
-    owner = name[len(SHM_PREFIX) :].split("_", 1)[0]
-    return int(owner) if owner.isdigit() else None
-
-
-def _orphaned_stubs() -> list[psutil.Process]:
-    """Python-backend stubs of tritongen servers whose tritongen process is gone."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        argv = process.info["cmdline"] or []
-        if len(argv) < 3 or Path(argv[0]).name != STUB_NAME:
-            continue
-        owner = _owner(argv[2])  # the stub's second argument: its region
-        if owner is not None and not psutil.pid_exists(owner):
-            found.append(process)
-    return found
-
-
-def _reap_stubs(process: subprocess.Popen[bytes]) -> None:
-    """When the server exits, whatever the cause, kill what is left of its process group at once.
-
-    Python-backend stubs inherit the server's open connections: a client talking to a server
-    that crashed would otherwise wait on a connection a stub still holds until its own
-    timeout (minutes), instead of being told the server closed it.
-    """
-    process.wait()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)

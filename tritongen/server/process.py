@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
+import subprocess
 from collections import deque
 from pathlib import Path
 
@@ -37,3 +39,15 @@ def tail_lines(path: Path, lines: int) -> list[str]:
             return [line.rstrip("\n") for line in deque(log, maxlen=lines)]
     except OSError:
         return []
+
+
+def reap_process_group(process: subprocess.Popen[bytes]) -> None:
+    """When the server exits, whatever the cause, kill what is left of its process group at once.
+
+    Python-backend stubs inherit the server's open connections: a client talking to a server
+    that crashed would otherwise wait on a connection a stub still holds until its own
+    timeout (minutes), instead of being told the server closed it.
+    """
+    process.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

@@ -11,6 +11,10 @@ SavedModel backends read them from the model file, the Python backend calls
 ``TritonPythonModel.auto_complete_config`` when ``model.py`` defines it; the others fill in
 nothing. Lint's rules and the code that reads the config a server runs share these answers,
 and the reading of a model directory's version subdirectories they rest on.
+
+For a model Triton completes, only the server knows the config (:func:`server_completes`
+says why); ``GET /v2/models/NAME/config`` reports it as JSON with Triton's field names
+(:func:`tritongen.triton.proto.config_from_served` reads it).
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CONFIG_FILE = "config.pbtxt"
+from tritongen.triton.model_config import ModelConfig
+from tritongen.triton.proto import CONFIG_FILE, read_config_file
+
 SPECIAL_DIRS = {"warmup", "initial_state", "configs"}
 """Subdirectories of a model directory that are no versions (warm-up data, initial state, configs)."""
 PYTHON_CLASS = "TritonPythonModel"
@@ -164,3 +170,39 @@ def undeclared_tensors(config: Any) -> str:
     tensors = (("inputs", config.input), ("outputs", config.output))
     missing = [kind for kind, declared in tensors if not declared]
     return " or ".join(missing)
+
+
+def server_completes(model_dir: Path) -> str | None:
+    """Why the server's config, not ``config.pbtxt``, describes the model (None: the file does).
+
+    The server completes the config when there is no file, when the file declares no
+    inputs or no outputs (the backend fills them in), or when a Python model's
+    ``auto_complete_config`` may change it on every load.
+    """
+    if not (model_dir / CONFIG_FILE).exists():
+        return f"no {CONFIG_FILE}"
+    message = read_config_file(model_dir).message
+    if message is None:
+        return None  # reading the file reports the problem
+    if message.platform == "ensemble":
+        return None
+    missing = undeclared_tensors(message)  # the condition lint's note uses too
+    if missing:
+        return f"{CONFIG_FILE} declares no {missing}"
+    backend = message.backend or (autofill(model_dir).backend if not message.platform else "")
+    versions, _ = numeric_versions(model_dir)
+    if backend == "python" and versions:
+        model_py = model_dir / str(max(versions)) / (message.default_model_filename or "model.py")
+        if python_auto_complete(model_py) is True:
+            return f"{model_py.relative_to(model_dir)} completes it in auto_complete_config"
+    return None
+
+
+def completed_note(config: ModelConfig, why: str) -> str:
+    """What a command says when it starts from the config the server completed, ``why`` it did."""
+    instances = sum(group.count for group in config.instance_group) or 1
+    return (
+        f"{why}: using the config the server reports (max batch {config.max_batch_size}, "
+        f"{len(config.input)} input(s), {len(config.output)} output(s), "
+        f"{'dynamic batching, ' if config.dynamic_batching is not None else ''}{instances} instance(s))"
+    )

@@ -1,22 +1,106 @@
-"""Parse config.pbtxt text with Triton's own protobuf schema and convert it to the typed model."""
+"""The one reader of ``config.pbtxt``: Triton's protobuf schema, then the typed model.
+
+Every config text is parsed here: a file (:func:`read_config_file`, :func:`read_config`),
+text (:func:`parse_model_config` to the protobuf message, :func:`parse_config_text` to the
+typed :class:`ModelConfig`), and a config a server reports (:func:`config_from_served`). A
+syntax error keeps its line and column.
+"""
 
 from __future__ import annotations
 
+import re
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from tritongen.errors import ConfigError
-from tritongen.triton.config_text import ConfigSyntaxError, parse_model_config
 from tritongen.triton.model_config import ModelConfig
+
+CONFIG_FILE = "config.pbtxt"
+_TWICE = re.compile(r'Message type "([\w.]+)" should not have multiple "(\w+)" fields\.?')
+
+
+class ConfigSyntaxError(Exception):
+    """The text is not a valid ``inference.ModelConfig``: where, and what the parser said."""
+
+    def __init__(self, line: int | None, column: int | None, detail: str) -> None:
+        super().__init__(detail)
+        self.line = line
+        self.column = column
+        self.detail = detail
+
+
+def parse_model_config(text: str) -> Any:
+    """Parse ``text`` into an ``inference.ModelConfig`` message.
+
+    Raises:
+        ConfigSyntaxError: the first syntax error (1-based line and column where known).
+    """
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    message = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(text, message)
+    except text_format.ParseError as e:
+        line, column = e.GetLine(), e.GetColumn()
+        detail = str(e)
+        prefix = f"{line}:{column} : "
+        raise ConfigSyntaxError(line, column, _plain(detail.removeprefix(prefix))) from e
+    return message
+
+
+def _plain(detail: str) -> str:
+    """The parser's complaint about a repeated singular field, in words users search for."""
+    twice = _TWICE.fullmatch(detail)
+    if twice is None:
+        return detail
+    where = twice.group(1).removeprefix("inference.")
+    return f'field "{twice.group(2)}" is given twice (in {where}); it may appear once'
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A model directory's ``config.pbtxt``, read once: its text and the message it parses to."""
+
+    path: Path
+    text: str | None
+    """None: there is no file, or it cannot be read as UTF-8."""
+    message: Any | None
+    """The ``inference.ModelConfig`` message; None when there is no text or it is not a valid config."""
+
+    def as_dict(self) -> dict[str, Any] | None:
+        """The message as JSON (protobuf field names, as a server reports a config), or None."""
+        if self.message is None:
+            return None
+        from google.protobuf import json_format
+
+        found: dict[str, Any] = json_format.MessageToDict(self.message, preserving_proto_field_name=True)
+        return found
+
+
+def read_config_file(model_dir: Path) -> ConfigFile:
+    """``model_dir/config.pbtxt`` as it is (``message`` None: missing, unreadable or not a valid config)."""
+    path = model_dir / CONFIG_FILE
+    try:
+        text: str | None = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ConfigFile(path, text=None, message=None)
+    try:
+        message = parse_model_config(text or "")
+    except (ConfigSyntaxError, ValueError, TypeError, RecursionError, OverflowError):
+        message = None
+    return ConfigFile(path, text, message)
+
 
 _MODELLED_FIELDS = [name for name in ModelConfig.model_fields if name != "passthrough"]
 
 
 def parse_config_text(
-    text: str, source: str = "config.pbtxt", default_name: str | None = None, lenient: bool = False
+    text: str, source: str = CONFIG_FILE, default_name: str | None = None, lenient: bool = False
 ) -> ModelConfig:
     """Parse protobuf text into a :class:`ModelConfig`.
 
@@ -54,6 +138,28 @@ def parse_config_text(
         return ModelConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(f"{source}: {describe_validation_error(e)}", _hint_for(e)) from e
+
+
+def config_from_served(data: dict[str, Any], source: str = "the served config") -> ModelConfig:
+    """Convert the JSON config a server reports (model-config API) to a :class:`ModelConfig`.
+
+    Fields this protobuf schema does not know (a newer server) are dropped; fields
+    tritongen does not model are kept as passthrough text.
+
+    Raises:
+        ConfigError: the JSON is not a Triton model config.
+    """
+    from google.protobuf import json_format, text_format
+    from tritonclient.grpc import model_config_pb2
+
+    message = model_config_pb2.ModelConfig()
+    try:
+        json_format.ParseDict(data, message, ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError) as e:
+        raise ConfigError(
+            f"{source} is not a Triton model config: {e}", "check the server is a Triton Inference Server"
+        ) from e
+    return parse_config_text(text_format.MessageToString(message), source)
 
 
 def read_config(path: Path) -> ModelConfig:

@@ -15,9 +15,10 @@ The typed config keeps ``sequence_batching`` as protobuf text
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from tritongen.errors import ConfigError
+from tritongen.triton.proto import parse_model_config
 
 Strategy = Literal["direct", "oldest"]
 
@@ -27,12 +28,12 @@ FULL_BATCH_UTILIZATION = 1.0
 
 def has_sequence_batching(passthrough: str) -> bool:
     """Whether a config's passthrough text holds a ``sequence_batching`` block."""
-    return bool(_parse(passthrough).HasField("sequence_batching"))
+    return bool(parse_model_config(passthrough).HasField("sequence_batching"))
 
 
 def sequence_strategy(passthrough: str) -> Strategy:
     """The strategy Triton's sequence batcher uses: ``oldest`` only with an ``oldest`` block."""
-    return "oldest" if _parse(passthrough).sequence_batching.HasField("oldest") else "direct"
+    return "oldest" if parse_model_config(passthrough).sequence_batching.HasField("oldest") else "direct"
 
 
 def preferred_sizes_refusal(passthrough: str, name: str) -> str | None:
@@ -40,7 +41,7 @@ def preferred_sizes_refusal(passthrough: str, name: str) -> str | None:
 
     ``None`` too for a config without ``sequence_batching`` (dynamic batching decides).
     """
-    message = _parse(passthrough)
+    message = parse_model_config(passthrough)
     if not message.HasField("sequence_batching") or message.sequence_batching.HasField("oldest"):
         return None
     how = "" if message.sequence_batching.HasField("direct") else " (Triton's default: no oldest block)"
@@ -60,7 +61,7 @@ def tune_sequence_batching(
     """
     from google.protobuf import text_format
 
-    message = _parse(passthrough)
+    message = parse_model_config(passthrough)
     batcher = message.sequence_batching
     if batcher.HasField("oldest"):
         if preferred is not None:
@@ -80,12 +81,3 @@ def tune_sequence_batching(
         if delay_us > 0 and direct.minimum_slot_utilization == 0:
             direct.minimum_slot_utilization = FULL_BATCH_UTILIZATION
     return str(text_format.MessageToString(message)).strip()
-
-
-def _parse(passthrough: str) -> Any:
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    message = model_config_pb2.ModelConfig()
-    text_format.Parse(passthrough, message)
-    return message

@@ -28,7 +28,7 @@ from tritongen import stopping
 from tritongen.intervals import DEFAULT_CONFIDENCE, Ratio, Summary, paired_ratio, summarise
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
-from tritongen.stopping import Ending, StopRule, Verdict
+from tritongen.stopping import Ending, StoppingRecord, StopRule, Verdict
 from tritongen.tune.objective import Measurement, feasible
 from tritongen.tune.space import Candidate, Current
 
@@ -166,12 +166,17 @@ class Confirmation:
             c.verdict is None or c.verdict.decision is not None or c.missed_a_round for c in self.finalists
         )
 
-    def stopping_record(self) -> dict[str, Any] | None:
+    def stopping(self) -> StoppingRecord | None:
         """``--rounds auto``: the rule, why the rounds stopped, the spent level, each finalist's verdict."""
         if self.rule is None:
             return None
         ending = Ending(self.completed, self.stopped_by, self.status, self.repeated)
-        return stopping.record(self.rule, self.verdicts, ending, self.confidence)
+        return stopping.stopping_record(self.rule, self.verdicts, ending, self.confidence)
+
+    def stopping_record(self) -> dict[str, Any] | None:
+        """The JSON of :meth:`stopping` (``None`` without ``--rounds auto``)."""
+        found = self.stopping()
+        return None if found is None else found.to_json()
 
     @property
     def winner(self) -> Confirmed | None:

@@ -14,39 +14,26 @@ back to the config it had before the loop returns or raises.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tritongen import __version__
 from tritongen.client.control import ModelControl
-from tritongen.errors import ConfigError, ServerError, TritongenError
-from tritongen.intervals import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_ROUNDS,
-    check_confidence,
-    check_rounds,
-    format_summary,
-    summarise,
-)
-from tritongen.io.files import atomic_write_text, write_output
-from tritongen.loadtest.background import BackgroundLoad, BackgroundSpec
+from tritongen.errors import ServerError, TritongenError
+from tritongen.loadtest.background import BackgroundLoad
 from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.rounds import Contender, Rounds, RoundStarted, measure_rounds
 from tritongen.loadtest.runner import ProgressCallback
-from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec, seconds_text
-from tritongen.stopping import MIN_ROUNDS, StopRule
 from tritongen.triton.model_config import ModelConfig
 from tritongen.triton.render import render_config
-from tritongen.tune.composing import untouched_warning
-from tritongen.tune.confirm import DEFAULT_FINALISTS, Confirmation, Confirmed, Entry, judge
-from tritongen.tune.objective import Measurement, objective, pareto_front
-from tritongen.tune.objective import best as best_measured
-from tritongen.tune.space import Candidate, Current, SearchSpace
-from tritongen.tune.strategy import SearchStrategy, make_strategy
+from tritongen.tune.confirm import Confirmation, Entry, judge
+from tritongen.tune.objective import Measurement, objective
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import TuneRequest, claim_directory
+from tritongen.tune.space import Candidate, Current
+from tritongen.tune.strategy import SearchStrategy
 from tritongen.tune.trial import (
     TrialRecord,
     candidate_config,
@@ -56,321 +43,11 @@ from tritongen.tune.trial import (
     run_trial,
 )
 
-SCHEMA = "tritongen.tune/2"
-READABLE_SCHEMAS = ("tritongen.tune/1", SCHEMA)
-"""The tune documents the report reads (``/1``: one measurement per config, no confirmation)."""
-REQUEST_FILE = "tune-request.json"
-
-RELOAD_S = 2.0
-"""What a live reload costs, roughly (Triton swaps a config in about 1.4 s)."""
-
 TrialStarted = Callable[[int, int, Candidate | Current], None]
 TrialDone = Callable[[TrialRecord, bool], None]
 """Called with each finished trial and whether it was reused from a previous run."""
 RoundDone = Callable[[Confirmation], None]
 """Called after each complete confirmation round with the verdict so far."""
-
-
-@dataclass(frozen=True)
-class TuneRequest:
-    """What to tune, against what, with which load, and how surely to decide."""
-
-    model: str
-    space: SearchSpace
-    load: LoadSpec
-    slo_p99_ms: float | None
-    strategy: str = "adaptive"
-    max_trials: int | None = None
-    max_memory_mb: float | None = None
-    out_dir: Path = Path("tune")
-    seed: int = 0
-    rounds: int = DEFAULT_ROUNDS
-    """Confirmation rounds (1: a quick look, nothing is significant); with ``stopping``, at most."""
-    finalists: int = DEFAULT_FINALISTS
-    confidence: float = DEFAULT_CONFIDENCE
-    background: BackgroundSpec | None = None
-    """Other models' traffic kept running for the whole tune (trials and rounds), if any."""
-    stopping: StopRule | None = None
-    """``--rounds auto``: the confirmation's rounds stop once each finalist is decided (or at a cap)."""
-
-    def check(self) -> None:
-        """Reject settings that cannot work, before anything is measured or written.
-
-        Raises:
-            ConfigError: an illegal space, rounds below 1, finalists below 1, a
-                confidence level outside (0, 1), a stopping rule that cannot decide or a
-                background load that cannot run.
-        """
-        self.space.check()
-        check_rounds(self.rounds)
-        if self.stopping is not None:
-            self.stopping.check()
-        check_confidence(self.confidence)
-        if not isinstance(self.finalists, int) or self.finalists < 1:
-            raise ConfigError(f"--finalists {self.finalists} must be at least 1", "e.g. --finalists 3")
-        for measured in dict.fromkeys((self.model, self.load.model)):
-            if self.background is not None:
-                self.background.check(measured)
-
-    def make_strategy(self) -> SearchStrategy:
-        """The search strategy this tune asks for.
-
-        Raises:
-            ConfigError: an unknown strategy or a budget below one trial.
-        """
-        return make_strategy(
-            self.strategy,
-            self.space,
-            self.max_trials,
-            self.seed,
-            slo_p99_ms=self.slo_p99_ms,
-            max_memory_mb=self.max_memory_mb,
-        )
-
-    def claim(self) -> dict[str, Any]:
-        """What a trial directory records about the tune that measured it (see :func:`check_claim`)."""
-        return {
-            "model": self.model,
-            "load_model": self.load.model,
-            "background": None if self.background is None else self.background.to_json(),
-            "slo_p99_ms": self.slo_p99_ms,
-            "batch_size": self.load.batch_size,
-            "levels": list(self.load.levels),
-            "mode": self.load.mode,
-            "rounds": self.rounds_text,
-            "finalists": self.finalists,
-            "confidence": self.confidence,
-        }
-
-    @property
-    def rounds_text(self) -> int | str:
-        """``--rounds`` as given: the number, or ``auto``."""
-        return "auto" if self.stopping is not None else self.rounds
-
-
-@dataclass(frozen=True)
-class TunePlan:
-    """How much a tune will measure at most, and roughly how long that takes."""
-
-    trials: int
-    """Search trials at most, the current config included."""
-    contenders: int
-    """Configs in the confirmation: the finalists (at most) and the current config."""
-    rounds: int
-    """Confirmation rounds; with ``auto``, at most."""
-    seconds: float
-    """With every run measured for ``--duration`` (``auto``: decided in the fewest rounds)."""
-    max_seconds: float
-    """With every run waiting the longest for stable figures (``--max-duration``, 3 × duration);
-    ``auto``: in every round up to its caps."""
-    auto: bool = False
-
-    def text(self) -> str:
-        """``about 6 min (up to 14 min …): 24 trials, then 4 configs × 5 rounds``."""
-        rounds = f"{self.rounds} round" + ("s" if self.rounds != 1 else "")
-        if self.auto:
-            rounds = f"{MIN_ROUNDS} to {self.rounds} rounds, until each finalist is decided"
-        when = f"about {seconds_text(self.seconds)}"
-        if seconds_text(self.max_seconds) != seconds_text(self.seconds):
-            why = "at the caps" if self.auto else "while runs wait to be stable"
-            when += f" (up to {seconds_text(self.max_seconds)} {why})"
-        return f"{when}: {self.trials} trials, then {self.contenders} configs × {rounds}"
-
-
-def plan(request: TuneRequest) -> TunePlan:
-    """How long a tune takes: trials × (levels × (warm-up + duration + overhead) + reload), then the rounds.
-
-    Raises:
-        ConfigError: an unknown strategy or a budget below one trial.
-    """
-    strategy = request.make_strategy()
-    trials = strategy.max_trials + 1
-    contenders = min(request.finalists, strategy.max_trials) + 1
-    levels = len(request.load.levels)
-    rule = request.stopping
-
-    def total(measured_s: float, rounds: int, cap_s: float | None = None) -> float:
-        level_s = request.load.warmup_s + measured_s + RUN_OVERHEAD_S
-        round_s = contenders * (level_s + RELOAD_S)
-        confirming = rounds * round_s if cap_s is None else min(rounds * round_s, cap_s + round_s)
-        return trials * (levels * level_s + RELOAD_S) + confirming
-
-    cap_s = rule.max_minutes * 60 if rule is not None and rule.max_minutes else None
-    return TunePlan(
-        trials=trials,
-        contenders=contenders,
-        rounds=request.rounds,
-        seconds=total(request.load.duration_s, MIN_ROUNDS if rule is not None else request.rounds),
-        max_seconds=total(request.load.effective_max_duration_s, request.rounds, cap_s),
-        auto=rule is not None,
-    )
-
-
-@dataclass
-class TuneReport:
-    """Every trial, the current config, the confirmation and its verdict."""
-
-    request: TuneRequest
-    trials: list[TrialRecord] = field(default_factory=list)
-    baseline: TrialRecord | None = None
-    """The search measurement of the current config."""
-    skipped: list[tuple[Candidate, str]] = field(default_factory=list)
-    status: str = "ok"
-    finalists: list[TrialRecord] = field(default_factory=list)
-    same_as_current: list[str] = field(default_factory=list)
-    """Search trials whose config is the current config (never finalists: they are the baseline)."""
-    confirmation: Confirmation | None = None
-    warnings: list[str] = field(default_factory=list)
-    """What makes the result doubtful (e.g. the load never reached the composing model tuned)."""
-    background: dict[str, Any] | None = None
-    """The background load's own figures over the tune (see :meth:`BackgroundLoad.figures`)."""
-
-    @property
-    def search_best(self) -> TrialRecord | None:
-        """The feasible search trial with the most throughput (one measurement each)."""
-        found = best_measured(
-            [(t, t.measurement) for t in self.trials], self.request.slo_p99_ms, self.request.max_memory_mb
-        )
-        return found[0] if found else None
-
-    @property
-    def front(self) -> list[TrialRecord]:
-        """Search trials no other beats on both throughput and P99."""
-        return [t for t, _ in pareto_front([(t, t.measurement) for t in self.trials])]
-
-    @property
-    def winner(self) -> Confirmed | None:
-        """The finalist that beat the current config significantly (what ``--apply`` applies), or ``None``."""
-        return self.confirmation.winner if self.confirmation is not None else None
-
-    @property
-    def decision(self) -> str:
-        """``apply`` when a finalist beat the current config significantly, else ``keep``."""
-        return "apply" if self.winner is not None else "keep"
-
-    @property
-    def best(self) -> Confirmed | None:
-        """The confirmed best: the winner or the current config; ``None`` without a confirmation."""
-        return self.confirmation.best if self.confirmation is not None else None
-
-    @property
-    def current_feasible(self) -> bool:
-        """Whether the current config met the SLO (over the rounds when confirmed, else in the search)."""
-        if self.confirmation is not None:
-            return self.confirmation.current.feasible
-        return self.baseline is not None and self.baseline.feasible
-
-    def verdict(self) -> str:
-        """One line: the config to apply with its gain and interval, or why the current config stays."""
-        winner = self.winner
-        if winner is not None:
-            line = f"best: {winner.key} {format_summary(winner.infer_per_s)} infer/s"
-            if winner.ratio is not None:
-                line += f", {winner.ratio.text()} the baseline (current config)"
-            if winner.verdict is not None and winner.ratio is not None:
-                line += (
-                    f" at {winner.ratio.confidence:.2%} (the level spent at round {winner.ratio.rounds}: "
-                    f"--rounds auto keeps {self.request.confidence:.0%})"
-                )
-            if not self.current_feasible:
-                line += "; the current config misses the SLO over the rounds"
-            return line
-        keep = "keep the current config"
-        confirmation = self.confirmation
-        if confirmation is None:
-            if not self.finalists:
-                why = (
-                    "no other config met the SLO in the search"
-                    if not any(t.feasible for t in self.trials)
-                    else "every config that met the SLO in the search is the current one"
-                )
-                return f"{keep}: {why}"
-            return f"{keep}: the confirmation did not run"
-        finalist = _finalist_text(confirmation.best_finalist)
-        if not confirmation.finished:
-            most = "at most " if confirmation.rule is not None else ""
-            done = f"{confirmation.completed} of {most}{confirmation.rounds}"
-            return f"{keep}: the confirmation stopped after {done} rounds"
-        if confirmation.rounds == 1:
-            return (
-                f"{keep}: one round is a quick look, no difference is significant{finalist}; "
-                "use --rounds 3 or more to decide"
-            )
-        if not any(c.eligible for c in confirmation.finalists):
-            return f"{keep}: no finalist met the SLO over the rounds{finalist}"
-        return f"{keep}: no finalist beat it beyond the noise{finalist}"
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``tritongen.tune/2`` document."""
-        return {
-            "schema": SCHEMA,
-            "tritongen_version": __version__,
-            "model": self.request.model,
-            "load_model": self.request.load.model,
-            "slo_p99_ms": self.request.slo_p99_ms,
-            "max_memory_mb": self.request.max_memory_mb,
-            "strategy": self.request.strategy,
-            "rounds": self.request.rounds_text,
-            "finalists_asked": self.request.finalists,
-            "confidence": self.request.confidence,
-            "status": self.status,
-            "grid_size": self.request.space.size,
-            "baseline": None if self.baseline is None else self.baseline.to_json(),
-            "trials": [t.to_json() for t in self.trials],
-            "skipped": [{"config": c.to_json(), "reason": why} for c, why in self.skipped],
-            "front": [t.key for t in self.front],
-            "same_as_current": list(self.same_as_current),
-            "finalists": [t.key for t in self.finalists],
-            "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
-            "best": self._best_json(),
-            "decision": self.decision,
-            "verdict": self.verdict(),
-            "warnings": list(self.warnings),
-            "background": self.background,
-        }
-
-    def _best_json(self) -> dict[str, Any] | None:
-        """The confirmed best; without a confirmation the current config's one measurement, if feasible."""
-        best = self.best
-        if best is not None:
-            return {
-                "key": best.key,
-                "current": best.is_current,
-                "config": best.candidate.to_json(),
-                "infer_per_s": None if best.infer_per_s is None else best.infer_per_s.to_json(),
-                "p99_us": None if best.p99_us is None else best.p99_us.to_json(),
-                "gain_over_baseline": None if best.is_current or best.ratio is None else best.ratio.to_json(),
-                "significant": best.beats_current,
-            }
-        base = self.baseline
-        if base is None or not base.feasible:
-            return None
-        infer = summarise([base.measurement.infer_per_s])
-        p99 = summarise([base.measurement.p99_us] if base.measurement.p99_us is not None else [])
-        return {
-            "key": base.key,
-            "current": True,
-            "config": base.config_json(),
-            "infer_per_s": None if infer is None else infer.to_json(),
-            "p99_us": None if p99 is None else p99.to_json(),
-            "gain_over_baseline": None,
-            "significant": False,
-        }
-
-    def write_json(self, path: Path) -> None:
-        """Write the document atomically."""
-        write_output(path, json.dumps(self.to_json(), indent=2) + "\n")
-
-
-def _finalist_text(named: Confirmed | None) -> str:
-    """`` (best finalist KEY: 1.03× [0.97, 1.09])`` for the keep verdict; with a rule, its decision."""
-    if named is None:
-        return ""
-    if named.verdict is not None and named.ratio is not None:
-        return f" (best finalist {named.key}: {named.verdict.text()})"
-    if named.ratio is not None:
-        return f" (best finalist {named.key}: {named.ratio.text()})"
-    return f" (best finalist {named.key}: no round of both to compare)"
 
 
 @dataclass(frozen=True)
@@ -467,7 +144,7 @@ def run_tune(
     """
     request.check()
     check_load(request.load)
-    _claim(request)
+    claim_directory(request)
     report = TuneReport(request=request, skipped=request.space.skipped())
     strategy = request.make_strategy()
     hooks = hooks or TuneHooks()
@@ -661,67 +338,16 @@ def _reloader(control: ModelControl, config: ModelConfig) -> Callable[[], None]:
     return reload
 
 
-def check_claim(request: TuneRequest) -> None:
-    """Refuse to resume a directory of another tune (model, SLO, load, rounds, finalists, confidence).
+def untouched_warning(result: dict[str, Any] | None, tuned: str, load_model: str) -> str | None:
+    """Why to doubt a composing tune whose baseline load never reached the tuned model, else ``None``.
 
-    Reads only: nothing is written, so a refused ``--resume`` leaves the directory as it was.
-
-    Raises:
-        ConfigError: the directory holds another tune's trials.
+    ``result`` is the baseline's load-test JSON; a run without ``server_models`` (a server
+    whose statistics were not read) proves nothing either way.
     """
-    path = request.out_dir / REQUEST_FILE
-    if not path.is_file():
-        return
-    try:
-        theirs = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        theirs = None
-    mine = request.claim()
-    if not isinstance(theirs, dict):
-        theirs = {}
-    search = ("model", "slo_p99_ms", "batch_size", "levels", "mode")
-    if any(theirs.get(k) != mine[k] for k in search):
-        shown = {k: theirs.get(k) for k in search if k in theirs}
-        raise ConfigError(
-            f"{request.out_dir} holds trials of another tune ({shown})",
-            "resume with the same model, SLO and load, or pick a new --out directory",
-        )
-    if theirs.get("load_model", theirs.get("model")) != mine["load_model"]:
-        raise ConfigError(
-            f"{request.out_dir} holds trials of {mine['model']} under the load of "
-            f"'{theirs.get('load_model', theirs.get('model'))}'",
-            "resume with the same model under load, or pick a new --out directory",
-        )
-    if theirs.get("background") != mine["background"]:
-        raise ConfigError(
-            f"{request.out_dir} holds trials measured under another background load "
-            f"({theirs.get('background')})",
-            "resume with the same --background, or pick a new --out directory",
-        )
-    decided = ("rounds", "finalists", "confidence")
-    if "rounds" in theirs and any(theirs.get(k) != mine[k] for k in decided):
-        was = " ".join(f"--{k} {theirs.get(k)}" for k in decided)
-        raise ConfigError(
-            f"{request.out_dir} was tuned with {was}",
-            "resume with the same --rounds, --finalists and --confidence, or pick a new --out directory",
-        )
-
-
-def _claim(request: TuneRequest) -> None:
-    """Mark ``out_dir`` as this tune's (see :func:`check_claim`).
-
-    Raises:
-        ConfigError: the directory holds another tune's trials.
-    """
-    check_claim(request)
-    request.out_dir.mkdir(parents=True, exist_ok=True)
-    path = request.out_dir / REQUEST_FILE
-    mine = request.claim()
-    if path.is_file():
-        try:
-            if json.loads(path.read_text(encoding="utf-8")) == mine:
-                return
-        except ValueError:
-            pass
-    # New, or written before rounds were recorded (its search trials are still valid).
-    atomic_write_text(path, json.dumps(mine, indent=2) + "\n")
+    runs = [run for run in (result or {}).get("runs", []) if run.get("server_models")]
+    if not runs or any(tuned in run["server_models"] for run in runs):
+        return None
+    return (
+        f"the load on '{load_model}' did not reach '{tuned}' during the baseline measurement "
+        f"(its statistics did not move): does '{load_model}' call it?"
+    )

@@ -1,4 +1,10 @@
-"""A tune on a server: which server, the trials under a stop event, the winner loaded before it is written.
+"""A tune on a server: which model, which server, the trials, the winner loaded before it is written.
+
+The model tuned is MODEL, or with ``--composing`` a model MODEL's requests reach: an
+ensemble has no batching or instances of its own, so what can be tuned are its steps, under
+the ensemble's traffic (``tune ENSEMBLE --composing STEP``). A BLS model's calls cannot be
+read from its config, so any model of the repository is accepted under it, and the baseline
+measurement tells whether the load reached it.
 
 The trials run on the server at ``url`` (in explicit model-control mode) or on the embedded
 server started on the repository with the tuned model, the model under load and the
@@ -17,15 +23,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritongen.client.control import ModelControl
-from tritongen.client.endpoint import grpc_url_beside
-from tritongen.errors import TritongenError
+from tritongen.errors import ConfigError, TritongenError
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.pipeline.rerender import Rerender, model_target, plan_rerender, write_rerender
 from tritongen.server.embedded import ServingHooks, embedded_server
+from tritongen.triton.autofill import completed_note, server_completes
+from tritongen.triton.ensembles import composing_models
 from tritongen.triton.model_config import ModelConfig
-from tritongen.tune.runner import ServerGoneError, TuneHooks, TuneReport, TuneRequest, run_tune
+from tritongen.triton.proto import CONFIG_FILE, config_from_served, read_config
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import TuneRequest, check_claim
+from tritongen.tune.runner import ServerGoneError, TuneHooks, run_tune
 from tritongen.tune.space import Candidate
+from tritongen.workflows.serving import aimed_at, aimed_at_url
 
+Started = Callable[[TuneRequest, str | None], None]
+"""Told the request made around the model's config, and why the server's config was used if it was."""
 TrialsContext = Callable[[], AbstractContextManager[TuneHooks]]
 """Entered once the server is up, around the trials and the apply: yields whom the trials tell,
 and the event that stops them (as Ctrl-C does)."""
@@ -35,8 +48,6 @@ and the event that stops them (as Ctrl-C does)."""
 class TuneSession:
     """Where a tune runs, and what becomes of its winner."""
 
-    repo: Path
-    """The model repository holding the tuned model (and the one the embedded server serves)."""
     url: str | None = None
     """A running server in explicit model-control mode (HTTP ``host:port``); None: the embedded one."""
     admin_key: str | None = None
@@ -56,6 +67,8 @@ class SessionHooks:
     serving: ServingHooks = field(default_factory=ServingHooks)
     """Told while the embedded server starts: the lint findings, the wait."""
     trials: TrialsContext | None = None
+    on_start: Started | None = None
+    """Told the request made around the model's config, before any trial."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,8 @@ class TuneOutcome:
     """The tune's report, and what ``apply`` did with its winner."""
 
     report: TuneReport
+    config_path: Path
+    """The model's config.pbtxt (which ``apply`` writes)."""
     applied: Rerender | None = None
     """The winner's change: planned, and (without ``diff``) loaded and written. None: nothing to apply."""
     refusal: TritongenError | None = None
@@ -79,67 +94,135 @@ class TuneInterrupted(KeyboardInterrupt):
 
 
 def run_session(
-    request: TuneRequest, session: TuneSession, base: ModelConfig, hooks: SessionHooks | None = None
+    request: TuneRequest, repo: Path, session: TuneSession, hooks: SessionHooks | None = None
 ) -> TuneOutcome:
-    """Tune on the server ``session`` names, restore the model's config, and apply the winner if asked.
+    """Tune a model of ``repo`` on the server ``session`` names; its config is restored afterwards.
+
+    With ``session.apply`` the winner is written where it beat the current config.
+
+    ``request``'s space is made around the model's config: its config.pbtxt, read first, or
+    where the server completes the config, the one the tune's server reports.
 
     Raises:
         TuneInterrupted: Ctrl-C or the stop event during the trials.
-        TritongenError: the server cannot start or went away, or the settings cannot work
-            (see :func:`~tritongen.tune.runner.run_tune`).
+        TritongenError: the model or its config cannot be tuned, the server cannot start or
+            went away, or the settings cannot work (see :func:`~tritongen.tune.runner.run_tune`).
     """
     hooks = hooks or SessionHooks()
+    load_model = request.load.model
+    tuned_model(repo, load_model, request.model if request.model != load_model else None)
+    model_dir = repo / request.model
+    why = server_completes(model_dir)
+    start = None
+    if why is None:
+        start = _started(request, read_config(model_dir / CONFIG_FILE), note=None, hooks=hooks)
     admin_key = session.admin_key if session.url is not None else None
     trials = hooks.trials() if hooks.trials is not None else contextlib.nullcontext(TuneHooks())
-    with _server(request, session, hooks.serving) as (control_url, load), trials as trial_hooks:
+    with _server(request, repo, session, hooks.serving) as (control_url, load), trials as trial_hooks:
         control = ModelControl(control_url, request.model, admin_key=admin_key)
         try:
-            target = model_target(session.repo / request.model)
-            report = run_tune(replace(request, load=load), control, base, target, trial_hooks)
-            return _apply(report, session, base, control)
+            if start is None:
+                served = config_from_served(
+                    control.loaded_config(), f"the config the server reports for '{request.model}'"
+                )
+                start = _started(request, served, note=completed_note(served, str(why)), hooks=hooks)
+            tuned, base = start
+            report = run_tune(replace(tuned, load=load), control, base, model_target(model_dir), trial_hooks)
+            return _apply(report, model_dir, session, base, control)
         except KeyboardInterrupt as e:
             raise TuneInterrupted(request.out_dir) from e
         finally:
             control.close()
 
 
-def _apply(report: TuneReport, session: TuneSession, base: ModelConfig, control: ModelControl) -> TuneOutcome:
+def tuned_model(repo: Path, model: str, composing: str | None) -> str:
+    """The model whose config ``tune MODEL [--composing NAME]`` renders and reloads, checked.
+
+    Raises:
+        ConfigError: ``model`` is an ensemble and no ``--composing`` was given; NAME is not
+            in ``repo``, is the model under load, is not a step of the ensemble, or is an
+            ensemble itself.
+    """
+    steps = composing_models(repo, model)  # an ensemble's (other models have none)
+    if composing is None:
+        if steps:
+            raise ConfigError(
+                f"'{model}' is an ensemble: it has no batching or instances of its own to tune",
+                f"tune one of its steps under its load: --composing {' | '.join(steps)}",
+            )
+        return model
+    if composing == model:
+        raise ConfigError(f"--composing {composing} is the model under load itself", "drop --composing")
+    if not (repo / composing).is_dir():
+        raise ConfigError(
+            f"--composing {composing}: there is no model '{composing}' in {repo}",
+            "name a model directory of --repo" + (f": one of {', '.join(steps)}" if steps else ""),
+        )
+    if steps and composing not in steps:
+        raise ConfigError(
+            f"--composing {composing}: '{composing}' is not a step of the ensemble '{model}'",
+            f"name one of its steps: {', '.join(steps)}",
+        )
+    inner = composing_models(repo, composing)
+    if inner:
+        raise ConfigError(
+            f"--composing {composing}: '{composing}' is an ensemble, with no batching or instances to tune",
+            f"name one of its steps: {', '.join(inner)}",
+        )
+    return composing
+
+
+def _started(
+    request: TuneRequest, base: ModelConfig, note: str | None, hooks: SessionHooks
+) -> tuple[TuneRequest, ModelConfig]:
+    """The request made around ``base``, its directory checked, and told to ``hooks`` (with ``note``).
+
+    Raises:
+        ConfigError: the settings do not fit the model, or the directory holds another tune.
+    """
+    tuned = request.around(base)
+    check_claim(tuned)
+    if hooks.on_start is not None:
+        hooks.on_start(tuned, note)
+    return tuned, base
+
+
+def _apply(
+    report: TuneReport, model_dir: Path, session: TuneSession, base: ModelConfig, control: ModelControl
+) -> TuneOutcome:
     """The winner's config planned and (unless ``diff``) loaded on the server, then written; or the refusal.
 
     The server loads the new config first: where it refuses, nothing is written.
     """
+    config_path = model_dir / CONFIG_FILE
     winner = report.winner
     if not session.apply or winner is None or not isinstance(winner.candidate, Candidate):
-        return TuneOutcome(report)
+        return TuneOutcome(report, config_path)
     try:
-        applied = plan_rerender(session.repo / report.request.model, winner.candidate.to_options(), base=base)
+        applied = plan_rerender(model_dir, winner.candidate.to_options(), base=base)
         if not session.diff:
             control.load(applied.config)
             write_rerender(applied)
     except TritongenError as e:
-        return TuneOutcome(report, refusal=e)
-    return TuneOutcome(report, applied=applied)
+        return TuneOutcome(report, config_path, refusal=e)
+    return TuneOutcome(report, config_path, applied=applied)
 
 
 @contextlib.contextmanager
 def _server(
-    request: TuneRequest, session: TuneSession, serving: ServingHooks
+    request: TuneRequest, repo: Path, session: TuneSession, hooks: ServingHooks
 ) -> Iterator[tuple[str, LoadSpec]]:
     """The server's HTTP address (for model control) and the load aimed at it, for the length of the tune."""
     spec = request.load
     if session.url is not None:
-        url = session.url
-        yield url, replace(spec, url=url if spec.protocol == "http" else grpc_url_beside(url))
+        yield session.url, aimed_at_url(spec, session.url)
         return
     # The model under load, and the composing model tuned (a model called through BLS is not
     # loaded with its caller, as an ensemble's steps are).
     others = [request.model] if request.model != spec.model else []
     others += list(request.background.models if request.background else ())
-    with embedded_server(
-        session.repo, [spec.model, *others], serving, skip_failed=session.skip_failed
-    ) as server:
-        target = server.http_url if spec.protocol == "http" else server.grpc_url
+    with embedded_server(repo, [spec.model, *others], hooks, skip_failed=session.skip_failed) as server:
         try:
-            yield server.http_url, replace(spec, url=target, metrics_url=server.metrics_url)
+            yield server.http_url, aimed_at(spec, server)
         except ServerGoneError as e:  # the embedded server died: its log says why
             raise ServerGoneError(e.url, e.key, e.out_dir, server.log_path) from e

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tritongen.errors import ConfigError
-from tritongen.triton.batching import BatchingOptions
+from tritongen.triton.batching import BatchingOptions, preferred_sizes_refused
 from tritongen.triton.model_config import ModelConfig
 
 PreferredSizes = tuple[int, ...] | None
@@ -183,12 +183,27 @@ class SearchSpace:
     """The values to try for each knob; the grid is their product, less the illegal combinations."""
 
     max_batch_sizes: tuple[int, ...]
+    """Empty until :meth:`around` fills in the model's own."""
     preferred_batch_sizes: tuple[PreferredSizes, ...]
     max_queue_delays_us: tuple[int, ...]
     instance_counts: tuple[int, ...]
     preferred_refused: str | None = None
     """Why the model's scheduler takes no preferred batch sizes (a direct sequence batcher), if so:
     candidates with preferred sizes are then skipped with this reason."""
+
+    def around(self, base: ModelConfig) -> SearchSpace:
+        """The space around ``base``, the model's config: its max batch size unless others are given; checked.
+
+        Raises:
+            ConfigError: an empty or illegal space.
+        """
+        space = replace(
+            self,
+            max_batch_sizes=self.max_batch_sizes or (base.max_batch_size,),
+            preferred_refused=preferred_sizes_refused(base),
+        )
+        space.check()
+        return space
 
     def check(self) -> None:
         """Reject values that are wrong whatever they are combined with.

@@ -20,8 +20,9 @@ from tritongen.client.control import ModelControl
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError, ModelLoadError, SourceError, TritongenError
 from tritongen.io.files import atomic_write_text
+from tritongen.loadtest.prepared import prepare_requests
 from tritongen.loadtest.result import LoadTestReport, RunResult
-from tritongen.loadtest.runner import ProgressCallback, prepare_requests, run_load_test
+from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.triton.batching import apply_batching
 from tritongen.triton.model_config import ModelConfig
@@ -151,11 +152,10 @@ def check_load(spec: LoadSpec) -> None:
         ConfigError: the load does not fit the model under load, or its settings are illegal.
         SourceError: the data file is unreadable, or its data does not fit the model.
     """
-    spec.check()
-    endpoint = TritonEndpoint(spec.url, spec.protocol, timeout_s=10)
+    endpoint = TritonEndpoint.at(spec.address, timeout_s=10)
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-check-"))
     try:
-        prepare_requests(spec, endpoint, workdir / "inputs.npz")
+        prepare_requests(spec, endpoint, workdir)
     except (ConfigError, SourceError):
         raise
     except TritongenError:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from tritongen.client.address import ServerAddress
 from tritongen.compare.llm.contenders import LABELS, TRITON, VLLM, Contender, LlmCompareReport
 from tritongen.compare.llm.figures import goodput_verdict
 from tritongen.convert.llm.environment import check_vllm_env, vllm_env_path
@@ -157,9 +158,8 @@ def run_llm_compare(
             triton.cold_start_s = time.perf_counter() - begun
             specs = {
                 VLLM: _spec(request.spec, "openai-completions", server.url, request.name),
-                TRITON: dataclasses.replace(
-                    _spec(request.spec, "triton-generate", triton_server.http_url, model),
-                    metrics_url=triton_server.metrics_url,
+                TRITON: _spec(
+                    request.spec, "triton-generate", triton_server.http_url, model, triton_server.metrics_url
                 ),
             }
             pids = {VLLM: server.pid, TRITON: triton_server.pid}
@@ -168,11 +168,15 @@ def run_llm_compare(
     return report
 
 
-def _spec(base: LoadSpec, api: str, url: str, model: str) -> LoadSpec:
+def _spec(base: LoadSpec, api: str, url: str, model: str, metrics_url: str | None = None) -> LoadSpec:
     """The load of one contender: the same prompts (same seed), its API, address and model."""
     assert base.llm is not None
     llm: LlmLoad = dataclasses.replace(base.llm, api=api)  # type: ignore[arg-type]
-    return dataclasses.replace(base, model=model, url=url, llm=llm, rounds=1)
+    if llm.openai:
+        address = ServerAddress.openai(url, metrics_url)
+    else:
+        address = ServerAddress.parse(url, "http", metrics_url)
+    return dataclasses.replace(base, model=model, address=address, llm=llm, rounds=1)
 
 
 def _rounds(

@@ -95,12 +95,11 @@ def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:
     """
     if workers < 1:
         raise ConfigError(f"--load-workers {workers} is below 1", "give 1 or more workers")
-    spec.check()
     _refuse_local_features(spec)
     level = spec.levels[0]
     users = _users(spec.mode, level, workers)
     args = LocustArgs(
-        host=spec.url,
+        host=spec.address.url,
         model=spec.model,
         protocol=spec.protocol,
         users=users,

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tritongen.client.address import ServerAddress
 from tritongen.client.openai_api import check_served, probe_request, served_models
 from tritongen.io.loadgen_shared import OPENAI_PATHS
 from tritongen.loadtest.llm.load import LlmLoad, PreparedLlm, prepare_llm_requests
 
 
 def prepare_openai_requests(
-    load: LlmLoad, model: str, url: str, path: Path, api_key: str | None, seed: int = 0
+    load: LlmLoad, model: str, address: ServerAddress, path: Path, api_key: str | None, seed: int = 0
 ) -> PreparedLlm:
-    """Check the server at ``url`` (its base URL) takes the test's requests, and write them to ``path``.
+    """Check the server at ``address`` takes the test's requests, and write them to ``path``.
 
     Raises:
         ServerError: the server cannot be reached, is not OpenAI-compatible or refuses the key.
@@ -29,10 +30,10 @@ def prepare_openai_requests(
             exceeds ``max_model_len``, or a chat request finds no chat template.
         SourceError: the prompts file cannot be read.
     """
-    models = served_models(url, api_key)
+    models = served_models(address, api_key)
     check_served(models, model)
     prepared = prepare_llm_requests(load, model, path, seed)
-    probe = probe_request(url, OPENAI_PATHS[load.api], prepared.longest, api_key)
+    probe = probe_request(address, OPENAI_PATHS[load.api], prepared.longest, api_key)
     if probe.prompt_tokens is not None:
         check_served(models, model, probe.prompt_tokens + prepared.longest_output)
     return prepared

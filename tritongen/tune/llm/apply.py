@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritongen.pipeline.rerender import Rerender
-from tritongen.triton.config_text import parse_model_config
 from tritongen.triton.pbtxt.edit import edit_text
 from tritongen.triton.pbtxt.patch import describe_changes
-from tritongen.triton.proto import parse_config_text, read_config_text
+from tritongen.triton.proto import parse_config_text, parse_model_config, read_config_text
 from tritongen.tune.llm.space import EngineCandidate
 
 

@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tritongen.client.endpoint import grpc_url_beside
+from tritongen.client.address import ServerAddress
 from tritongen.convert.llm.formats import LLM_START_TIMEOUT_S
 from tritongen.errors import ConfigError, ModelLoadError
 from tritongen.intervals import Ratio, paired_ratio
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.server.embedded import lint_before_serving
 from tritongen.server.local import LocalTritonServer
-from tritongen.server.preflight import lint_before_serving
 from tritongen.stopping import StopRule, Verdict, judge
 from tritongen.triton.proto import read_config
 from tritongen.tune.llm.measure import LlmMeasurement, measure
@@ -133,9 +133,9 @@ def run_llm_tune(request: LlmTuneRequest, say: Say, stop: threading.Event | None
     with _serving(request, say) as (url, grpc_url, metrics_url, start_s):
         report.server_start_s = start_s
         load_url = grpc_url if request.spec.protocol == "grpc" else url
-        spec = dataclasses.replace(
-            request.spec, url=load_url, metrics_url=request.spec.metrics_url or metrics_url
-        )
+        given_metrics = request.spec.address.given_metrics_url or metrics_url
+        address = ServerAddress.parse(load_url, request.spec.protocol, given_metrics)
+        spec = dataclasses.replace(request.spec, address=address)
         sibling = Sibling(url, model_dir, base, request.admin_key)
         with sibling.present():
             say("measuring the baseline (the model's config)")
@@ -160,7 +160,7 @@ def run_llm_tune(request: LlmTuneRequest, say: Say, stop: threading.Event | None
 def _serving(request: LlmTuneRequest, say: Say) -> Iterator[tuple[str, str, str | None, float | None]]:
     """The server's HTTP, gRPC and metrics addresses, and how long it took to start (None: a running one)."""
     if request.url is not None:
-        yield request.url, grpc_url_beside(request.url), None, None
+        yield request.url, ServerAddress.parse(request.url).beside("grpc").url, None, None
         return
     lint_before_serving(request.repo, [request.model])
     say("starting the embedded Triton server (the engine takes minutes to start on a CPU)")

@@ -1,0 +1,193 @@
+"""``tritongen loadtest``: QPS, microsecond latency percentiles and utilisation, per load level."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tritongen.cli.boundary import stop_on_signals, user_errors
+from tritongen.cli.console import console, err_console, say
+from tritongen.cli.load_worker import given_options, run_worker_mode
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.llm import LlmFlags
+from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.rounds import RoundsFlags
+from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shared import Serve, SkipFailed, SloP99, Url
+from tritongen.cli.progress import live_line, run_text
+from tritongen.cli.serving import serving_hooks
+from tritongen.cli.verdict import finish
+from tritongen.errors import ConfigError
+from tritongen.intervals import check_confidence
+from tritongen.loadtest.locust_process import WEB_HOST
+from tritongen.loadtest.mix import Mix
+from tritongen.loadtest.result import LoadTestReport
+from tritongen.loadtest.saturation import SaturationRule
+from tritongen.loadtest.validation import validation_lines
+from tritongen.metrics.vllm import vllm_text
+from tritongen.workflows.loadtest import (
+    DEFAULT_MAX_ERROR_RATE,
+    Gates,
+    LoadTestHooks,
+    LoadTestRequest,
+    run_label,
+    run_loadtest,
+)
+
+
+@dataclass(frozen=True)
+class GateFlags:
+    """When a load test fails as a CI gate."""
+
+    slo_p99_ms: Annotated[
+        float | None, reworded(SloP99, "Exit 1 when any run's P99 exceeds this (a CI gate).")
+    ] = None
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            "--max-error-rate",
+            min=0.0,
+            max=1.0,
+            help="Exit 1 when a run's failed requests exceed this fraction (0: any error fails).",
+        ),
+    ] = DEFAULT_MAX_ERROR_RATE
+
+
+@option_groups(
+    load=Pick(helps={"seed": "Seed of random inputs and Poisson arrivals."}),
+    output=Pick(
+        only=("json_path", "csv_path", "plot_path", "html_path"),
+        helps={"plot_path": "Write a latency-vs-throughput PNG."},
+    ),
+)
+def loadtest_command(
+    load: LoadFlags,
+    run: RunFlags,
+    rounds: RoundsFlags,
+    output: OutputFlags,
+    gates: GateFlags,
+    llm: LlmFlags,
+    model: Annotated[
+        str | None,
+        typer.Argument(help="Served model name, e.g. mlp_onnx (none with --worker).", show_default=False),
+    ] = None,
+    url: Url = None,
+    serve: Serve = None,
+    skip_failed: Annotated[
+        bool,
+        reworded(
+            SkipFailed,
+            "With --serve: serve the whole repository, leaving out (one line each) the models that fail "
+            "to load; the models under load must load (default: only those models).",
+        ),
+    ] = False,
+) -> None:
+    """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
+    with user_errors():
+        if run.worker:  # a load worker of a master elsewhere, which sends the load options
+            refused = _not_for_workers(url, serve, skip_failed)
+            run_worker_mode(model, run, given_options(load, rounds, output, gates, llm) + refused)
+            return
+        request = _request(model, url, load, run, rounds, gates, llm, serve, skip_failed)
+        for warning in request.check():
+            say(f"warning: {warning}", err=True)
+        if request.spec.rounds > 1:
+            err_console.print(request.cost_text(), highlight=False, markup=False)
+        if request.spec.web_port is not None:  # the same port for every run, level after level
+            err_console.print(
+                f"Locust web UI: http://{WEB_HOST}:{request.spec.web_port}", highlight=False, markup=False
+            )
+        with stop_on_signals() as stopping, live_line(run_text) as show:
+            outcome = run_loadtest(request, LoadTestHooks(serving_hooks(), progress=show, stop=stopping))
+        _write_outputs(outcome.report, output, gates.slo_p99_ms)
+        _print_report(outcome.report)
+        finish(outcome.verdict)
+
+
+def _request(
+    model: str | None,
+    url: str | None,
+    load: LoadFlags,
+    run: RunFlags,
+    rounds: RoundsFlags,
+    gates: GateFlags,
+    llm: LlmFlags,
+    serve: Path | None,
+    skip_failed: bool,
+) -> LoadTestRequest:
+    """The load test asked, from the command's options (not yet checked against each other).
+
+    Raises:
+        ConfigError: no MODEL, or a malformed option.
+    """
+    if model is None:
+        raise ConfigError("MODEL is missing", "e.g. tritongen loadtest mlp_onnx --concurrency 1,8")
+    check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
+    saturation = SaturationRule(gates.slo_p99_ms, rounds.confidence) if run.stop_at_saturation else None
+    spec = load_spec(
+        model, url, load, run, rounds=rounds.count(default=1), llm=llm.load(), stop_at=saturation
+    )
+    return LoadTestRequest(
+        spec=spec,
+        mix=Mix.parse(model, run.mix),
+        gates=settings(Gates, gates),
+        serve=serve,
+        skip_failed=skip_failed,
+        confidence=rounds.confidence,
+    )
+
+
+def _not_for_workers(url: str | None, serve: Path | None, skip_failed: bool) -> list[str]:
+    """The options given that a load worker does not take (its master sends the load options)."""
+    given = [("--url", url), ("--serve", serve), ("--skip-failed", skip_failed)]
+    return [option for option, value in given if value]
+
+
+def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | None) -> None:
+    if output.json_path is not None:
+        report.write_json(output.json_path)
+    if output.csv_path is not None:
+        report.write_csv(output.csv_path)
+    if output.plot_path is not None and any(r.latency_us for r in report.runs):
+        from tritongen.report.llm_plots import is_llm_report, plot_tokens
+        from tritongen.report.plots import plot_latency_vs_throughput
+
+        if is_llm_report(report):  # an LLM load: its token latencies and tokens/s against the load
+            plot_tokens(report, output.plot_path)
+        else:
+            plot_latency_vs_throughput(report, output.plot_path, slo)
+    if output.html_path is not None:
+        from tritongen.report.html import write_documents
+
+        write_documents([(report.model, report)], output.html_path)
+
+
+def _print_report(report: LoadTestReport) -> None:
+    from tritongen.report.kind_tables import llm_line
+    from tritongen.report.loadtest_tables import gpu_line, loadtest_report_tables
+    from tritongen.report.table_data import to_rich
+
+    for table in loadtest_report_tables(report):
+        console.print(to_rich(table))
+    for run in report.runs:
+        if run.errors_by_kind:
+            say(f"{run_label(run)} errors: {run.errors_by_kind}")
+        for line in validation_lines(run.validation):
+            say(f"{run_label(run)} {line}")
+        for warning in run.warnings:
+            err_console.print(
+                f"[yellow]warning:[/] {run_label(run)}: {warning}", highlight=False, soft_wrap=True
+            )
+        gpu = run.gpu_summary()
+        if gpu is not None:
+            console.print(gpu_line(run_label(run), gpu), highlight=False, markup=False)
+        if run.output_tokens_per_s is not None:
+            say(llm_line(run_label(run), run))
+        if run.llm_server:
+            say(f"{run_label(run)} {vllm_text(run.llm_server)}")
+    if report.sweep_stop is not None:
+        say(report.sweep_stop.summary())

@@ -1,0 +1,364 @@
+"""``tritongen tune``: preferred batch sizes, queue delay, instances and max batch against a P99 SLO."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
+from tritongen.cli.config_change import show_diff
+from tritongen.cli.console import console, err_console, say
+from tritongen.cli.llm.convert import changed_flags
+from tritongen.cli.llm.tune import (
+    LLM_TUNE_FIELDS,
+    LlmTuneFlags,
+    LlmTuneInput,
+    is_local_llm,
+    llm_tune_request,
+    refuse_llm_flags,
+    run_and_show,
+)
+from tritongen.cli.options.groups import Pick, option_groups
+from tritongen.cli.options.load import LoadFlags, load_spec
+from tritongen.cli.options.output import OutputFlags
+from tritongen.cli.options.rounds import AutoRoundsFlags
+from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shared import Repo, SloP99
+from tritongen.cli.options.tune import ApplyFlags, SearchFlags, ServerFlags, TrialFlags
+from tritongen.cli.serving import serving_hooks
+from tritongen.errors import ConfigError
+from tritongen.intervals import format_summary
+from tritongen.stopping import StopRule, progress_text
+from tritongen.tune.confirm import Confirmation
+from tritongen.tune.document import TuneDocument
+from tritongen.tune.report import TuneReport
+from tritongen.tune.request import TuneRequest, plan
+from tritongen.tune.runner import TuneHooks
+from tritongen.tune.session import SessionHooks, TuneInterrupted, TuneOutcome, TuneSession, run_session
+from tritongen.tune.space import Candidate, Current
+from tritongen.tune.trial import TrialRecord
+
+
+@dataclass(frozen=True)
+class TuneSearchFlags(SearchFlags, LlmTuneFlags):
+    """The configs ``tune`` may try: batching and instances, or a local vLLM model's engine and its load."""
+
+
+@option_groups(
+    search=Pick(only=tuple(f.name for f in fields(SearchFlags)) + LLM_TUNE_FIELDS),
+    load=Pick(
+        defaults={"duration": "10s", "warmup": "2s"},
+        helps={
+            "concurrency": "Closed-loop levels per trial (default 8).",
+            "rate": "Open-loop levels per trial (requests/s).",
+            "duration": "Measured time per level.",
+            "warmup": "Load before measuring each trial.",
+            "seed": "Seed of the adaptive search and the inputs.",
+        },
+    ),
+    output=Pick(
+        only=("json_path", "plot_path", "html_path"), helps={"plot_path": "Write a throughput-vs-P99 PNG."}
+    ),
+)
+def tune_command(
+    model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
+    search: TuneSearchFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    server: ServerFlags,
+    trials: TrialFlags,
+    output: OutputFlags,
+    applying: ApplyFlags,
+    repo: Repo = Path("model_repository"),
+    slo_p99_ms: SloP99 = None,
+) -> None:
+    """Tune MODEL's batching and instances live on Triton: the most inferences/s within the P99 SLO.
+
+    The current config is the baseline; the best search configs are confirmed against it in
+    interleaved rounds (by default until each one is decided), and one replaces it only when
+    it is faster beyond the noise. A local vLLM model: its engine's settings, for the most goodput.
+    """
+    if is_local_llm(repo, model):  # a local vLLM model: its engine's settings, not batching
+        _tune_llm(model, repo, search, load, rounds, server, trials, output, applying, slo_p99_ms)
+        return
+    with user_errors():
+        refuse_llm_flags(changed_flags(search, LLM_TUNE_FIELDS), model)
+        _check_server(server, applying)
+        request = _request(model, search, load, rounds, trials, slo_p99_ms, server)
+        session = settings(TuneSession, server, applying)
+        hooks = SessionHooks(
+            serving=serving_hooks(),
+            trials=functools.partial(_trial_lines, request.stopping),
+            on_start=_announce,
+        )
+        try:
+            outcome = run_session(request, repo, session, hooks)
+        except TuneInterrupted as e:
+            err_console.print(
+                f"interrupted: model config restored, partial results in {e.out_dir}", markup=False
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from e
+        _outputs(outcome.report, output)
+        _print(outcome.report)
+        _finish(outcome, applying)
+
+
+def _tune_llm(
+    model: str,
+    repo: Path,
+    search: TuneSearchFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    server: ServerFlags,
+    trials: TrialFlags,
+    output: OutputFlags,
+    applying: ApplyFlags,
+    slo_p99_ms: float | None,
+) -> None:
+    """The tune of a local vLLM model's engine settings (cli/llm/tune.py); batching options refused."""
+    classic = [
+        *changed_flags(search, tuple(f.name for f in fields(SearchFlags) if f.name != "max_trials")),
+        *changed_flags(server, ("background", "background_concurrency", "background_rate", "skip_failed")),
+        *changed_flags(trials, ("resume", "finalists")),
+        *changed_flags(output, ("plot_path", "html_path")),
+        *(["--slo-p99-ms"] if slo_p99_ms is not None else []),
+    ]
+    with user_errors():
+        if applying.diff and not applying.apply:
+            raise ConfigError("--diff shows what --apply would write", "add --apply")
+        given = LlmTuneInput(
+            model=model, repo=repo, load=load, run=trials.run_flags(), llm=search, classic=tuple(classic),
+            rounds=rounds.rule(default_auto=True), max_trials=search.max_trials, url=server.url,
+            admin_key=server.admin_key,
+        )  # fmt: skip
+        run_and_show(llm_tune_request(given), output.json_path, applying.apply, applying.diff)
+
+
+def _check_server(server: ServerFlags, applying: ApplyFlags) -> None:
+    """Refuse server and apply options that exclude each other.
+
+    Raises:
+        ConfigError: ``--diff`` without ``--apply``; ``--serve`` or ``--skip-failed`` with ``--url``.
+    """
+    if applying.diff and not applying.apply:
+        raise ConfigError("--diff shows what --apply would write", "add --apply")
+    if server.serve and server.url is not None:
+        raise ConfigError("--serve and --url exclude each other", "tune the embedded server or a running one")
+    if server.skip_failed and server.url is not None:
+        raise ConfigError(
+            "--skip-failed and --url exclude each other: it chooses what the embedded server loads",
+            "drop one of them",
+        )
+
+
+def _request(
+    model: str,
+    search: SearchFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    trials: TrialFlags,
+    slo_p99_ms: float | None,
+    server: ServerFlags,
+) -> TuneRequest:
+    """What to tune and how, from the command's option groups (the space is completed from the config).
+
+    Raises:
+        ConfigError: a malformed or contradictory option.
+    """
+    count, stopping = rounds.rule(default_auto=True)  # a rule that cannot decide: refused first
+    if search.composing == model:
+        raise ConfigError(f"--composing {model} is the model under load itself", "drop --composing")
+    if not load.concurrency and not load.rate and not load.sequences:
+        load = replace(load, concurrency="8")
+    tuned = search.composing or model
+    default_out = Path(f"tune-{model}" if tuned == model else f"tune-{model}-{tuned}")
+    if trials.resume is not None and not trials.resume.is_dir():
+        raise ConfigError(f"--resume {trials.resume} does not exist", "pass the directory of an earlier tune")
+    return settings(
+        TuneRequest, search, trials, rounds, load,
+        model=tuned,
+        space=search.space(),
+        load=load_spec(model, url=None, load=load, run=trials.run_flags()),
+        slo_p99_ms=slo_p99_ms,
+        out_dir=trials.resume or trials.out or default_out,
+        rounds=count,
+        background=server.background_spec(),
+        stopping=stopping,
+    )  # fmt: skip
+
+
+def _announce(request: TuneRequest, note: str | None) -> None:
+    """What will be tuned, under which load, in how many configs, and roughly how long it takes.
+
+    ``note``: why the tune starts from the config the server reports, where it does.
+    """
+    if note is not None:
+        console.print(f"[bold]{escape(request.model)}[/]: {escape(note)}", highlight=False, soft_wrap=True)
+    space, slo, loaded = request.space, request.slo_p99_ms, request.load.model
+    under = f" under the load of [bold]{escape(loaded)}[/]" if loaded != request.model else ""
+    console.print(
+        f"tuning [bold]{escape(request.model)}[/]{under}: {space.size} legal configs, "
+        f"{len(space.skipped())} skipped as illegal, strategy {request.strategy}, "
+        f"SLO P99 {slo if slo is not None else '∞'} ms; {plan(request).text()}",
+        highlight=False,
+    )
+
+
+def _finish(outcome: TuneOutcome, applying: ApplyFlags) -> None:
+    """After the report: a refusal or no config within the SLO as one error; what --apply did.
+
+    Raises:
+        ConfigError: the winner was refused, or no config met the SLO.
+    """
+    report, applied, refusal = outcome.report, outcome.applied, outcome.refusal
+    if refusal is not None:
+        raise ConfigError(f"not applied: {refusal.message}", refusal.hint)
+    if not report.finalists and not report.current_feasible:
+        raise ConfigError("no config met the SLO", "raise --slo-p99-ms or lower the load")
+    if not applying.apply:
+        return
+    if applied is not None and applying.diff:
+        show_diff(applied)
+    elif applied is not None and report.winner is not None:
+        say(f"applied {report.winner.key}: {applied.summary()}")
+    else:
+        config = outcome.config_path
+        console.print(
+            f"not applied: no config beat the current one significantly; {config} "
+            + ("is unchanged" if config.exists() else "was not written (the server completes the config)"),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@contextlib.contextmanager
+def _trial_lines(rule: StopRule | None = None) -> Iterator[TuneHooks]:
+    """A progress bar and a line per trial and round on stderr; SIGINT and SIGTERM stop the tune in order.
+
+    ``rule``: the confirmation's rounds stop by it (``--rounds auto``), so the lines say so.
+    """
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with stop_on_signals() as stopping, Progress(*columns, console=err_console, transient=True) as bar:
+        lines = _TrialLines(bar, rule)
+        yield TuneHooks(
+            on_start=lines.started,
+            on_done=lines.done,
+            stop=stopping,
+            on_round_start=lines.round_started,
+            on_round=lines.round_done,
+        )
+
+
+class _TrialLines:
+    """The progress bar of the search and of the confirmation, and the line each trial and round ends with."""
+
+    def __init__(self, bar: Progress, rule: StopRule | None = None) -> None:
+        self.bar = bar
+        self.rule = rule
+        self.search = bar.add_task("trials", total=None)
+        self.confirming = bar.add_task("confirmation", total=None, visible=False)
+
+    def started(self, number: int, total: int, candidate: Candidate | Current) -> None:
+        self.bar.update(self.search, total=total + 1, description=f"trial {number}/{total}: {candidate.key}")
+
+    def done(self, record: TrialRecord, reused: bool) -> None:
+        self.bar.advance(self.search)
+        m = record.measurement
+        what = "reused" if reused else ("failed" if m.failed else "ok")
+        p99 = f"{m.p99_us / 1000:.2f} ms" if m.p99_us is not None else "-"
+        mark = "✓" if record.feasible else "✗"
+        line = f"  {mark} {record.key}: {m.infer_per_s:,.0f} infer/s, P99 {p99} ({what})"
+        line += f" {record.reason}" if record.reason else ""
+        err_console.print(line, highlight=False, markup=False)
+
+    def round_started(self, number: int, rounds: int, key: str) -> None:
+        if not self.bar.tasks[self.confirming].visible:
+            how = f"{rounds} round(s), interleaved"
+            if self.rule is not None:
+                how = f"interleaved rounds {self.rule.text()}"
+            err_console.print(
+                f"confirming the best search configs against the current config: {how}",
+                highlight=False,
+                markup=False,
+            )
+            self.bar.update(self.search, visible=False)
+            self.bar.update(self.confirming, visible=True)
+        of = f"{number} (at most {rounds})" if self.rule is not None else f"{number}/{rounds}"
+        self.bar.update(self.confirming, description=f"round {of}: {key}")
+        err_console.print(f"  round {of}: {key}", highlight=False, markup=False)
+
+    def round_done(self, confirmation: Confirmation) -> None:
+        figures = ", ".join(
+            f"{c.key} {format_summary(c.infer_per_s)}/s"
+            + (f" ({c.ratio.text()})" if c.ratio is not None else "")
+            for c in confirmation.contenders
+        )
+        of, deciding = f"{confirmation.completed}/{confirmation.rounds}", ""
+        if confirmation.rule is not None:
+            of = f"{confirmation.completed} (at most {confirmation.rounds})"
+            deciding = f"; {progress_text(confirmation.verdicts)}"
+        err_console.print(
+            f"  round {of} done: {figures}{deciding}",
+            highlight=False,
+            markup=False,
+        )
+
+
+def _outputs(report: TuneReport, output: OutputFlags) -> None:
+    json_path, plot_path, html_path = output.json_path, output.plot_path, output.html_path
+    report.write_json(report.request.out_dir / "tune.json")
+    if json_path is not None:
+        report.write_json(json_path)
+    if plot_path is not None:
+        from tritongen.report.plots import confirmed_points, plot_tune, tune_points
+
+        document = report.document()
+        points, reference = tune_points(document)
+        plot_tune(
+            points, plot_path, f"tune {report.request.model}", report.request.slo_p99_ms, reference,
+            confirmed_points(document),
+        )  # fmt: skip
+    if html_path is not None:
+        from tritongen.report.html import write_documents
+
+        write_documents([(report.request.model, report.document())], html_path)
+
+
+def _print(report: TuneReport) -> None:
+    from tritongen.report.table_data import to_rich
+    from tritongen.report.tune_tables import background_text, tune_table
+
+    document = report.document()
+    console.print(to_rich(tune_table(document)))
+    say(report.verdict())
+    background = document.background_summary()
+    if background is not None:
+        say(background_text(background))
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    _print_stopping(document)
+    confirmation = report.confirmation
+    if confirmation is not None and not confirmation.current.feasible:
+        p99 = confirmation.current.p99_us
+        shown = f"{p99.median / 1000:.2f} ms" if p99 is not None else "none measured"
+        say(f"note: the current config misses the SLO (median P99 {shown})")
+
+
+def _print_stopping(document: TuneDocument) -> None:
+    """``--rounds auto``: why the confirmation's rounds stopped, and each finalist's verdict."""
+    from tritongen.report.rounds_notes import stopping_notes
+
+    confirmation = document.confirmation
+    if confirmation is None or confirmation.stopping is None:
+        return
+    for line in stopping_notes(confirmation.stopping, document.confidence):
+        say(line)

@@ -1,0 +1,1 @@
+"""The options commands share: ``Annotated`` aliases and option groups, each declared once."""

@@ -1,0 +1,1 @@
+"""Load kinds: what a load test's requests are, one module each, found by name (``registry``)."""

@@ -1,0 +1,132 @@
+"""A load test end to end: the embedded server if asked, one model or a mix under load, then the gates."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tritongen.errors import ConfigError
+from tritongen.intervals import DEFAULT_CONFIDENCE
+from tritongen.loadtest.distributed import loopback_warning
+from tritongen.loadtest.mix import Mix, run_mix_test
+from tritongen.loadtest.result import LoadTestReport, RunResult
+from tritongen.loadtest.runner import ProgressCallback, run_load_test
+from tritongen.loadtest.spec import LoadSpec, seconds_text
+from tritongen.loadtest.validation import validation_failure
+from tritongen.server.embedded import ServingHooks
+from tritongen.workflows.serving import aimed_at, serving_if_asked
+from tritongen.workflows.verdict import Verdict, ended_early, error_rate_failure, first_failure, slo_miss
+
+DEFAULT_MAX_ERROR_RATE = 0.01
+
+
+@dataclass(frozen=True)
+class Gates:
+    """When a load test fails as a CI gate."""
+
+    slo_p99_ms: float | None = None
+    """Fail when a run's P99 (over rounds, a level's median P99) exceeds this."""
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    """Fail when a run's failed requests exceed this fraction."""
+
+
+@dataclass(frozen=True)
+class LoadTestRequest:
+    """What a load test is asked: the load, the models and their shares, where, and its gates."""
+
+    spec: LoadSpec
+    mix: Mix
+    gates: Gates = field(default_factory=Gates)
+    serve: Path | None = None
+    """Start the embedded server on this repository for the test (None: the server at the spec's URL)."""
+    skip_failed: bool = False
+    """With ``serve``: the whole repository, less the models that fail to load."""
+    confidence: float = DEFAULT_CONFIDENCE
+
+    def check(self) -> list[str]:
+        """Refuse what cannot run together, before anything starts; the warnings to show.
+
+        Raises:
+            ConfigError: ``--master`` with ``--serve``, ``--skip-failed`` without it, or a mix
+                that does not fit the load (the spec checked itself as it was made).
+        """
+        if self.skip_failed and self.serve is None:
+            raise ConfigError("--skip-failed needs --serve REPO", "add --serve, or drop --skip-failed")
+        warnings = []
+        if self.spec.distributed is not None:
+            if self.serve is not None:
+                raise ConfigError(
+                    "--master and --serve exclude each other: the server would listen on this machine's "
+                    "loopback, which workers on other machines cannot reach",
+                    "serve the model where the workers reach it and give its address with --url",
+                )
+            warning = loopback_warning(self.spec.address)
+            warnings += [warning] if warning is not None else []
+        self.mix.check(self.spec.mode, self.spec.levels)
+        return warnings
+
+    def cost_text(self) -> str:
+        """How long the runs will take, said before a long run starts."""
+        spec = self.spec
+        runs = spec.rounds * len(spec.levels)
+        least, most = runs * spec.run_seconds(), runs * spec.run_seconds(longest=True)
+        return (
+            f"{len(spec.levels)} level(s) × {spec.rounds} round(s), levels interleaved: {runs} runs, "
+            f"about {seconds_text(least)} (up to {seconds_text(most)} while runs wait to be stable)"
+        )
+
+
+@dataclass(frozen=True)
+class LoadTestHooks:
+    """Whom a load test tells as it goes, and the event that stops it (each optional)."""
+
+    serving: ServingHooks = field(default_factory=ServingHooks)
+    progress: ProgressCallback | None = None
+    stop: threading.Event | None = None
+
+
+@dataclass(frozen=True)
+class LoadTestOutcome:
+    """The report of every run, and how the test ends as a gate."""
+
+    report: LoadTestReport
+    verdict: Verdict
+
+
+def run_loadtest(request: LoadTestRequest, hooks: LoadTestHooks | None = None) -> LoadTestOutcome:
+    """Serve if asked, run the load (a mix when several models share it), and judge the gates.
+
+    Raises:
+        TritongenError: the server cannot start, or the load cannot be prepared.
+    """
+    hooks = hooks or LoadTestHooks()
+    with serving_if_asked(request.serve, request.mix.models, hooks.serving, request.skip_failed) as server:
+        spec = aimed_at(request.spec, server)
+        if request.mix.mixed:
+            report = run_mix_test(spec, request.mix, progress=hooks.progress, stop=hooks.stop)
+        else:
+            report = run_load_test(spec, progress=hooks.progress, stop=hooks.stop)
+    report.confidence = request.confidence
+    return LoadTestOutcome(report, loadtest_verdict(report, request.gates))
+
+
+def loadtest_verdict(report: LoadTestReport, gates: Gates) -> Verdict:
+    """Interrupted or aborted; else responses that differed, too many errors, then the P99 SLO."""
+    early = ended_early(report, "load test")
+    if early is not None:
+        return early
+    failure = first_failure(
+        validation_failure(report.runs, run_label),
+        error_rate_failure(report.runs, gates.max_error_rate, run_label),
+    )
+    if failure is not None:
+        return Verdict(failure=failure)
+    return Verdict(slo_miss=slo_miss(report, gates.slo_p99_ms, run_label))
+
+
+def run_label(run: RunResult) -> str:
+    """A run's level as the load test names it: ``c=8``, ``500/s``, or ``seq=4`` for sequences in flight."""
+    if run.sequences_per_s is not None:
+        return f"seq={run.concurrency}"
+    return f"c={run.concurrency}" if run.mode == "concurrency" else f"{run.target_rate:g}/s"
