@@ -184,10 +184,16 @@ def _take_event(api: str, data: bytes, answer: Answer, clock: Callable[[], float
 
 
 def usage_tokens(event: dict[str, Any]) -> int | None:
-    """OpenAI's ``usage.completion_tokens`` where the event has it."""
+    """The answer's output tokens where the event reports them.
+
+    OpenAI's ``usage.completion_tokens``, or a Triton model's ``completion_tokens`` output (the
+    local vLLM model sends it with its last token).
+    """
     usage = event.get("usage")
-    count = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return count if isinstance(count, int) else None
+    count = usage.get("completion_tokens") if isinstance(usage, dict) else event.get("completion_tokens")
+    if isinstance(count, list) and len(count) == 1:  # a one-element tensor, as generate may write it
+        count = count[0]
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 STALE_CONNECTION = ("BrokenPipeError", "connection_reset")

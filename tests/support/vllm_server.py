@@ -24,6 +24,8 @@ from support.network import free_port
 from support.paths import ROOT
 
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+VLLM_TRITON_ENV = ROOT / ".venv-vllm-triton"
+"""The environment the embedded server runs the local vLLM model in (numpy 1 over .venv-vllm)."""
 START_TIMEOUT_S = 600.0
 SERVED_MODEL = "tiny-llama"
 """The name the test server serves its model under."""
@@ -35,6 +37,8 @@ def vllm_missing_reason() -> str | None:
     """Why the vLLM tests cannot run here (None: they can)."""
     if not VLLM_PYTHON.exists():
         return f"no vLLM environment ({VLLM_PYTHON.parent.parent}): run `make vllm-env`"
+    if not (VLLM_TRITON_ENV / "bin" / "python3").exists():
+        return f"no vLLM environment for the embedded server ({VLLM_TRITON_ENV}): run `make vllm-env`"
     return None
 
 

@@ -34,6 +34,10 @@ SAME_FLAG_OTHER_MEANING: dict[str, str] = {
     "--warmup": "infer: a count of untimed requests; the load options: a duration of load",
     "--name": "kubernetes: the name of its objects; convert, compare: the model's name",
     "--seq": "example: the length sample sentences are padded to; compare: every dynamic dim's value",
+    "--max-num-seqs": "tune: the max_num_seqs values to try (a list); convert: the one to write",
+    "--max-num-batched-tokens": "tune: the values to try (a list); convert: the one to write",
+    "--chunked-prefill": "tune: on,off, the values to try; convert: a flag, the one to write",
+    "--prefix-caching": "tune: on,off or auto, the values to try; convert: a flag, the one to write",
 }
 
 

@@ -158,7 +158,10 @@ def test_each_api_gets_its_request_body(tmp_path: Path, tokenizer: object) -> No
     assert payload("triton-generate", "m", Prompt(text="hi"), 5, stream=True) == {
         "text_input": "hi",
         "max_tokens": 5,
+        "ignore_eos": True,
+        "stream": True,
     }
+    assert payload("triton-generate", "m", Prompt(text="hi"), 5, stream=False)["stream"] is False
     body = payload("openai-chat", "m", chat, 5, stream=True)
     assert body["messages"] == chat.messages and body["stream_options"] == {"include_usage": True}
     assert body["max_tokens"] == body["min_tokens"] == 5 and body["ignore_eos"] is True

@@ -121,10 +121,13 @@ def render_compose(spec: ComposeSpec, templates_dir: Path | None = None) -> str:
     """
     import yaml
 
+    from tritongen.deploy.llm import llm_compose
     from tritongen.triton.templates import render_template
 
     models, requirements = repository_models(spec.repo)
-    image = spec.image or default_triton_image()
+    plain = spec.image or default_triton_image()
+    llm = llm_compose(spec.repo, models, plain)
+    image = llm.image if llm is not None else plain
     check_repository_plans(spec.repo, image)
     base = spec.output.parent
     text = render_template(
@@ -144,6 +147,9 @@ def render_compose(spec: ComposeSpec, templates_dir: Path | None = None) -> str:
         locust_version=installed_version("locust", "2.32.0"),
         tritonclient_version=installed_version("tritonclient", "2.51.0"),
         locust_workers=spec.locust_workers,
+        ready_path=llm.ready_path if llm is not None else "/v2/health/ready",
+        start_period=llm.start_period if llm is not None else "30s",
+        engine_builds=list(llm.build_scripts) if llm is not None else [],
     )
     try:
         yaml.safe_load(text)

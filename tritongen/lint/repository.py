@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.lint.findings import Finding, LintReport
+from tritongen.lint.llm_layouts import check_llm_layouts
 from tritongen.lint.rules.context import ModelContext, enum_name
 from tritongen.lint.rules.ensembles import iter_steps
 from tritongen.lint.rules.run import lint_model
@@ -221,9 +222,9 @@ def _load_repository_models(repository: Path, known: list[ModelContext]) -> dict
 
 
 def check_ensembles(repository: Path, linted: list[ModelContext]) -> list[Finding]:
-    """Ensembles against the models of their repository."""
+    """Ensembles against the models of their repository (a TensorRT-LLM layout's agreements too)."""
     models = _load_repository_models(repository, linted)
-    findings: list[Finding] = []
+    findings: list[Finding] = check_llm_layouts(models, linted)
     for ctx in linted:
         if not ctx.is_ensemble:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritongen.metrics.prometheus import Sample
+from tritongen.metrics.prometheus import Sample, parse_metrics
 
 GAUGES = {
     "vllm:num_requests_running": "requests_running",
@@ -41,6 +41,11 @@ def parse_vllm_metrics(text: str) -> dict[str, float]:
                 key = PREFIX + figure
                 found[key] = found.get(key, 0.0) + float(sample.value)
     return found
+
+
+def parse_triton_and_vllm_metrics(text: str) -> dict[str, float]:
+    """Triton's figures and vLLM's where a model publishes them (the local vLLM model, the vLLM backend)."""
+    return {**parse_metrics(text), **parse_vllm_metrics(text)}
 
 
 def vllm_figures(samples: list[Sample], start: float, end: float) -> dict[str, Any] | None:

@@ -12,9 +12,14 @@ from rich.status import Status
 
 from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
 from tritongen.cli.console import console, err_console, say
+from tritongen.cli.llm.compare import LlmCompareInput, llm_compare_request, refuse_llm_load
+from tritongen.cli.llm.compare import run_and_show as run_llm_compare_and_show
+from tritongen.cli.llm.convert import changed_flags
+from tritongen.cli.llm.tune import LLM_LOAD_FIELDS
 from tritongen.cli.options.batching import BatchingFlags
 from tritongen.cli.options.engine import EngineFlags, PrecisionFlags, VerifyFlags, build_request
 from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.llm import LlmFlags
 from tritongen.cli.options.load import Cpus, LoadFlags, MaxDuration, MeasurementWindow
 from tritongen.cli.options.output import OutputFlags
 from tritongen.cli.options.rounds import AutoRoundsFlags
@@ -43,6 +48,7 @@ from tritongen.loadtest.spec import parse_duration
 from tritongen.pipeline.request import build_plan, model_dir_name
 from tritongen.server.affinity import parse_cpus
 from tritongen.server.embedded import lint_before_serving
+from tritongen.sources.llm_source import is_llm_folder
 from tritongen.triton.batching import BatchingOptions
 
 SourceArg = Annotated[
@@ -118,6 +124,14 @@ class CompareFlags:
 
 
 @dataclass(frozen=True)
+class CompareLlmFlags(CompareFlags, LlmFlags):
+    """What ``compare`` measures; for a language model, its load as loadtest takes it."""
+
+
+COMPARE_LEVELS = "1,2,4,8"
+
+
+@dataclass(frozen=True)
 class DeploymentFlags:
     """An existing deployment or repository to measure instead of converting."""
 
@@ -151,7 +165,7 @@ class DeploymentFlags:
 @option_groups(
     load=Pick(
         only=("concurrency", "shapes", "duration", "warmup", "protocol", "seed"),
-        defaults={"concurrency": "1,2,4,8", "duration": "10s", "warmup": "2s"},
+        defaults={"concurrency": COMPARE_LEVELS, "duration": "10s", "warmup": "2s"},
         helps={
             "concurrency": "Concurrency levels tried for throughput; the ramp stops when a level adds < 5%."
         },
@@ -160,10 +174,11 @@ class DeploymentFlags:
     verify=Pick(only=("verify_data", "atol", "rtol")),
     precision=Pick(only=tuple(f.name for f in fields(PrecisionFlags) if f.name != "calibration_cache")),
     output=Pick(only=("json_path", "markdown_path", "html_path")),
+    compare=Pick(only=tuple(f.name for f in fields(CompareFlags)) + LLM_LOAD_FIELDS),
 )
 def compare_command(
     source: SourceArg,
-    compare: CompareFlags,
+    compare: CompareLlmFlags,
     deployment: DeploymentFlags,
     load: LoadFlags,
     rounds: AutoRoundsFlags,
@@ -174,6 +189,10 @@ def compare_command(
     output: OutputFlags,
 ) -> None:
     """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
+    if _compared_as_llm(
+        source, compare, deployment, load, rounds, batching, engines, verify, precision, output
+    ):
+        return  # a language model: vLLM's own server beside vLLM inside Triton
     with user_errors():
         name = compare.name if compare.name is not None else default_name(source)
         measure = _settings(compare, load, rounds)
@@ -237,6 +256,49 @@ def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> N
     print_report(report)
     say(f"results: {', '.join(str(p) for p in outputs)}")
     _finish(report)
+
+
+def _compared_as_llm(
+    source: str,
+    compare: CompareLlmFlags,
+    deployment: DeploymentFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    batching: BatchingFlags,
+    engines: EngineFlags,
+    verify: VerifyFlags,
+    precision: PrecisionFlags,
+    output: OutputFlags,
+) -> bool:
+    """A language model compared: vLLM's OpenAI server beside vLLM inside Triton (cli/llm/compare.py).
+
+    Any other source: False, once the language model's load options are refused for it.
+    """
+    if not is_llm_folder(source):
+        with user_errors():
+            refuse_llm_load(changed_flags(compare, LLM_LOAD_FIELDS), source)
+        return False
+    own = ("name", "out", "window", "max_duration", *LLM_LOAD_FIELDS)
+    classic = [
+        *changed_flags(compare, tuple(f.name for f in fields(CompareFlags) if f.name not in own)),
+        *[
+            flag
+            for group in (deployment, batching, engines, verify, precision)
+            for flag in changed_flags(group)
+        ],
+        *changed_flags(load, ("shapes", "protocol")),
+        *changed_flags(output, ("markdown_path", "html_path")),
+    ]
+    with user_errors():
+        name = compare.name if compare.name is not None else default_name(Path(source).name)
+        given = LlmCompareInput(
+            source=Path(source), name=name, work=compare.out or Path(f"compare-{name}"),
+            concurrency=load.concurrency if load.concurrency != COMPARE_LEVELS else None,
+            duration=load.duration, warmup=load.warmup, seed=load.seed, llm=compare, classic=tuple(classic),
+            rounds=rounds.rule(default_auto=False),
+        )  # fmt: skip
+        run_llm_compare_and_show(llm_compare_request(given), output.json_path)
+    return True
 
 
 def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -> MeasureSettings:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tritongen.cli.boundary import user_errors
 from tritongen.cli.console import console, err_console
+from tritongen.cli.llm.convert import convert_llm, llm_request
 from tritongen.cli.options.batching import BatchingFlags
 from tritongen.cli.options.engine import (
     EngineFlags,
@@ -22,15 +23,18 @@ from tritongen.cli.options.engine import (
     build_request,
 )
 from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.llm_engine import LlmEngineFlags
 from tritongen.cli.options.output import OutputFlags
 from tritongen.cli.options.shared import Force, Formats, ModelNameOption, Repo, Shapes, Templates
 from tritongen.cli.source_names import default_name, source_kind_or_none
 from tritongen.client.inputs import parse_shape_overrides
 from tritongen.convert.formats import parse_formats
 from tritongen.convert.tvm import foreign_arch
+from tritongen.errors import ConfigError
 from tritongen.pipeline.request import BuildRequest, BuildResult
 from tritongen.pipeline.run import build_models
 from tritongen.sources.adaptation import parse_constants
+from tritongen.sources.llm_source import is_llm_folder
 from tritongen.triton.model_config import ModelConfig
 
 
@@ -44,8 +48,9 @@ class TargetChoice(str, Enum):
 Source = Annotated[
     str,
     typer.Argument(
-        help="Source model: an .onnx file, a TorchScript file (.pt), or a PyTorch factory "
-        "package.module:function returning an nn.Module (imported and run: trusted code only).",
+        help="Source model: an .onnx file, a TorchScript file (.pt), a PyTorch factory "
+        "package.module:function returning an nn.Module (imported and run: trusted code only), or a "
+        "Hugging Face language-model folder (config, weights, tokenizer) for --formats vllm,tensorrtllm.",
         show_default=False,
     ),
 ]
@@ -110,6 +115,7 @@ class ShapeFlags:
 
 @option_groups(output=Pick(only=("json_path", "html_path")))
 def convert_command(
+    ctx: typer.Context,
     source: Source,
     convert: ConvertFlags,
     shapes: ShapeFlags,
@@ -119,10 +125,19 @@ def convert_command(
     tensorrt: TensorRtFlags,
     verify: VerifyFlags,
     output: OutputFlags,
+    llm: LlmEngineFlags,
 ) -> None:
     """Convert SOURCE into one verified Triton model directory per format, each with a checked config."""
+    if is_llm_folder(source):
+        _convert_llm(ctx, source, convert, llm, output)
+        return
     options = batching.options()
     with user_errors():
+        if llm.given():
+            raise ConfigError(
+                f"{llm.given()[0]} sets a language model's engine; {source} is no Hugging Face model folder",
+                "give the folder holding config.json, the weights and the tokenizer",
+            )
         request = build_request(
             source,
             engines,
@@ -147,6 +162,21 @@ def convert_command(
             result = build_models(request, progress=lambda msg: status.update(msg))
         print_summary(result, request)
         write_results(result, request, output.json_path, output.html_path)
+    if result.failures:
+        raise typer.Exit(1)
+
+
+def _convert_llm(
+    ctx: typer.Context, source: str, convert: ConvertFlags, llm: LlmEngineFlags, output: OutputFlags
+) -> None:
+    """A Hugging Face folder: its LLM formats (exit 1 when one is not built)."""
+    with user_errors():
+        name = convert.name if convert.name is not None else default_name(Path(source).name)
+        request = llm_request(
+            ctx, Path(source), name, convert.repo, convert.target.value, convert.formats, llm
+        )
+        request = replace(request, force=convert.force, templates_dir=convert.templates)
+        result = convert_llm(request, output.json_path)
     if result.failures:
         raise typer.Exit(1)
 

@@ -92,7 +92,14 @@ class ScalingFlags:
     ] = "hpa"
     min_replicas: Annotated[int, typer.Option("--min-replicas", help="Fewest replicas.")] = 1
     max_replicas: Annotated[int, typer.Option("--max-replicas", help="Most replicas.")] = 4
-    scale_on: Annotated[str, typer.Option("--scale-on", help="queue-time or queue-ratio.")] = "queue-time"
+    scale_on: Annotated[
+        str,
+        typer.Option(
+            "--scale-on",
+            help="queue-time or queue-ratio (Triton's queue), llm-queue or llm-kv-cache (an LLM engine's "
+            "waiting requests or KV cache share); auto: llm-queue for LLM models, else queue-time.",
+        ),
+    ] = "auto"
     scale_target: Annotated[
         float | None,
         typer.Option(

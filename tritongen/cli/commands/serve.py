@@ -16,9 +16,12 @@ from tritongen.cli.options.parsing import parse_name_list
 from tritongen.cli.options.shared import SkipFailed
 from tritongen.cli.serving import show_finding, show_left_out
 from tritongen.client.repository import ADMIN_HEADER
+from tritongen.convert.llm.formats import LLM_START_TIMEOUT_S, local_llm_models
 from tritongen.errors import ModelLoadError
 from tritongen.server.embedded import lint_before_serving, models_that_lint
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
+
+READY_TIMEOUT_S = 180.0
 
 
 def serve_command(
@@ -35,8 +38,14 @@ def serve_command(
     models: Annotated[str | None, typer.Option("--models", help="Load only these models, e.g. a,b.")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     ready_timeout: Annotated[
-        float, typer.Option("--ready-timeout", help="Seconds to wait for the server and its models.")
-    ] = 180.0,
+        float | None,
+        typer.Option(
+            "--ready-timeout",
+            help="Seconds to wait for the server and its models (default 180; 900 with a language "
+            "model, whose engine takes minutes to start on a CPU).",
+            show_default=False,
+        ),
+    ] = None,
     lint: Annotated[
         bool, typer.Option("--lint/--no-lint", help="Check the configs with `tritongen lint` first.")
     ] = True,
@@ -50,6 +59,8 @@ def serve_command(
     admin_key = None if is_loopback(host) else secrets.token_urlsafe(24)
     with user_errors():
         named, refused = _linted(repo, list(parse_name_list(models)), lint, skip_failed)
+        if ready_timeout is None:
+            ready_timeout = LLM_START_TIMEOUT_S if local_llm_models(repo, named) else READY_TIMEOUT_S
         server = LocalTritonServer(
             repo,
             http_port=http_port,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +16,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
 from tritongen.cli.config_change import show_diff
 from tritongen.cli.console import console, err_console, say
+from tritongen.cli.llm.convert import changed_flags
+from tritongen.cli.llm.tune import (
+    LLM_TUNE_FIELDS,
+    LlmTuneFlags,
+    LlmTuneInput,
+    is_local_llm,
+    llm_tune_request,
+    refuse_llm_flags,
+    run_and_show,
+)
 from tritongen.cli.options.groups import Pick, option_groups
 from tritongen.cli.options.load import LoadFlags, load_spec
 from tritongen.cli.options.output import OutputFlags
@@ -37,7 +47,13 @@ from tritongen.tune.space import Candidate, Current
 from tritongen.tune.trial import TrialRecord
 
 
+@dataclass(frozen=True)
+class TuneSearchFlags(SearchFlags, LlmTuneFlags):
+    """The configs ``tune`` may try: batching and instances, or a local vLLM model's engine and its load."""
+
+
 @option_groups(
+    search=Pick(only=tuple(f.name for f in fields(SearchFlags)) + LLM_TUNE_FIELDS),
     load=Pick(
         defaults={"duration": "10s", "warmup": "2s"},
         helps={
@@ -54,7 +70,7 @@ from tritongen.tune.trial import TrialRecord
 )
 def tune_command(
     model: Annotated[str, typer.Argument(help="Model to tune (a directory of --repo).", show_default=False)],
-    search: SearchFlags,
+    search: TuneSearchFlags,
     load: LoadFlags,
     rounds: AutoRoundsFlags,
     server: ServerFlags,
@@ -68,9 +84,13 @@ def tune_command(
 
     The current config is the baseline; the best search configs are confirmed against it in
     interleaved rounds (by default until each one is decided), and one replaces it only when
-    it is faster beyond the noise.
+    it is faster beyond the noise. A local vLLM model: its engine's settings, for the most goodput.
     """
+    if is_local_llm(repo, model):  # a local vLLM model: its engine's settings, not batching
+        _tune_llm(model, repo, search, load, rounds, server, trials, output, applying, slo_p99_ms)
+        return
     with user_errors():
+        refuse_llm_flags(changed_flags(search, LLM_TUNE_FIELDS), model)
         _check_server(server, applying)
         request = _request(model, search, load, rounds, trials, slo_p99_ms, server)
         session = settings(TuneSession, server, applying)
@@ -89,6 +109,37 @@ def tune_command(
         _outputs(outcome.report, output)
         _print(outcome.report)
         _finish(outcome, applying)
+
+
+def _tune_llm(
+    model: str,
+    repo: Path,
+    search: TuneSearchFlags,
+    load: LoadFlags,
+    rounds: AutoRoundsFlags,
+    server: ServerFlags,
+    trials: TrialFlags,
+    output: OutputFlags,
+    applying: ApplyFlags,
+    slo_p99_ms: float | None,
+) -> None:
+    """The tune of a local vLLM model's engine settings (cli/llm/tune.py); batching options refused."""
+    classic = [
+        *changed_flags(search, tuple(f.name for f in fields(SearchFlags) if f.name != "max_trials")),
+        *changed_flags(server, ("background", "background_concurrency", "background_rate", "skip_failed")),
+        *changed_flags(trials, ("resume", "finalists")),
+        *changed_flags(output, ("plot_path", "html_path")),
+        *(["--slo-p99-ms"] if slo_p99_ms is not None else []),
+    ]
+    with user_errors():
+        if applying.diff and not applying.apply:
+            raise ConfigError("--diff shows what --apply would write", "add --apply")
+        given = LlmTuneInput(
+            model=model, repo=repo, load=load, run=trials.run_flags(), llm=search, classic=tuple(classic),
+            rounds=rounds.rule(default_auto=True), max_trials=search.max_trials, url=server.url,
+            admin_key=server.admin_key,
+        )  # fmt: skip
+        run_and_show(llm_tune_request(given), output.json_path, applying.apply, applying.diff)
 
 
 def _check_server(server: ServerFlags, applying: ApplyFlags) -> None:

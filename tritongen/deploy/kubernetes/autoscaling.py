@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tritongen.deploy.kubernetes.llm import LlmServing, resolve_signal
 from tritongen.deploy.kubernetes.objects import ANNOTATION_PREFIX, metadata
 from tritongen.deploy.kubernetes.scaling import (
     ScalingSignal,
@@ -50,18 +51,26 @@ class ScalingPlan:
     window: str
 
 
-def plan_scaling(spec: KubernetesSpec, tune_doc: dict[str, Any] | None, models: list[str]) -> ScalingPlan:
+def plan_scaling(
+    spec: KubernetesSpec, tune_doc: dict[str, Any] | None, models: list[str], llm: LlmServing | None = None
+) -> ScalingPlan:
     """The signal and its target: ``--scale-target``, else the tuned value, else the default.
 
-    The window and target were checked with the spec.
+    The window and target were checked with the spec. An LLM engine's signal (``llm-queue``,
+    the default for LLM models) takes ``--scale-target`` or its default.
 
     Raises:
-        ConfigError: an unknown signal.
+        ConfigError: an unknown signal, or an LLM signal without LLM models.
     """
     scaling = spec.scaling
-    signal = signal_for(scaling.signal)
+    llm_signal = resolve_signal(scaling.signal, llm)
+    signal = llm_signal or signal_for("queue-time" if scaling.signal == "auto" else scaling.signal)
     if scaling.target is not None:
         target = ScalingTarget(scaling.target, f"--scale-target {scaling.target:g}")
+    elif llm_signal is not None:
+        target = ScalingTarget(
+            signal.default_target, f"default {signal.description} target {signal.default_target:g}"
+        )
     else:
         target = scaling_target(signal, tune_doc)
         if tune_doc is not None and target.source.startswith("tune of") and len(models) > 1:

@@ -38,6 +38,8 @@ class ScalingSignal:
     unit: str
     default_target: float
     description: str
+    gauges: tuple[str, ...] = ()
+    """A gauge signal's series (``name{labels}``), the first present taken; empty: a ratio of rates."""
 
 
 SIGNALS: dict[str, ScalingSignal] = {
@@ -121,6 +123,9 @@ def signal_expression(signal: ScalingSignal, selector: str, window: str, by: str
     the value is the request-weighted average over every selected pod.
     """
     group = f" by ({by})" if by else ""
+    if signal.gauges:  # per pod its sum; over the pods their average
+        parts = [f"{'sum' if by else 'avg'}{group}({_with_selector(g, selector)})" for g in signal.gauges]
+        return parts[0] if len(parts) == 1 else " or ".join(f"({part})" for part in parts)
 
     def rate(series: str) -> str:
         return f"sum{group}(rate({series}{{{selector}}}[{window}]))"
@@ -128,16 +133,24 @@ def signal_expression(signal: ScalingSignal, selector: str, window: str, by: str
     return f"{rate(signal.numerator)} / clamp_min({rate(signal.denominator)}, {_IDLE_RATE:g})"
 
 
+def _with_selector(series: str, selector: str) -> str:
+    """``name{labels}`` with the selector's matchers added to its own."""
+    name, _, labels = series.partition("{")
+    matchers = ",".join(part for part in (labels.rstrip("}"), selector) if part)
+    return f"{name}{{{matchers}}}"
+
+
 def adapter_rules(signal: ScalingSignal, window: str) -> dict[str, Any]:
     """prometheus-adapter configuration serving ``signal`` as a Pods metric named ``signal.metric``."""
+    series = signal.gauges[0].partition("{")[0] if signal.gauges else signal.numerator
     return {
         "rules": [
             {
-                "seriesQuery": f'{signal.numerator}{{namespace!="",pod!=""}}',
+                "seriesQuery": f'{series}{{namespace!="",pod!=""}}',
                 "resources": {
                     "overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
                 },
-                "name": {"matches": f"^{signal.numerator}$", "as": signal.metric},
+                "name": {"matches": f"^{series}$", "as": signal.metric},
                 "metricsQuery": signal_expression(signal, "<<.LabelMatchers>>", window, by="<<.GroupBy>>"),
             }
         ]

@@ -210,7 +210,9 @@ class Scaling:
             )
         if self.target is not None and self.target <= 0:
             raise ConfigError(f"--scale-target {self.target:g} must be above 0", "pass a positive value")
-        if self.autoscaler == "none" and (self.target is not None or self.signal != "queue-time"):
+        if self.autoscaler == "none" and (
+            self.target is not None or self.signal not in ("queue-time", "auto")
+        ):
             raise ConfigError(
                 "--scale-on and --scale-target need an autoscaler",
                 "drop them, or pass --autoscaler hpa or keda",

@@ -68,6 +68,8 @@ class ServerParts:
     requirements: list[str]
     resources: ResourcePlan
     store: StorePod
+    ready_path: str = "/v2/health/ready"
+    """What the startup and readiness probes ask: the server, or the model an LLM engine serves."""
 
 
 def _container(spec: KubernetesSpec, parts: ServerParts) -> dict[str, Any]:
@@ -77,8 +79,8 @@ def _container(spec: KubernetesSpec, parts: ServerParts) -> dict[str, Any]:
         "image": parts.image,
         "args": server_args(spec),
         "ports": [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in PORTS],
-        "startupProbe": _probe("/v2/health/ready", PROBE_PERIOD_S, startup_failures),
-        "readinessProbe": _probe("/v2/health/ready", 5, 3),
+        "startupProbe": _probe(parts.ready_path, PROBE_PERIOD_S, startup_failures),
+        "readinessProbe": _probe(parts.ready_path, 5, 3),
         # A server busy at peak answers slowly: restart it only after a minute without an answer.
         "livenessProbe": _probe("/v2/health/live", 10, 6, timeout_s=10),
         # Keep serving while the endpoints controller takes the pod out of the Service.

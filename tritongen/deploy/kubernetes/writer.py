@@ -18,6 +18,7 @@ from tritongen.deploy.kubernetes.autoscaling import (
     scaled_object,
 )
 from tritongen.deploy.kubernetes.kustomize import HEADER, ManifestFile, kustomization_file, publish, stage
+from tritongen.deploy.kubernetes.llm import llm_serving
 from tritongen.deploy.kubernetes.load import load_objects
 from tritongen.deploy.kubernetes.monitoring import pod_monitor
 from tritongen.deploy.kubernetes.objects import ANNOTATION_PREFIX, metadata, namespace_object
@@ -114,14 +115,14 @@ def _autoscaler_files(spec: KubernetesSpec, plan: ScalingPlan | None) -> list[Ma
     if spec.scaling.autoscaler == "keda":
         keda = ManifestFile(
             "base/scaledobject.yaml",
-            "KEDA ScaledObject on the Triton queue signal",
+            f"KEDA ScaledObject on {plan.signal.description}",
             [scaled_object(spec, plan)],
         )
         keda.header = HEADER + KEDA_HEADER
         return [keda]
     files = [
         ManifestFile(
-            "base/hpa.yaml", "HPA on the Triton queue signal (prometheus-adapter)", [hpa(spec, plan)]
+            "base/hpa.yaml", f"HPA on {plan.signal.description} (prometheus-adapter)", [hpa(spec, plan)]
         )
     ]
     for name, doc in adapter_files(spec, plan).items():
@@ -229,13 +230,19 @@ def write_kubernetes(spec: KubernetesSpec) -> KubernetesResult:
     )
     lint_repository(spec.repo)
     models, requirements = repository_models(spec.repo)
-    image = spec.image or default_triton_image()
+    base = spec.image or default_triton_image()
+    llm = llm_serving(spec.repo, models, base, spec.store)
+    image = llm.image if llm is not None else base
     check_repository_plans(spec.repo, image)
     sources = read_sources(spec.sources)
-    plan = plan_scaling(spec, sources.tune, models) if spec.scaling.autoscaler != "none" else None
+    plan = plan_scaling(spec, sources.tune, models, llm) if spec.scaling.autoscaler != "none" else None
     resources = plan_resources(sources, models)
     parts = ServerParts(
-        image=image, requirements=requirements, resources=resources, store=store_pod(spec.store)
+        image=image,
+        requirements=requirements,
+        resources=resources,
+        store=store_pod(spec.store),
+        ready_path=llm.ready_path if llm is not None else "/v2/health/ready",
     )
     files = [*_server_files(spec, parts, plan), *_load_files(spec)]
     summary = ValidationSummary(version=version)

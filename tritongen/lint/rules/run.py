@@ -10,6 +10,7 @@ from tritongen.lint.rules.batching import check_batch_io, check_batching_size, c
 from tritongen.lint.rules.context import ModelContext
 from tritongen.lint.rules.ensembles import check_ensemble_config, check_scheduling
 from tritongen.lint.rules.instances import check_instance_groups
+from tritongen.lint.rules.llm import check_execution_env, check_tensorrtllm, check_vllm
 from tritongen.lint.rules.model import check_backend, check_name, check_versions
 from tritongen.lint.rules.sequence import check_sequence_batching
 from tritongen.lint.rules.tensors import check_io
@@ -29,6 +30,9 @@ MODEL_RULES: tuple[Callable[[ModelContext], None], ...] = (
     check_ensemble_config,
     check_warmup,
     check_auto_complete,
+    check_execution_env,
+    check_vllm,
+    check_tensorrtllm,
 )
 
 

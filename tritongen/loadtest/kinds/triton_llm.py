@@ -4,7 +4,9 @@
 ``--api triton-grpc`` (a decoupled model over gRPC streams): the model takes ``text_input``
 and answers ``text_output``, the convention of Triton's LLM backends. The requests are the
 prompts, written as JSON lines (:mod:`tritongen.loadtest.llm.load`); each run adds its token
-figures (TTFT, ITL, TPOT, tokens/s, goodput).
+figures (TTFT, ITL, TPOT, tokens/s, goodput). A model running vLLM's engine inside Triton
+publishes vLLM's figures on Triton's metrics endpoint: they are read beside Triton's
+(``llm_server``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from tritongen.loadtest.llm.runs import (
     llm_note,
     llm_options,
 )
+from tritongen.metrics.prometheus import MetricsSampler
+from tritongen.metrics.vllm import parse_triton_and_vllm_metrics, vllm_figures, vllm_text
 
 if TYPE_CHECKING:
     from tritongen.loadtest.result import RunResult
@@ -69,12 +73,22 @@ class TritonLlmKind(LoadKind):
         return Requests(interface=interface, rows=1, path=path, options=llm_options(llm, path))
 
     def add_figures(self, result: RunResult, run: RunView) -> None:
-        """The token figures."""
+        """The token figures, and the engine's where the model publishes vLLM's."""
         add_llm_figures(result, run.users)
+        result.llm_server = vllm_figures(run.sampler.samples, *run.span)
 
     def notes(self, run: RunResult) -> list[str]:
-        """The token figures in a line."""
-        return llm_note(run)
+        """The token figures in a line, and the engine's (where the model published vLLM's)."""
+        return [*llm_note(run), *([vllm_text(run.llm_server)] if run.llm_server else [])]
+
+    def sampler(self, spec: LoadSpec, server_pid: int | None) -> MetricsSampler:
+        """Triton's metrics endpoint, read for its own figures and for vLLM's (``vllm:*``)."""
+        return MetricsSampler(
+            spec.address.metrics_url,
+            server_pid=server_pid,
+            interval_s=spec.metrics_interval_s,
+            parse=parse_triton_and_vllm_metrics,
+        )
 
 
 KIND = TritonLlmKind()

@@ -126,7 +126,10 @@ def prepare_llm_requests(load: LlmLoad, model: str, path: Path, seed: int = 0) -
 def payload(api: Api, model: str, prompt: Prompt, max_tokens: int, stream: bool) -> dict[str, Any]:
     """One request's body for ``api``."""
     if api in ("triton-generate", "triton-grpc"):  # the same inputs, as JSON or as gRPC tensors
-        return {"text_input": prompt.as_text(), "max_tokens": max_tokens}
+        # ignore_eos holds the length asked (vLLM-based models take it; others see a parameter they
+        # leave alone); stream asks a model that streams by default for a whole answer (--no-stream)
+        text = prompt.as_text()
+        return {"text_input": text, "max_tokens": max_tokens, "ignore_eos": True, "stream": stream}
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
