@@ -113,12 +113,16 @@ class ShapeFlags:
         return parse_shape_overrides(self.shape or [])
 
 
+@dataclass(frozen=True)
+class ConvertShapeFlags(ShapeFlags, ConvertFlags):
+    """What to convert and where, and the dims the source is run at."""
+
+
 @option_groups(output=Pick(only=("json_path", "html_path")))
 def convert_command(
     ctx: typer.Context,
     source: Source,
-    convert: ConvertFlags,
-    shapes: ShapeFlags,
+    convert: ConvertShapeFlags,
     batching: BatchingFlags,
     engines: EngineFlags,
     precision: PrecisionFlags,
@@ -154,9 +158,9 @@ def convert_command(
             # "all" means every format that can be built here: precisions a format does not
             # take are not asked of it.
             list_unsupported_precisions=convert.formats.strip().lower() != "all",
-            shapes=shapes.shapes(),
-            fixed_shape=shapes.fixed_shape,
-            constants=parse_constants(shapes.constant or []),
+            shapes=convert.shapes(),
+            fixed_shape=convert.fixed_shape,
+            constants=parse_constants(convert.constant or []),
         )
         with err_console.status("converting") as status:
             result = build_models(request, progress=lambda msg: status.update(msg))
