@@ -192,6 +192,19 @@ def rows(folder: Path) -> dict[str, Row]:
                 ("--dry-run", ["--dry-run"], "tensorrt"),
             )
         },
+        **{
+            args[0]: Row(args, _all(Refused(f"{args[0]} sets a language model's engine")))
+            for args in (
+                ["--max-model-len", "64"],
+                ["--max-num-seqs", "4"],
+                ["--max-num-batched-tokens", "64"],
+                ["--chunked-prefill"],
+                ["--prefix-caching"],
+                ["--kv-cache-fraction", "0.5"],
+                ["--kv-cache-gib", "1"],
+                ["--vllm-env", str(folder)],
+            )
+        },
         "--precision": Row(
             ["--precision", "fp16"], _all(lambda b: b.outcome("onnx fp16")["status"] == "built")
         ),
