@@ -771,6 +771,7 @@ BLOCKS = (
     Block("run_overhead", "bench/run_overhead.py", render_run_overhead),
     Block("demo", "bench/demo.py", render_demo),
     Block("llm", "bench/llm.py", render_llm),
+    Block("loadgen-engine", "bench/loadgen.py", render_loadgen),
 )
 
 
