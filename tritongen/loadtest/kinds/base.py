@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.client.inputs import ModelInterface
 from tritongen.client.validation_data import ExpectedOutputs
-from tritongen.metrics.prometheus import MetricsSampler
+from tritongen.metrics.prometheus import MetricsSampler, parse_metrics
 
 if TYPE_CHECKING:
     from tritongen.loadtest.result import RunResult
@@ -133,8 +133,15 @@ class LoadKind:
         """What watches the server during a run: Triton's liveness and model readiness."""
         return TritonEndpoint.at(spec.address, timeout_s=2)
 
+    def metrics_parser(self) -> Callable[[str], dict[str, float]]:
+        """How the metrics endpoint's text is read: Triton's utilisation figures."""
+        return parse_metrics
+
     def sampler(self, spec: LoadSpec, server_pid: int | None) -> MetricsSampler:
-        """The metrics endpoint's sampler: Triton's utilisation figures."""
+        """The metrics endpoint's sampler, reading what :meth:`metrics_parser` reads."""
         return MetricsSampler(
-            spec.address.metrics_url, server_pid=server_pid, interval_s=spec.metrics_interval_s
+            spec.address.metrics_url,
+            server_pid=server_pid,
+            interval_s=spec.metrics_interval_s,
+            parse=self.metrics_parser(),
         )

@@ -9,6 +9,7 @@ vLLM's (``/metrics`` on its port), summed up for each run (``llm_server``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,11 +22,10 @@ from tritongen.loadtest.llm.openai_server import prepare_openai_requests
 from tritongen.loadtest.llm.runs import (
     LLM_REQUESTS_FILE,
     add_llm_figures,
-    llm_note,
     llm_options,
+    llm_server_notes,
 )
-from tritongen.metrics.prometheus import MetricsSampler
-from tritongen.metrics.vllm import parse_vllm_metrics, vllm_figures, vllm_text
+from tritongen.metrics.vllm import parse_vllm_metrics, vllm_figures
 
 if TYPE_CHECKING:
     from tritongen.loadtest.result import RunResult
@@ -75,21 +75,16 @@ class OpenAiKind(LoadKind):
 
     def notes(self, run: RunResult) -> list[str]:
         """The token figures in a line, and the server's (where its metrics were vLLM's)."""
-        return [*llm_note(run), *([vllm_text(run.llm_server)] if run.llm_server else [])]
+        return llm_server_notes(run)
 
     def health(self, spec: LoadSpec) -> Health:
         """``/v1/models`` answers and lists the model."""
         key = api_key_from_env(spec.llm.api_key_env) if spec.llm is not None else None
         return OpenAiHealth(spec.address, key)
 
-    def sampler(self, spec: LoadSpec, server_pid: int | None) -> MetricsSampler:
+    def metrics_parser(self) -> Callable[[str], dict[str, float]]:
         """The server's ``/metrics``, read as vLLM's figures."""
-        return MetricsSampler(
-            spec.address.metrics_url,
-            server_pid=server_pid,
-            interval_s=spec.metrics_interval_s,
-            parse=parse_vllm_metrics,
-        )
+        return parse_vllm_metrics
 
 
 KIND = OpenAiKind()

@@ -11,6 +11,7 @@ publishes vLLM's figures on Triton's metrics endpoint: they are read beside Trit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,11 +22,10 @@ from tritongen.loadtest.llm.load import prepare_llm_requests
 from tritongen.loadtest.llm.runs import (
     LLM_REQUESTS_FILE,
     add_llm_figures,
-    llm_note,
     llm_options,
+    llm_server_notes,
 )
-from tritongen.metrics.prometheus import MetricsSampler
-from tritongen.metrics.vllm import parse_triton_and_vllm_metrics, vllm_figures, vllm_text
+from tritongen.metrics.vllm import parse_triton_and_vllm_metrics, vllm_figures
 
 if TYPE_CHECKING:
     from tritongen.loadtest.result import RunResult
@@ -79,16 +79,11 @@ class TritonLlmKind(LoadKind):
 
     def notes(self, run: RunResult) -> list[str]:
         """The token figures in a line, and the engine's (where the model published vLLM's)."""
-        return [*llm_note(run), *([vllm_text(run.llm_server)] if run.llm_server else [])]
+        return llm_server_notes(run)
 
-    def sampler(self, spec: LoadSpec, server_pid: int | None) -> MetricsSampler:
+    def metrics_parser(self) -> Callable[[str], dict[str, float]]:
         """Triton's metrics endpoint, read for its own figures and for vLLM's (``vllm:*``)."""
-        return MetricsSampler(
-            spec.address.metrics_url,
-            server_pid=server_pid,
-            interval_s=spec.metrics_interval_s,
-            parse=parse_triton_and_vllm_metrics,
-        )
+        return parse_triton_and_vllm_metrics
 
 
 KIND = TritonLlmKind()

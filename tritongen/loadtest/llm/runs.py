@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tritongen.loadtest.llm.load import LlmLoad, llm_figures
 from tritongen.loadtest.llm.tokenizer import tokenizer_file
+from tritongen.metrics.vllm import vllm_text
 
 if TYPE_CHECKING:
     from tritongen.loadtest.result import RunResult
@@ -51,6 +52,11 @@ def llm_note(run: RunResult) -> list[str]:
         f"{', '.join(parts)} (P50 / P99); {run.output_tokens_per_s:,.1f} output tokens/s, goodput "
         f"{run.goodput_per_s or 0:,.2f} req/s (tokens counted from {run.output_token_source})"
     ]
+
+
+def llm_server_notes(run: RunResult) -> list[str]:
+    """The token figures in a line, and the engine's where the server published vLLM's."""
+    return [*llm_note(run), *([vllm_text(run.llm_server)] if run.llm_server else [])]
 
 
 def _ms(us: float | None) -> str:
