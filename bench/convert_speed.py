@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 
 from tritongen.examples.models import EXAMPLES, write_example
 from tritongen.pipeline.request import BuildRequest
@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--json", type=Path, default=RESULTS / "convert_speed.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +109,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=RESULTS / "demo.json")
     parser.add_argument("--conditions", help="what else ran on the machine meanwhile (stated in the table)")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     wall, steps, code = run_demo()
     if code != 0:
         raise SystemExit(f"make demo failed (exit {code}); nothing written")

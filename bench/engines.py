@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -560,6 +560,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print the tables, write the JSON."""
     args = _parse(argv)
+    require_committed_tree(args.json)
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))
     rows: list[dict[str, Any]] = []
     ratios: list[dict[str, Any]] = []

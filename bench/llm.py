@@ -45,7 +45,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,6 +293,7 @@ def main() -> None:
     parser.add_argument("--prompt-words", type=int, default=24)
     parser.add_argument("--json", type=Path, default=RESULTS / "llm.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     missing = vllm_missing_reason() or (None if AIPERF.exists() else "no AIPerf: run `make aiperf-env`")
     if missing:
         raise SystemExit(f"bench/llm.py: {missing}")

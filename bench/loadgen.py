@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 import psutil
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 
 from tritongen.client.address import ServerAddress
 from tritongen.client.endpoint import TritonEndpoint
@@ -360,6 +360,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "loadgen.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
 
     ensure_wrk()
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-bench-"))

@@ -30,7 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -206,6 +206,7 @@ def main() -> None:
     parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE)
     parser.add_argument("--json", type=Path, default=RESULTS / "noise.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     max_duration = args.max_duration if args.max_duration is not None else 1.5 * args.duration
     with tempfile.TemporaryDirectory(prefix="tritongen-noise-") as tmp:
         repo, original, copy = build_pair(Path(tmp))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from noise import build_pair, describe
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE)
     parser.add_argument("--json", type=Path, default=RESULTS / "pinning.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     plan = parse_cpus(args.cpus)
     with tempfile.TemporaryDirectory(prefix="tritongen-pinning-") as tmp:
         repo, original, copy = build_pair(Path(tmp))

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -138,6 +138,7 @@ def main() -> None:
     parser.add_argument("--max-error", type=float, default=0.01, help="auto mixed precision: 1 − mean cosine")
     parser.add_argument("--json", type=Path, default=RESULTS / "precision.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     from tritongen.examples.minilm import write_sample_data
     from tritongen.loadtest.spec import parse_duration
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from noise import build_mlp
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 
 from tritongen.client.address import ServerAddress
@@ -141,6 +141,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="tests per mode, the modes alternating")
     parser.add_argument("--json", type=Path, default=RESULTS / "run_overhead.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     figures = measure(args)
     document = {
         "schema": SCHEMA,

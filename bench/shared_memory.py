@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -251,6 +251,7 @@ def main() -> None:
     parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE)
     parser.add_argument("--json", type=Path, default=RESULTS / "shared_memory.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     elements = int(args.mib * 2**20) // 4
     protocols = [p for p in args.protocols.split(",") if p]
     clock = RunClock()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -225,6 +225,7 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "soak.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     if args.duration < 2 * MINUTE:
         parser.error("--duration must be at least 120 s: the first and last minutes are compared")
     result = soak(args.model, args.repo, args.duration, args.fraction, args.max_inflight)

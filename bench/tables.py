@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -782,14 +783,55 @@ def _machine(provenance: dict[str, Any]) -> str:
     return f"{provenance.get('cpu') or 'an unknown CPU'}, {provenance.get('cores') or '?'} cores"
 
 
-def provenance_line(doc: Document, block: Block) -> str:
-    """Where, when and how the figures were measured."""
-    facts = doc.get("provenance")
-    if not facts:
-        return f"No provenance recorded in {block.file}: measure it again with `python {block.script}`."
-    commit = (facts.get("commit") or "unknown")[:7]
+def check_provenance(doc: Document, block: Block) -> None:
+    """Refuse a result whose figures cannot be traced to a commit: no provenance, no commit, or a dirty tree.
+
+    Raises:
+        TablesError: one line saying what is wrong and how to measure it again.
+    """
+    facts = doc.get("provenance") or {}
+    again = f"measure it again from a clean, committed tree with `python {block.script}`"
+    if not facts.get("commit"):
+        raise TablesError(f"{block.file} names no commit it was measured on: {again}")
     if facts.get("dirty"):
-        commit += " with uncommitted changes"
+        raise TablesError(
+            f"{block.file} was measured on commit {facts['commit'][:7]} with uncommitted changes: {again}"
+        )
+
+
+def check_in_history(results: Path = RESULTS) -> None:
+    """Refuse a committed result whose commit is not in this checkout's history (HEAD and before).
+
+    Raises:
+        TablesError: the first such file, in one line.
+    """
+    for block in BLOCKS:
+        doc = _load(results / f"{block.name}.json")
+        commit = ((doc or {}).get("provenance") or {}).get("commit")
+        if commit and not _is_ancestor(commit):
+            raise TablesError(
+                f"{block.file} names commit {commit[:7]}, which is not in this checkout's history: "
+                f"measure it again from a clean, committed tree with `python {block.script}`"
+            )
+
+
+def _is_ancestor(commit: str) -> bool:
+    """Whether ``commit`` is HEAD or one of its ancestors."""
+    found = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=ROOT, capture_output=True, check=False
+    )
+    return found.returncode == 0
+
+
+def provenance_line(doc: Document, block: Block) -> str:
+    """Where, when and how the figures were measured.
+
+    Raises:
+        TablesError: the result names no commit, or one with uncommitted changes.
+    """
+    check_provenance(doc, block)
+    facts = doc["provenance"]
+    commit = str(facts["commit"])[:7]
     packages = facts.get("packages") or {}
     versions = [f"{name} {packages[name]}" for name in VERSIONS if name in packages]
     command = str(facts.get("command") or "").replace(f"{ROOT}/", "")
@@ -1025,6 +1067,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = args.page.read_text(encoding="utf-8")
         readme = readme_path.read_text(encoding="utf-8") if readme_path else ""
+        if args.results.resolve() == RESULTS.resolve():  # the committed results name commits of this history
+            check_in_history(args.results)
         if args.check:
             stale = stale_blocks(text, args.results, args.page)
             if readme_path and render_readme(readme, args.results) != readme:

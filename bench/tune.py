@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -163,6 +163,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "tune.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tritongen-tune-bench-") as tmp:
         root = Path(tmp)

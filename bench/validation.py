@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from provenance import RESULTS, write_result
+from provenance import RESULTS, require_committed_tree, write_result
 from rich.console import Console
 from rich.table import Table
 
@@ -134,6 +134,7 @@ def main() -> None:
     parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE)
     parser.add_argument("--json", type=Path, default=RESULTS / "validation.json")
     args = parser.parse_args()
+    require_committed_tree(args.json)
     protocols = [p for p in args.protocols.split(",") if p]
     with (
         tempfile.TemporaryDirectory(prefix="tritongen-validation-bench-") as tmp,

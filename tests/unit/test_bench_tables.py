@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -180,13 +181,40 @@ def test_noise_block_states_the_spread_and_the_paired_ratio(tmp_path: Path) -> N
     assert "Noise floor on this machine: throughput ±3.4%, P99 ±8.4%" in text
 
 
-def test_dirty_tree_and_missing_provenance_are_said() -> None:
+def test_a_dirty_tree_or_a_missing_provenance_is_refused_in_one_line() -> None:
     block = next(b for b in tables.BLOCKS if b.name == "soak")
     dirty = {"provenance": {**PROVENANCE, "dirty": True, "command": "python bench/soak.py"}}
-    assert "commit 0123456 with uncommitted changes" in tables.provenance_line(dirty, block)
-    assert tables.provenance_line({}, block) == (
-        "No provenance recorded in bench/results/soak.json: measure it again with `python bench/soak.py`."
+    again = "measure it again from a clean, committed tree with `python bench/soak.py`"
+    with pytest.raises(tables.TablesError) as refused:
+        tables.provenance_line(dirty, block)
+    assert str(refused.value) == (
+        f"bench/results/soak.json was measured on commit 0123456 with uncommitted changes: {again}"
     )
+    for missing in ({}, {"provenance": {**PROVENANCE, "commit": None}}):
+        with pytest.raises(tables.TablesError, match="names no commit it was measured on: measure it again"):
+            tables.provenance_line(missing, block)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_every_committed_result_comes_from_a_clean_commit_in_the_history() -> None:
+    """A README figure can be reproduced: each result names a clean commit that HEAD descends from."""
+    if _git("rev-parse", "--is-shallow-repository") == "true":
+        pytest.skip("a shallow clone lacks the history the results name")
+    for path in sorted((ROOT / "bench" / "results").glob("*.json")):
+        facts = json.loads(path.read_text(encoding="utf-8"))["provenance"]
+        assert facts.get("commit") and not facts.get("dirty"), f"{path.name}: measured on a dirty tree"
+        found = subprocess.run(["git", "merge-base", "--is-ancestor", facts["commit"], "HEAD"], cwd=ROOT)
+        assert found.returncode == 0, f"{path.name}: commit {facts['commit'][:7]} is not in the history"
+    tables.check_in_history()  # what make bench-tables checks first
+
+
+def test_the_tables_refuse_a_commit_outside_the_history(tmp_path: Path) -> None:
+    _write(tmp_path, "loadgen", {**LOADGEN, "provenance": {**PROVENANCE, "commit": "f" * 40}})
+    with pytest.raises(tables.TablesError, match="loadgen.json names commit fffffff, which is not in"):
+        tables.check_in_history(tmp_path)
 
 
 def test_engines_table_names_the_tvm_library_and_the_ratio() -> None:
