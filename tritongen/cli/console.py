@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from typing import TextIO
+from collections.abc import Callable, Mapping
+from typing import TextIO, TypeVar
 
 from rich.console import Console, ConsoleRenderable, RenderHook
+from rich.markup import escape
 from rich.table import Table
 
 from tritongen.report.table_layout import WholeWordTable
+
+T = TypeVar("T")
 
 PIPE_WIDTH = 120
 """Columns when the output is not a terminal and ``COLUMNS`` is not set: wide tables stay one line a row."""
@@ -66,3 +69,10 @@ err_console = build_console(stderr=True)
 def say(text: str, *, err: bool = False) -> None:
     """One line of plain text, whole: no markup, no highlighting, never cut (on stderr with ``err``)."""
     (err_console if err else console).print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def run_with_status(line: str, status: str, work: Callable[[Callable[[str], None]], T]) -> T:
+    """Print ``line`` (what starts), then run ``work`` under a status line that its messages update."""
+    console.print(line, highlight=False, soft_wrap=True)
+    with console.status(status) as shown:
+        return work(lambda text: shown.update(escape(text)))

@@ -26,6 +26,12 @@ def read_metadata(model_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def is_local_vllm(model_dir: Path) -> bool:
+    """Whether ``model_dir`` holds tritongen's local vLLM model (served by vLLM inside Triton)."""
+    metadata = read_metadata(model_dir) or {}
+    return metadata.get("format") == "vllm" and metadata.get("target") == "local"
+
+
 def ensure_writable_repo(repo: Path) -> None:
     """Create ``repo`` if needed and check that models can be written into it.
 

@@ -12,12 +12,12 @@ from rich.status import Status
 
 from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
 from tritongen.cli.console import console, err_console, say
-from tritongen.cli.llm.compare import LlmCompareInput, llm_compare_request, refuse_llm_load
+from tritongen.cli.llm.compare import LlmCompareInput, llm_compare_request
 from tritongen.cli.llm.compare import run_and_show as run_llm_compare_and_show
-from tritongen.cli.llm.convert import changed_flags
 from tritongen.cli.llm.tune import LLM_LOAD_FIELDS
 from tritongen.cli.options.batching import BatchingFlags
 from tritongen.cli.options.engine import EngineFlags, PrecisionFlags, VerifyFlags, build_request
+from tritongen.cli.options.given import changed_flags, refuse_given
 from tritongen.cli.options.groups import Pick, option_groups, reworded
 from tritongen.cli.options.llm import LlmFlags
 from tritongen.cli.options.load import Cpus, LoadFlags, MaxDuration, MeasurementWindow
@@ -189,11 +189,13 @@ def compare_command(
     output: OutputFlags,
 ) -> None:
     """Compare engines for SOURCE on this machine: latency, throughput, memory, cold start, accuracy."""
-    if _compared_as_llm(
-        source, compare, deployment, load, rounds, batching, engines, verify, precision, output
-    ):
-        return  # a language model: vLLM's own server beside vLLM inside Triton
     with user_errors():
+        if is_llm_folder(source):  # a language model: vLLM's own server beside vLLM inside Triton
+            _compare_llm(
+                source, compare, load, rounds, output, (deployment, batching, engines, verify, precision)
+            )
+            return
+        _refuse_llm_load(compare, source)
         name = compare.name if compare.name is not None else default_name(source)
         measure = _settings(compare, load, rounds)
         chosen, unavailable = _formats(compare.formats, source, deployment.existing)
@@ -258,47 +260,45 @@ def _run(request: CompareRequest, outputs: list[Path], output: OutputFlags) -> N
     _finish(report)
 
 
-def _compared_as_llm(
+def _compare_llm(
     source: str,
     compare: CompareLlmFlags,
-    deployment: DeploymentFlags,
     load: LoadFlags,
     rounds: AutoRoundsFlags,
-    batching: BatchingFlags,
-    engines: EngineFlags,
-    verify: VerifyFlags,
-    precision: PrecisionFlags,
     output: OutputFlags,
-) -> bool:
-    """A language model compared: vLLM's OpenAI server beside vLLM inside Triton (cli/llm/compare.py).
+    engine_groups: tuple[object, ...],
+) -> None:
+    """A language model: vLLM's server beside vLLM in Triton; engines' options refused."""
+    name = compare.name if compare.name is not None else default_name(Path(source).name)
+    given = LlmCompareInput(
+        source=Path(source), name=name, work=compare.out or Path(f"compare-{name}"),
+        concurrency=load.concurrency if load.concurrency != COMPARE_LEVELS else None,
+        duration=load.duration, warmup=load.warmup, seed=load.seed, llm=compare, rounds=rounds,
+        classic=_engine_options_given(compare, load, output, engine_groups),
+    )  # fmt: skip
+    run_llm_compare_and_show(llm_compare_request(given), output.json_path)
 
-    Any other source: False, once the language model's load options are refused for it.
-    """
-    if not is_llm_folder(source):
-        with user_errors():
-            refuse_llm_load(changed_flags(compare, LLM_LOAD_FIELDS), source)
-        return False
+
+def _refuse_llm_load(compare: CompareLlmFlags, source: str) -> None:
+    """Refuse a language model's load options for a source that is no language model."""
+    refuse_given(
+        changed_flags(compare, LLM_LOAD_FIELDS),
+        f"sets a language model's load; {source} is no Hugging Face model folder",
+        "give the folder holding config.json, the weights and the tokenizer",
+    )
+
+
+def _engine_options_given(
+    compare: CompareFlags, load: LoadFlags, output: OutputFlags, groups: tuple[object, ...]
+) -> tuple[str, ...]:
+    """The engines' options given (of ``groups`` all): a language model's comparison refuses them."""
     own = ("name", "out", "window", "max_duration", *LLM_LOAD_FIELDS)
-    classic = [
+    return (
         *changed_flags(compare, tuple(f.name for f in fields(CompareFlags) if f.name not in own)),
-        *[
-            flag
-            for group in (deployment, batching, engines, verify, precision)
-            for flag in changed_flags(group)
-        ],
+        *[flag for group in groups for flag in changed_flags(group)],
         *changed_flags(load, ("shapes", "protocol")),
         *changed_flags(output, ("markdown_path", "html_path")),
-    ]
-    with user_errors():
-        name = compare.name if compare.name is not None else default_name(Path(source).name)
-        given = LlmCompareInput(
-            source=Path(source), name=name, work=compare.out or Path(f"compare-{name}"),
-            concurrency=load.concurrency if load.concurrency != COMPARE_LEVELS else None,
-            duration=load.duration, warmup=load.warmup, seed=load.seed, llm=compare, classic=tuple(classic),
-            rounds=rounds.rule(default_auto=False),
-        )  # fmt: skip
-        run_llm_compare_and_show(llm_compare_request(given), output.json_path)
-    return True
+    )
 
 
 def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -> MeasureSettings:

@@ -16,16 +16,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tritongen.cli.boundary import EXIT_INTERRUPTED, stop_on_signals, user_errors
 from tritongen.cli.config_change import show_diff
 from tritongen.cli.console import console, err_console, say
-from tritongen.cli.llm.convert import changed_flags
 from tritongen.cli.llm.tune import (
     LLM_TUNE_FIELDS,
     LlmTuneFlags,
     LlmTuneInput,
-    is_local_llm,
-    llm_tune_request,
-    refuse_llm_flags,
-    run_and_show,
+    tune_llm,
 )
+from tritongen.cli.options.given import changed_flags, refuse_given
 from tritongen.cli.options.groups import Pick, option_groups
 from tritongen.cli.options.load import LoadFlags, load_spec
 from tritongen.cli.options.output import OutputFlags
@@ -37,6 +34,7 @@ from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
 from tritongen.intervals import format_summary
 from tritongen.stopping import StopRule, progress_text
+from tritongen.triton.repository import is_local_vllm
 from tritongen.tune.confirm import Confirmation
 from tritongen.tune.document import TuneDocument
 from tritongen.tune.report import TuneReport
@@ -86,11 +84,20 @@ def tune_command(
     interleaved rounds (by default until each one is decided), and one replaces it only when
     it is faster beyond the noise. A local vLLM model: its engine's settings, for the most goodput.
     """
-    if is_local_llm(repo, model):  # a local vLLM model: its engine's settings, not batching
-        _tune_llm(model, repo, search, load, rounds, server, trials, output, applying, slo_p99_ms)
-        return
     with user_errors():
-        refuse_llm_flags(changed_flags(search, LLM_TUNE_FIELDS), model)
+        if is_local_vllm(repo / model):  # a local vLLM model: its engine's settings, not batching
+            given = LlmTuneInput(
+                model=model, repo=repo, load=load, run=trials.run_flags(), llm=search,
+                classic=_batching_options_given(search, server, trials, output, slo_p99_ms),
+                rounds=rounds, max_trials=search.max_trials, url=server.url, admin_key=server.admin_key,
+            )  # fmt: skip
+            tune_llm(given, output.json_path, applying.apply, applying.diff)
+            return
+        refuse_given(
+            changed_flags(search, LLM_TUNE_FIELDS),
+            f"tunes a local vLLM model's engine; {model} is not one",
+            "convert a language model with tritongen convert MODEL_DIR --formats vllm",
+        )
         _check_server(server, applying)
         request = _request(model, search, load, rounds, trials, slo_p99_ms, server)
         session = settings(TuneSession, server, applying)
@@ -111,35 +118,21 @@ def tune_command(
         _finish(outcome, applying)
 
 
-def _tune_llm(
-    model: str,
-    repo: Path,
-    search: TuneSearchFlags,
-    load: LoadFlags,
-    rounds: AutoRoundsFlags,
+def _batching_options_given(
+    search: SearchFlags,
     server: ServerFlags,
     trials: TrialFlags,
     output: OutputFlags,
-    applying: ApplyFlags,
     slo_p99_ms: float | None,
-) -> None:
-    """The tune of a local vLLM model's engine settings (cli/llm/tune.py); batching options refused."""
-    classic = [
+) -> tuple[str, ...]:
+    """The batching, background and report options given: a local vLLM model's tune refuses them."""
+    return (
         *changed_flags(search, tuple(f.name for f in fields(SearchFlags) if f.name != "max_trials")),
         *changed_flags(server, ("background", "background_concurrency", "background_rate", "skip_failed")),
         *changed_flags(trials, ("resume", "finalists")),
         *changed_flags(output, ("plot_path", "html_path")),
         *(["--slo-p99-ms"] if slo_p99_ms is not None else []),
-    ]
-    with user_errors():
-        if applying.diff and not applying.apply:
-            raise ConfigError("--diff shows what --apply would write", "add --apply")
-        given = LlmTuneInput(
-            model=model, repo=repo, load=load, run=trials.run_flags(), llm=search, classic=tuple(classic),
-            rounds=rounds.rule(default_auto=True), max_trials=search.max_trials, url=server.url,
-            admin_key=server.admin_key,
-        )  # fmt: skip
-        run_and_show(llm_tune_request(given), output.json_path, applying.apply, applying.diff)
+    )
 
 
 def _check_server(server: ServerFlags, applying: ApplyFlags) -> None:

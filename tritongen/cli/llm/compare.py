@@ -10,8 +10,10 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from tritongen.cli.console import console
+from tritongen.cli.console import console, run_with_status
+from tritongen.cli.options.given import refuse_given
 from tritongen.cli.options.llm import LlmFlags
+from tritongen.cli.options.rounds import AutoRoundsFlags
 from tritongen.client.address import ServerAddress
 from tritongen.compare.llm.figures import FIGURES, HIGHER_IS_BETTER
 from tritongen.compare.llm.result import compare_document
@@ -20,22 +22,8 @@ from tritongen.errors import ConfigError
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.llm.spec import Slo, parse_slo, parse_token_count
 from tritongen.loadtest.spec import LoadSpec, parse_duration
-from tritongen.stopping import StopRule
 
 DEFAULT_LEVEL = 4
-
-
-def refuse_llm_load(given: list[str], source: str) -> None:
-    """Refuse an LLM load option for a source that is no language model.
-
-    Raises:
-        ConfigError: one was given.
-    """
-    if given:
-        raise ConfigError(
-            f"{given[0]} sets a language model's load; {source} is no Hugging Face model folder",
-            "give the folder holding config.json, the weights and the tokenizer",
-        )
 
 
 @dataclass(frozen=True)
@@ -53,7 +41,7 @@ class LlmCompareInput:
     llm: LlmFlags
     classic: tuple[str, ...]
     """The classic engines' options given (refused)."""
-    rounds: tuple[int, StopRule | None]
+    rounds: AutoRoundsFlags
 
 
 def llm_compare_request(given: LlmCompareInput) -> LlmCompareRequest:
@@ -62,13 +50,11 @@ def llm_compare_request(given: LlmCompareInput) -> LlmCompareRequest:
     Raises:
         ConfigError: a classic option, several load levels, or a malformed setting.
     """
-    classic = given.classic
-    if classic:
-        raise ConfigError(
-            f"{classic[0]} does not apply to a language model: compare puts vLLM's OpenAI server beside vLLM "
-            "inside Triton",
-            "give the load (--concurrency N, --duration, --rounds), the prompts (--input-tokens, --prompts)",
-        )
+    refuse_given(
+        given.classic,
+        "does not apply to a language model: compare puts vLLM's OpenAI server beside vLLM inside Triton",
+        "give the load (--concurrency N, --duration, --rounds), the prompts (--input-tokens, --prompts)",
+    )
     level = DEFAULT_LEVEL
     if given.concurrency is not None:
         levels = [item for item in given.concurrency.split(",") if item.strip()]
@@ -97,20 +83,18 @@ def llm_compare_request(given: LlmCompareInput) -> LlmCompareRequest:
         seed=given.seed,
         llm=llm,
     )
-    count, rule = given.rounds
+    count, rule = given.rounds.rule(default_auto=False)
     return LlmCompareRequest(given.source, given.name, given.work, spec, rounds=count, rule=rule)
 
 
 def run_and_show(request: LlmCompareRequest, json_path: Path | None) -> None:
     """Run the comparison, show it, write its document."""
-    console.print(
+    report = run_with_status(
         f"comparing vLLM's OpenAI server and vLLM inside Triton on [bold]{escape(str(request.source))}[/]: "
         f"the same prompts at concurrency {request.spec.levels[0]:g}, interleaved rounds",
-        highlight=False,
-        soft_wrap=True,
+        "comparing",
+        lambda say: run_llm_compare(request, say=say),
     )
-    with console.status("comparing") as status:
-        report = run_llm_compare(request, say=lambda line: status.update(escape(line)))
     document = compare_document(report, request)
     if json_path is not None:
         from tritongen.io.files import write_output

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import typing
 from pathlib import Path
 
 import typer
@@ -13,11 +11,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.console import console, err_console
+from tritongen.cli.options.given import refuse_given
 from tritongen.cli.options.llm_engine import LlmEngineFlags
 from tritongen.convert.artifact import Target
 from tritongen.convert.llm.formats import DEFAULT_LLM_FORMAT, parse_llm_formats
 from tritongen.convert.llm.tensorrtllm import BUILD_SCRIPT, build_command, layout_names
-from tritongen.errors import ConfigError
 from tritongen.pipeline.llm_build import LlmBuildRequest, LlmBuildResult, build_llm_models
 
 CLASSIC_GROUPS = ("batching__", "engines__", "precision__", "tensorrt__", "verify__", "output__html_path")
@@ -38,27 +36,6 @@ def given_flags(ctx: typer.Context, prefixes: tuple[str, ...]) -> list[str]:
     return given
 
 
-def changed_flags(group: object, names: tuple[str, ...] | None = None) -> list[str]:
-    """The flags of an option group whose value is not its default (among ``names``, when given).
-
-    How a command that takes no Typer context tells the options given: a flag given its own
-    default value is taken as not given.
-    """
-    hints = typing.get_type_hints(type(group), include_extras=True)
-    changed = []
-    for item in dataclasses.fields(group):  # type: ignore[arg-type]
-        if names is not None and item.name not in names:
-            continue
-        if getattr(group, item.name) != item.default:
-            infos = [
-                i for i in typing.get_args(hints[item.name])[1:] if isinstance(i, typer.models.OptionInfo)
-            ]
-            decls = [d for i in infos[:1] for d in (i.default, *(i.param_decls or ())) if isinstance(d, str)]
-            flags = [d.split("/")[0] for d in decls if d.startswith("-")]
-            changed.append(flags[0] if flags else "--" + item.name.replace("_", "-"))
-    return changed
-
-
 def llm_request(
     ctx: typer.Context,
     source: Path,
@@ -73,13 +50,12 @@ def llm_request(
     Raises:
         ConfigError: a classic option given, or formats that do not serve a language model.
     """
-    classic = given_flags(ctx, CLASSIC_GROUPS)
-    if classic:
-        raise ConfigError(
-            f"{classic[0]} does not apply to a language model (a Hugging Face folder)",
-            "its engine takes --max-num-seqs, --max-num-batched-tokens, --chunked-prefill, "
-            "--prefix-caching, --kv-cache-fraction, --kv-cache-gib and --max-model-len",
-        )
+    refuse_given(
+        given_flags(ctx, CLASSIC_GROUPS),
+        "does not apply to a language model (a Hugging Face folder)",
+        "its engine takes --max-num-seqs, --max-num-batched-tokens, --chunked-prefill, "
+        "--prefix-caching, --kv-cache-fraction, --kv-cache-gib and --max-model-len",
+    )
     chosen = formats if given_flags(ctx, ("convert__formats",)) else DEFAULT_LLM_FORMAT
     return LlmBuildRequest(
         source=source,

@@ -13,18 +13,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from tritongen.cli.config_change import show_diff
-from tritongen.cli.console import console
+from tritongen.cli.console import console, run_with_status
+from tritongen.cli.options.given import refuse_given
 from tritongen.cli.options.llm import LlmFlags
 from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
 from tritongen.cli.options.parsing import parse_int_list
+from tritongen.cli.options.rounds import AutoRoundsFlags
 from tritongen.convert.llm.files import WEIGHTS_DIR
 from tritongen.errors import ConfigError
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.llm.spec import Slo, parse_slo, parse_token_count
 from tritongen.pipeline.rerender import write_rerender
-from tritongen.stopping import StopRule
 from tritongen.triton.proto import read_config
-from tritongen.triton.repository import read_metadata
 from tritongen.tune.llm.apply import plan_llm_apply
 from tritongen.tune.llm.measure import LlmMeasurement
 from tritongen.tune.llm.report import tune_document
@@ -117,25 +117,6 @@ def shared_prefix(prompts: Path | None, chars: int = 64) -> bool:
     return False
 
 
-def is_local_llm(repo: Path, model: str) -> bool:
-    """Whether ``model`` of ``repo`` is tritongen's local vLLM model."""
-    metadata = read_metadata(repo / model) or {}
-    return metadata.get("format") == "vllm" and metadata.get("target") == "local"
-
-
-def refuse_llm_flags(given: list[str], model: str) -> None:
-    """Refuse an LLM option for a model that is no local vLLM model.
-
-    Raises:
-        ConfigError: one was given.
-    """
-    if given:
-        raise ConfigError(
-            f"{given[0]} tunes a local vLLM model's engine; {model} is not one",
-            "convert a language model with tritongen convert MODEL_DIR --formats vllm",
-        )
-
-
 @dataclass(frozen=True)
 class LlmTuneInput:
     """What ``tune`` hands over: its options, as the command took them."""
@@ -147,7 +128,7 @@ class LlmTuneInput:
     llm: LlmTuneFlags
     classic: tuple[str, ...]
     """The batching and instance options given (refused)."""
-    rounds: tuple[int, StopRule | None]
+    rounds: AutoRoundsFlags
     max_trials: int | None
     url: str | None
     admin_key: str | None
@@ -159,12 +140,11 @@ def llm_tune_request(given: LlmTuneInput) -> LlmTuneRequest:
     Raises:
         ConfigError: a classic option, more than one load level, or a malformed setting.
     """
-    classic = given.classic
-    if classic:
-        raise ConfigError(
-            f"{classic[0]} tunes batching and instances; {given.model} is a local vLLM model",
-            "search its engine: --max-num-seqs, --max-num-batched-tokens, --chunked-prefill and so on",
-        )
+    refuse_given(
+        given.classic,
+        f"tunes batching and instances; {given.model} is a local vLLM model",
+        "search its engine: --max-num-seqs, --max-num-batched-tokens, --chunked-prefill and so on",
+    )
     base = read_config(given.repo / given.model / "config.pbtxt")
     load = given.load
     if not load.concurrency and not load.rate:
@@ -184,7 +164,7 @@ def llm_tune_request(given: LlmTuneInput) -> LlmTuneRequest:
         slo=parse_slo(flags.slo) if flags.slo else Slo(),
     )
     llm.check()
-    count, rule = given.rounds
+    count, rule = given.rounds.rule(default_auto=True)
     return LlmTuneRequest(
         model=given.model,
         repo=given.repo,
@@ -199,20 +179,25 @@ def llm_tune_request(given: LlmTuneInput) -> LlmTuneRequest:
     )
 
 
+def tune_llm(given: LlmTuneInput, json_path: Path | None, apply: bool, diff: bool) -> None:
+    """``tune`` of a local vLLM model: its engine's settings; batching options refused in one line."""
+    if diff and not apply:
+        raise ConfigError("--diff shows what --apply would write", "add --apply")
+    run_and_show(llm_tune_request(given), json_path, apply, diff)
+
+
 def run_and_show(request: LlmTuneRequest, json_path: Path | None, apply: bool, diff: bool) -> None:
     """Run the tune, show it, write its document, and apply the winner where it beat the baseline."""
     llm = request.spec.llm
     slo = (
         llm.slo.text() if llm is not None and llm.slo.text() else "no limit (goodput: every finished request)"
     )
-    console.print(
+    report = run_with_status(
         f"tuning the engine of [bold]{escape(request.model)}[/]: goodput within {escape(slo)} at "
         f"{request.spec.mode} {request.spec.levels[0]:g}; each trial restarts its engine",
-        highlight=False,
-        soft_wrap=True,
+        "tuning",
+        lambda say: run_llm_tune(request, say=say),
     )
-    with console.status("tuning") as status:
-        report = run_llm_tune(request, say=lambda line: status.update(escape(line)))
     if json_path is not None:
         from tritongen.io.files import write_output
 

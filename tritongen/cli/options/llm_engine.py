@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tritongen.cli.options.settings import settings
 from tritongen.convert.llm.settings import EngineOptions
 
 PANEL = "LLM engine (a Hugging Face model folder)"
@@ -100,15 +101,7 @@ class LlmEngineFlags:
 
     def options(self) -> EngineOptions:
         """The settings asked for."""
-        return EngineOptions(
-            max_model_len=self.max_model_len,
-            max_num_seqs=self.max_num_seqs,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            chunked_prefill=self.chunked_prefill,
-            prefix_caching=self.prefix_caching,
-            kv_cache_fraction=self.kv_cache_fraction,
-            kv_cache_gib=self.kv_cache_gib,
-        )
+        return settings(EngineOptions, self)
 
     def given(self) -> list[str]:
         """The flags given, by name."""
