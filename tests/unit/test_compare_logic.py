@@ -392,3 +392,26 @@ def test_drift_comes_from_the_precision_report() -> None:
     assert engine.drift_headline == "emb cosine 0.9950 (min 0.9900); logits top-1 75.0%"
     table = compare_table(CompareReport(source="s", name="m", hardware={}, settings={}, engines=[engine]))
     assert table.rows[0][-1] == engine.drift_headline
+
+
+def test_the_rounds_reported_are_the_rounds_measured_not_the_cap() -> None:
+    stopping = {
+        "settings": {"max_rounds": 12}, "rule": "until decided, at most 12", "stopped": "every pair decided",
+        "rounds": 5, "confidence": 0.95, "busy_rounds_repeated": [], "pairs": [],
+    }  # fmt: skip
+    report = CompareReport(
+        source="s", name="m", hardware={},
+        settings={"batch_size_throughput": 32, "rank_by": "throughput", "rounds": 12, "stopping": stopping},
+        engines=[_engine("onnx", 2.0, 1000.0, 70.0), _engine("tvm", 1.0, 1500.0, 400.0)],
+    )  # fmt: skip
+    from tritongen.report.compare_tables import rounds_fact
+    from tritongen.report.html import compare_section
+
+    fact = rounds_fact(report, report.compare_settings())
+    assert fact.startswith("5 interleaved round(s) per figure (--rounds auto, at most 12)")
+    assert ("rounds", fact) in compare_section(report, "compare.json").facts
+    assert "over 5 interleaved" in compare_table(report).notes[0]
+    report.engines[1].rounds = 4  # an engine that joined later rests on fewer rounds
+    assert rounds_fact(report, report.compare_settings()).startswith("4-5 interleaved round(s)")
+    report.settings.pop("stopping")
+    assert "at most" not in rounds_fact(report, report.compare_settings())

@@ -67,10 +67,30 @@ def compare_table(report: CompareReport) -> TableData:
     )
 
 
+def measured_rounds(report: CompareReport) -> str | None:
+    """How many interleaved rounds the figures rest on, as measured: ``4``, or ``3-5`` where engines differ.
+
+    ``None`` before any round.
+    """
+    counts = sorted({e.rounds for e in report.engines if e.rounds})
+    if not counts:
+        return None
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+
+
+def rounds_fact(report: CompareReport, settings: CompareSettings) -> str:
+    """The rounds behind each figure as measured, and the cap where ``--rounds auto`` chose them."""
+    rounds = measured_rounds(report)
+    cap = f" (--rounds auto, at most {settings.rounds})" if settings.stopping is not None else ""
+    if rounds is None:
+        return f"no round measured yet{cap}"
+    return f"{rounds} interleaved round(s) per figure{cap}, {settings.confidence:.0%} intervals"
+
+
 def _rounds_notes(report: CompareReport, settings: CompareSettings) -> list[str]:
     """What the figures are over, and with ``--rounds auto`` why the rounds stopped."""
-    rounds = max((e.rounds for e in report.engines), default=0)
-    if not rounds:
+    rounds = measured_rounds(report)
+    if rounds is None:
         return []
     notes = [
         f"P99 and throughput: median ± half the {settings.confidence:.0%} interval over {rounds} "

@@ -17,7 +17,7 @@ from tritongen.compare.result import CompareReport
 from tritongen.io.files import write_output
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.pipeline.document import ConvertDocument
-from tritongen.report.compare_tables import compare_table
+from tritongen.report.compare_tables import compare_table, rounds_fact
 from tritongen.report.convert_tables import precision_tables, verification_table
 from tritongen.report.documents import ResultReport, read_result
 from tritongen.report.loadtest_tables import loadtest_report_tables
@@ -169,10 +169,7 @@ def compare_section(report: CompareReport, source: str) -> Section:
             f"{settings.duration_s} s per measurement after {settings.warmup_s} s warm-up; "
             f"concurrency {settings.concurrency_levels} at batch {settings.batch_size_throughput}",
         ),
-        (
-            "rounds",
-            f"{settings.rounds} interleaved round(s) per figure, {settings.confidence:.0%} intervals",
-        ),
+        ("rounds", rounds_fact(report, settings)),
         ("status", report.status),
     ]
     section = Section(
