@@ -205,6 +205,27 @@ def render_run_overhead(doc: Document) -> list[str]:
     return [caption, "", *_table(header, rows)]
 
 
+def render_near_ties(doc: Document) -> list[str]:
+    """Each near-tie tune: its wall time, its confirmation's rounds, why they stopped and the verdict."""
+    summary = doc["summary"]
+    wall = summary["wall_s"]
+    caption = (
+        f"`tritongen tune {doc['model']} --max-trials 3 --duration 2s` on the embedded server, "
+        f"{doc['repeats']} runs: {wall['min']:.0f} / {wall['median']:.0f} / {wall['max']:.0f} s (least / "
+        f"median / most; target each at most {summary['target_s'] / 60:g} min: "
+        f"{'met' if summary['target_met'] else 'not met'})."
+    )
+    rows = []
+    for number, run in enumerate(doc["runs"], 1):
+        rounds = f"{run.get('rounds_completed')} of at most {run.get('rounds_cap')}"
+        rows.append(
+            [str(number), f"{run['wall_s']:.0f}", str(run.get("trials", "–")), rounds,
+             str(run.get("stopped") or run.get("error") or "–"), str(run.get("verdict") or "–")]
+        )  # fmt: skip
+    header = ["run", "wall s", "trials", "confirmation rounds", "why the rounds stopped", "verdict"]
+    return [caption, "", *_table(header, rows)]
+
+
 def render_demo(doc: Document) -> list[str]:
     """``make demo``'s wall time, each step's, and what its rounds decided."""
     wall, target = float(doc["wall_s"]), float(doc["target_s"])
@@ -773,6 +794,7 @@ BLOCKS = (
     Block("demo", "bench/demo.py", render_demo),
     Block("llm", "bench/llm.py", render_llm),
     Block("loadgen-engine", "bench/loadgen.py", render_loadgen),
+    Block("near_ties", "bench/near_ties.py", render_near_ties),
 )
 
 
