@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritongen.intervals import Ratio, paired_ratio
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
@@ -75,6 +77,29 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 def _ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
+
+
+def judged(ratio: Ratio | None, bound: float, *, at_most: bool) -> str:
+    """A target judged on its interval, not its point estimate.
+
+    ``met`` only when the whole interval is on the right side of ``bound``, ``missed`` when it is
+    wholly on the wrong side, else ``not shown``.
+    """
+    if ratio is None:
+        return "not measured"
+    sign = "≤" if at_most else "≥"
+    if ratio.low is None or ratio.high is None:
+        return f"not shown (one round, no interval; target {sign} {bound:g}×)"
+    inside, outside = (
+        (ratio.high <= bound, ratio.low > bound) if at_most else (ratio.low >= bound, ratio.high < bound)
+    )
+    verdict = "met" if inside else "missed" if outside else "not shown (the interval straddles it)"
+    return f"{ratio.estimate:.2f}× [{ratio.low:.2f}, {ratio.high:.2f}], target {sign} {bound:g}×: {verdict}"
+
+
+def _per_round(generator: dict[str, Any] | None, figure: str) -> list[float | None]:
+    """One generator's ``figure`` in each round, in round order."""
+    return [r.get(figure) for r in (generator or {}).get("rounds") or []]
 
 
 def _pct(value: float | None, digits: int = 1) -> str:
@@ -280,13 +305,16 @@ def render_loadgen(doc: Document) -> list[str]:
         lines += ["", "Current locustfile against the given one, same rounds: " + "; ".join(parts) + "."]
     verdict = doc.get("verdict") or {}
     if verdict.get("kept_cpu_vs_wrk") is not None:
+        kept, wrk = generators.get(verdict["kept_best"]), generators.get("wrk")
+        cpu = paired_ratio(
+            _per_round(kept, "cpu_s_per_1000_requests"), _per_round(wrk, "cpu_s_per_1000_requests")
+        )
         lines += [
             "",
             f"A run in a Locust process kept up across runs ({GENERATOR_LABELS.get(verdict['kept_best'])}; "
             f"its CPU time during the run, its start-up paid once before): "
-            f"{verdict['kept_vs_wrk']:.2f}× wrk's requests/s at {verdict['kept_cpu_vs_wrk']:.2f}× wrk's CPU "
-            "per request "
-            f"(target at most {verdict['target_cpu_vs_wrk']:g}×).",
+            f"{verdict['kept_vs_wrk']:.2f}× wrk's requests/s; CPU per request over wrk's, paired by round: "
+            f"{judged(cpu, verdict['target_cpu_vs_wrk'], at_most=True)}.",
         ]
     return lines
 
@@ -1005,11 +1033,14 @@ def _summary_pinning(doc: Document) -> str:
 
 def _summary_loadgen(doc: Document) -> str:
     generators = doc.get("generators") or {}
-    wrk = (generators.get("wrk") or {}).get("cpu_s_per_1000_requests")
-    kept = next((g for name, g in generators.items() if "kept" in name), None) or {}
-    cpu = kept.get("cpu_s_per_1000_requests")
-    times = f"{cpu / wrk:.2f}× wrk's" if cpu and wrk else "–"
-    return f"{_ratio(kept.get('vs_wrk'))}× wrk's requests/s at {times} CPU per request (target at most 1.5×)"
+    kept_name = next((name for name in generators if "kept" in name), None)
+    kept = (doc.get("verdict") or {}).get("kept_best") or kept_name
+    cpu = paired_ratio(
+        _per_round(generators.get(kept), "cpu_s_per_1000_requests"),
+        _per_round(generators.get("wrk"), "cpu_s_per_1000_requests"),
+    )
+    vs_wrk = (generators.get(kept) or {}).get("vs_wrk")
+    return f"{_ratio(vs_wrk)}× wrk's requests/s; CPU per request over wrk's {judged(cpu, 1.5, at_most=True)}"
 
 
 def _summary_demo(doc: Document) -> str:

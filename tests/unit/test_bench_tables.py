@@ -213,7 +213,7 @@ def test_every_committed_result_comes_from_a_clean_commit_in_the_history() -> No
 
 def test_the_tables_refuse_a_commit_outside_the_history(tmp_path: Path) -> None:
     _write(tmp_path, "loadgen", {**LOADGEN, "provenance": {**PROVENANCE, "commit": "f" * 40}})
-    with pytest.raises(tables.TablesError, match="loadgen.json names commit fffffff, which is not in"):
+    with pytest.raises(tables.TablesError, match=r"loadgen\.json names commit fffffff, which is not in"):
         tables.check_in_history(tmp_path)
 
 
@@ -455,3 +455,29 @@ def test_engines_v2_table_has_a_column_per_batch_the_bucket_and_the_verdicts() -
     doc["ratios"][2]["verdict"] = "missed"
     where = next(line for line in tables.render_engines(doc) if line.startswith("Where MiniLM-L6"))
     assert "32×128: `fused_matmul_add` 90% (36 calls × 9,000.0 µs, 300 trials)" in where
+
+
+def test_a_target_holds_when_its_interval_does_not_its_point_estimate() -> None:
+    from tritongen.intervals import paired_ratio
+
+    under = paired_ratio([1.10, 1.15, 1.12, 1.14], [1.0, 1.0, 1.0, 1.0])
+    straddles = paired_ratio([1.05, 1.45, 1.0, 1.3], [1.0, 1.0, 1.0, 1.0])  # estimate under 1.2, interval not
+    above = paired_ratio([1.6, 1.7, 1.65], [1.0, 1.0, 1.0])
+    assert straddles is not None and straddles.estimate < 1.2 < (straddles.high or 0)
+    assert tables.judged(under, 1.2, at_most=True).endswith("target ≤ 1.2×: met")
+    assert tables.judged(straddles, 1.2, at_most=True).endswith("not shown (the interval straddles it)")
+    assert tables.judged(above, 1.5, at_most=True).endswith("missed")
+    assert tables.judged(above, 1.5, at_most=False).endswith("met")
+    assert tables.judged(paired_ratio([1.1], [1.0]), 1.2, at_most=True).startswith("not shown (one round")
+
+
+def test_the_near_ties_table_shows_each_tune_and_the_target_on_every_run() -> None:
+    run = {"wall_s": 95.0, "exit_code": 0, "trials": 4, "rounds_completed": 5, "rounds_cap": 20,
+           "stopped": "no pair can be decided", "verdict": "keep the current config"}  # fmt: skip
+    doc = {"model": "batch_model", "repeats": 2, "runs": [run, {**run, "wall_s": 190.0}],
+           "summary": {"wall_s": {"min": 95.0, "median": 142.5, "max": 190.0}, "target_s": 180.0,
+                       "target_met": False}}  # fmt: skip
+    lines = tables.render_near_ties(doc)
+    assert "2 runs: 95 / 142 / 190 s" in lines[0]
+    assert lines[0].endswith("target each at most 3 min: not met).")
+    assert "| 2 | 190 | 4 | 5 of at most 20 | no pair can be decided | keep the current config |" in lines
