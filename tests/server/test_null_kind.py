@@ -76,3 +76,40 @@ def test_what_the_null_kind_cannot_send_is_refused_in_one_line(
 def test_a_model_the_server_does_not_have_is_refused(triton_server: LocalTritonServer) -> None:
     code, stderr = _loadtest(triton_server, "nope", "--load-kind", "null", "--concurrency", "1")
     assert code == 1 and "model 'nope' is not ready" in stderr
+
+
+def test_calibrate_measures_the_client_floor_at_each_level_and_reads_the_run_against_it(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "calibrated.json"
+    result = runner.invoke(
+        app,
+        ["loadtest", "mlp_onnx", "--concurrency", "1,4", *SHORT, "--calibrate", "--json", str(out),
+         "--url", triton_server.http_url, "--metrics-url", triton_server.metrics_url],
+        env={"COLUMNS": "200"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(out.read_text())
+    floor = document["client_floor"]
+    assert floor["kind"] == "null" and floor["mode"] == "concurrency"
+    assert [level["level"] for level in floor["levels"]] == [1.0, 4.0]
+    for level in floor["levels"]:
+        assert 0 < level["p50_us"] <= level["p99_us"] and level["qps"] > 0
+    assert len(document["runs"]) == 2  # the floor's runs are not the test's
+    lines = [line for line in result.stdout.splitlines() if "client floor" in line]
+    assert [line.split()[0] for line in lines] == ["c=1", "c=4"]
+    assert all("the run's P50 is" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["mlp_onnx", "--protocol", "grpc"], "--calibrate does not apply with --protocol grpc"),
+        (["mlp_onnx,mlp_torchscript", "--mix", "1:1"], "--calibrate measures one model's load"),
+    ],
+)
+def test_a_load_the_floor_cannot_stand_for_is_refused_before_anything_runs(
+    triton_server: LocalTritonServer, args: list[str], message: str
+) -> None:
+    code, stderr = _loadtest(triton_server, *args, "--concurrency", "2", *SHORT, "--calibrate")
+    assert code != 0 and message in stderr

@@ -14,6 +14,7 @@ from tritongen import __version__
 from tritongen.intervals import DEFAULT_CONFIDENCE, Summary, summarise
 from tritongen.io.files import write_output
 from tritongen.io.loadgen_shared import LATENCY_KEYS, SCHEMA, SERVER_KEYS
+from tritongen.loadtest.client_floor import ClientFloor
 from tritongen.loadtest.run_readers import ServerModelFigures, ServerTimes, server_model_figures
 from tritongen.loadtest.sequences import SEQUENCE_COLUMNS, sequence_figures
 from tritongen.loadtest.validation import first_mismatch_text
@@ -341,6 +342,8 @@ class LoadTestReport:
     """``--cpus``: the cores of the server's tree and of the load processes (None: not pinned)."""
     sweep_stop: SweepStop | None = None
     """``--stop-at-saturation``: the level the sweep stopped at, the rule, and the levels left out."""
+    client_floor: ClientFloor | None = None
+    """``--calibrate``: the client's own floor at each level (the null kind's runs)."""
     tritongen_version: str = __version__
     """The version that measured it (a document read back keeps the one it was written with)."""
     host: dict[str, str] = field(default_factory=lambda: host_facts())
@@ -364,6 +367,7 @@ class LoadTestReport:
             "shared_memory": self.shared_memory,
             "cpus": self.cpus,
             "sweep_stop": None if self.sweep_stop is None else self.sweep_stop.to_json(),
+            "client_floor": None if self.client_floor is None else self.client_floor.to_json(),
             "host": dict(self.host),
             "runs": [run.to_json() for run in self.runs],
             "levels": [level.to_json() for level in self.levels()],
@@ -383,6 +387,7 @@ class LoadTestReport:
             shared_memory=str(document.get("shared_memory", "none")),
             cpus=document.get("cpus"),
             sweep_stop=SweepStop.from_json(document["sweep_stop"]) if document.get("sweep_stop") else None,
+            client_floor=ClientFloor.from_json(floor) if (floor := document.get("client_floor")) else None,
             tritongen_version=str(document.get("tritongen_version", __version__)),
             host={str(k): str(v) for k, v in (document.get("host") or host_facts()).items()},
         )

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE
+from tritongen.loadtest.calibration import calibration_spec
+from tritongen.loadtest.client_floor import client_floor
 from tritongen.loadtest.distributed import loopback_warning
 from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -43,6 +45,8 @@ class LoadTestRequest:
     skip_failed: bool = False
     """With ``serve``: the whole repository, less the models that fail to load."""
     confidence: float = DEFAULT_CONFIDENCE
+    calibrate: bool = False
+    """Measure the client's own floor at each level first (the null kind), and say where a run is near it."""
 
     def check(self) -> list[str]:
         """Refuse what cannot run together, before anything starts; the warnings to show.
@@ -64,6 +68,10 @@ class LoadTestRequest:
             warning = loopback_warning(self.spec.address)
             warnings += [warning] if warning is not None else []
         self.mix.check(self.spec.mode, self.spec.levels)
+        if self.calibrate:
+            if self.mix.mixed:
+                raise ConfigError("--calibrate measures one model's load", "drop --mix, or --calibrate")
+            calibration_spec(self.spec)  # what the floor cannot stand for is refused before anything runs
         return warnings
 
     def cost_text(self) -> str:
@@ -103,11 +111,16 @@ def run_loadtest(request: LoadTestRequest, hooks: LoadTestHooks | None = None) -
     hooks = hooks or LoadTestHooks()
     with serving_if_asked(request.serve, request.mix.models, hooks.serving, request.skip_failed) as server:
         spec = aimed_at(request.spec, server)
+        floor = None
+        if request.calibrate:
+            calibration = run_load_test(calibration_spec(spec), progress=hooks.progress, stop=hooks.stop)
+            floor = client_floor(calibration.runs) if calibration.status == "ok" else None
         if request.mix.mixed:
             report = run_mix_test(spec, request.mix, progress=hooks.progress, stop=hooks.stop)
         else:
             report = run_load_test(spec, progress=hooks.progress, stop=hooks.stop)
     report.confidence = request.confidence
+    report.client_floor = floor
     return LoadTestOutcome(report, loadtest_verdict(report, request.gates))
 
 

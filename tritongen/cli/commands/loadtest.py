@@ -23,6 +23,7 @@ from tritongen.cli.serving import serving_hooks
 from tritongen.cli.verdict import finish
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_confidence
+from tritongen.loadtest.client_floor import floor_lines
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.result import LoadTestReport
@@ -41,7 +42,7 @@ from tritongen.workflows.loadtest import (
 
 @dataclass(frozen=True)
 class GateFlags:
-    """When a load test fails as a CI gate."""
+    """How a load test is judged: its CI gates, and the client's floor its figures are read against."""
 
     slo_p99_ms: Annotated[
         float | None, reworded(SloP99, "Exit 1 when any run's P99 exceeds this (a CI gate).")
@@ -55,6 +56,14 @@ class GateFlags:
             help="Exit 1 when a run's failed requests exceed this fraction (0: any error fails).",
         ),
     ] = DEFAULT_MAX_ERROR_RATE
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            "--calibrate",
+            help="First measure the client's own floor at each level (requests the server answers at once, "
+            "3 s each), and say where a run's P50 is within 3x of it.",
+        ),
+    ] = False
 
 
 @option_groups(
@@ -138,6 +147,7 @@ def _request(
         serve=serve,
         skip_failed=skip_failed,
         confidence=rounds.confidence,
+        calibrate=gates.calibrate,
     )
 
 
@@ -191,3 +201,6 @@ def _print_report(report: LoadTestReport) -> None:
             say(f"{run_label(run)} {vllm_text(run.llm_server)}")
     if report.sweep_stop is not None:
         say(report.sweep_stop.summary())
+    if report.client_floor is not None:
+        for line in floor_lines(report.client_floor, report.runs, run_label):
+            say(line)
