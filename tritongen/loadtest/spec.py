@@ -49,6 +49,8 @@ class LoadSpec:
 
     model: str
     address: ServerAddress
+    model_version: str = ""
+    """The model version every request goes to (empty: the server's choice, its newest)."""
     """The server, its protocol and its metrics endpoint."""
     mode: Mode = "concurrency"
     levels: tuple[float, ...] = (1,)

@@ -73,7 +73,7 @@ def model_facts(options: PaOptions, endpoint: TritonEndpoint) -> ModelFacts:
     """The model's inputs, scheduler and transaction policy, with the options checked against them.
 
     Raises:
-        ConfigError: ``-x`` names a version the server would not answer with, ``--streaming``
+        ConfigError: ``-x`` names a version the server does not have ready, ``--streaming``
             on a model that does not stream, a request rate on a sequence model.
         ServerError: the server or the model cannot be reached.
     """
@@ -102,13 +102,12 @@ def model_facts(options: PaOptions, endpoint: TritonEndpoint) -> ModelFacts:
 
 
 def _check_version(options: PaOptions, endpoint: TritonEndpoint) -> None:
-    versions = endpoint.ready_versions(options.model)
-    newest = max(versions, key=lambda v: (len(v), v), default=None)
-    if options.version != newest:
+    versions = sorted(endpoint.ready_versions(options.model), key=lambda v: (len(v), v))
+    if options.version not in versions:
         raise ConfigError(
-            f"-x {options.version}: tritongen sends to the newest version '{options.model}' serves "
-            f"({newest or 'none ready'}), not to version {options.version}",
-            f"serve only version {options.version} (version_policy), or drop -x",
+            f"-x {options.version}: '{options.model}' has no version {options.version} ready "
+            f"(ready: {', '.join(versions) or 'none'})",
+            "give one of the ready versions, or serve that one (version_policy in config.pbtxt)",
         )
 
 
@@ -127,6 +126,7 @@ def sweep_spec(options: PaOptions, facts: ModelFacts, input_data: Path | str) ->
     bounded = options.mode == "rate" and not options.asynchronous
     return LoadSpec(
         model=options.model,
+        model_version=options.version,
         address=options.address,
         mode=options.mode,  # type: ignore[arg-type]
         levels=tuple(options.levels()),
