@@ -171,8 +171,8 @@ def test_collect_metrics_and_verbose_csv(triton_server: LocalTritonServer, tmp_p
     # The client's parts over HTTP: writing and reading, and the wait between, add up to the average.
     assert abs(int(row["response wait"]) + int(row["request/response"]) - int(row["Avg latency"])) <= 1
     assert (
-        0 < float(row["tritongen Avg CPU Utilization"]) <= 1.0
-        and int(row["tritongen Max CPU Memory Usage"]) > 0
+        0 < float(row["Avg CPU Utilization (tritongen)"]) <= 1.0
+        and int(row["Max CPU Memory Usage (tritongen)"]) > 0
     )
     assert re.search(r"^  Pass \[1\] throughput: ", stdout, flags=re.M)  # -v: each window
     (run,) = json.loads(export.read_text())["runs"]  # tritongen's own JSON of the same run

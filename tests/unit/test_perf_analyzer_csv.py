@@ -77,7 +77,7 @@ def test_model_analyzer_reads_tritongens_csv(tmp_path: Path) -> None:
     assert set(records["Total GPU Memory"]) == set(GPUS)
     # Model Analyzer's latency and throughput columns, by name, in its units
     assert float(row["Avg latency"]) / 1000 == 5.0 and float(row["Inferences/Second"]) == 200.0
-    assert float(row["tritongen Avg CPU Utilization"]) == 0.42  # tritongen's own, after perf_analyzer's
+    assert float(row["Avg CPU Utilization (tritongen)"]) == 0.42  # tritongen's own, after perf_analyzer's
 
 
 def test_the_columns_in_perf_analyzers_order() -> None:

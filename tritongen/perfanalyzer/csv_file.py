@@ -15,8 +15,8 @@ them; ``--verbose-csv`` leaves ``Avg latency`` out when the run stabilised on a 
 perf_analyzer's map is; an empty cell without GPU metrics, as perf_analyzer writes it):
 ``Avg GPU Utilization`` (0..1), ``Avg GPU Power Usage`` (W), ``Max GPU Memory Usage`` and ``Total
 GPU Memory`` (bytes). tritongen's own CPU columns (with ``--collect-metrics``) come last, after
-them, under names no perf_analyzer reader knows (``tritongen Avg CPU Utilization``, ``tritongen
-Max CPU Memory Usage``), so a parser that picks perf_analyzer's columns by name passes them by.
+them, under names no perf_analyzer reader knows (``Avg CPU Utilization (tritongen)``, ``Max CPU Memory
+Usage (tritongen)``), so a parser that picks perf_analyzer's columns by name passes them by.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ GPU_METRICS = ["Avg GPU Utilization", "Avg GPU Power Usage", "Max GPU Memory Usa
 GPU_FIGURES = dict(
     zip(GPU_METRICS, ("util_mean", "power_mean_w", "mem_max_bytes", "mem_total_bytes"), strict=True)
 )
-CPU_METRICS = ["tritongen Avg CPU Utilization", "tritongen Max CPU Memory Usage"]
+CPU_METRICS = ["Avg CPU Utilization (tritongen)", "Max CPU Memory Usage (tritongen)"]
 """tritongen's CPU columns, after perf_analyzer's."""
 METRICS = [*GPU_METRICS, *CPU_METRICS]
 PERCENTILES = (50, 90, 95, 99)
@@ -109,8 +109,8 @@ def csv_row(run: RunResult, options: PaOptions) -> dict[str, Any]:
     }
     cpu = run.cpu_summary()
     row |= gpu_cells(run.gpus_by_uuid()) | {
-        "tritongen Avg CPU Utilization": None if cpu is None else cpu.util_mean,
-        "tritongen Max CPU Memory Usage": None if cpu is None else cpu.mem_max_bytes,
+        "Avg CPU Utilization (tritongen)": None if cpu is None else cpu.util_mean,
+        "Max CPU Memory Usage (tritongen)": None if cpu is None else cpu.mem_max_bytes,
     }
     return row
 
