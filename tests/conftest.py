@@ -84,6 +84,9 @@ def served_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from support.text_model import TEXT_MODEL, write_text_model
 
     write_text_model(repo / TEXT_MODEL)
+    from support.versioned_model import VERSIONED_MODEL, write_versioned_model
+
+    write_versioned_model(repo / VERSIONED_MODEL)  # versions 1 and 2, both served
     try:
         import torch  # noqa: F401
     except ImportError:

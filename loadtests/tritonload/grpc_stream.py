@@ -212,7 +212,7 @@ class GrpcStreamTransport:
         outputs = [t["name"] for t in meta["outputs"]]
         self.requests = []  # serialised once; each send appends its request id
         for arrays in steps:
-            request = grpc_request(options.model, arrays, outputs)
+            request = grpc_request(options.model, arrays, outputs, options.model_version)
             request.parameters[EMPTY_FINAL_RESPONSE].bool_param = True
             self.requests.append(request.SerializeToString())
         self.step = starts.first(len(self.requests))

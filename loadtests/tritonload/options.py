@@ -36,6 +36,7 @@ class _Option:
 
 OPTIONS = (
     _Option("model", "", "Model to load."),
+    _Option("model-version", "", "The model version requests go to (empty: the server's choice)."),
     _Option(
         "kind",
         AUTO_KIND,
@@ -109,6 +110,7 @@ class TritonOptions:
     """The ``--triton-*`` options, one field per option (dashes become underscores)."""
 
     model: str
+    model_version: str
     kind: str
     protocol: str
     inputs: str
@@ -139,6 +141,11 @@ class TritonOptions:
     llm_key_env: str
     llm_slo: str
     llm_tokenizer: str
+
+    @property
+    def model_path(self) -> str:
+        """The model in an inference URL's path: ``NAME``, or ``NAME/versions/V`` with a version."""
+        return f"{self.model}/versions/{self.model_version}" if self.model_version else self.model
 
     @classmethod
     def from_parsed(cls, parsed: Any) -> TritonOptions:

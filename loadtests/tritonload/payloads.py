@@ -179,11 +179,11 @@ def http_request(model: str, host: str, port: int, arrays: dict[str, Array], out
     return head.encode() + body
 
 
-def grpc_request(model: str, arrays: dict[str, Array], outputs: list[str]) -> Any:
-    """A ``ModelInferRequest`` with raw tensor contents."""
+def grpc_request(model: str, arrays: dict[str, Array], outputs: list[str], version: str = "") -> Any:
+    """A ``ModelInferRequest`` with raw tensor contents (to ``version`` of the model where given)."""
     from tritonclient.grpc import service_pb2
 
-    request = service_pb2.ModelInferRequest(model_name=model)
+    request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
     for name, array in arrays.items():
         tensor = request.inputs.add()
         tensor.name = name

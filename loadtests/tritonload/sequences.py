@@ -145,7 +145,7 @@ class HttpSequenceTransport:
         outputs = [t["name"] for t in meta["outputs"]]
         self.parts = [self._parts(arrays, outputs) for arrays in steps]
         self.request_line = (
-            f"POST /v2/models/{options.model}/infer HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+            f"POST /v2/models/{options.model_path}/infer HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
             "Content-Type: application/octet-stream\r\nConnection: keep-alive\r\n"
         )
         self.rows = batch_rows(steps[0], max_batch)

@@ -356,7 +356,7 @@ def shm_http_request(
     return head.encode() + body
 
 
-def shm_grpc_request(model: str, inputs: list[ShmTensor], outputs: list[ShmTensor]) -> Any:
+def shm_grpc_request(model: str, inputs: list[ShmTensor], outputs: list[ShmTensor], version: str = "") -> Any:
     """A ``ModelInferRequest`` whose tensors lie in shared memory (``parameters``, no contents)."""
     from tritonclient.grpc import service_pb2
 
@@ -365,7 +365,7 @@ def shm_grpc_request(model: str, inputs: list[ShmTensor], outputs: list[ShmTenso
         parameters["shared_memory_byte_size"].int64_param = tensor.size
         parameters["shared_memory_offset"].int64_param = tensor.offset
 
-    request = service_pb2.ModelInferRequest(model_name=model)
+    request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
     for tensor in inputs:
         sent = request.inputs.add()
         sent.name = tensor.name
@@ -407,7 +407,7 @@ class ShmHttpTransport(HttpTransport):
         meta, max_batch = interface_http(self.host, self.port, options.model)
 
         def build(inputs: list[ShmTensor], outputs: list[ShmTensor]) -> bytes:
-            return shm_http_request(options.model, self.host, self.port, inputs, outputs)
+            return shm_http_request(options.model_path, self.host, self.port, inputs, outputs)
 
         control = HttpShmControl(self.host, self.port, options.timeout)
         self.session, self.rows = sessions.session(control, options, meta, max_batch, build)
@@ -463,7 +463,7 @@ class ShmGrpcTransport(GrpcTransport):
         meta, max_batch = interface_grpc(stub, options.model)
 
         def build(inputs: list[ShmTensor], outputs: list[ShmTensor]) -> Any:
-            return shm_grpc_request(options.model, inputs, outputs)
+            return shm_grpc_request(options.model, inputs, outputs, options.model_version)
 
         control = GrpcShmControl(stub, options.timeout)
         self.session, self.rows = sessions.session(control, options, meta, max_batch, build)

@@ -81,7 +81,7 @@ class HttpTransport:
         steps = build_steps(meta, max_batch, options)
         outputs = [t["name"] for t in meta["outputs"]]
         self.requests = [
-            http_request(options.model, self.host, self.port, arrays, outputs) for arrays in steps
+            http_request(options.model_path, self.host, self.port, arrays, outputs) for arrays in steps
         ]
         self.step = starts.first(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
@@ -133,7 +133,9 @@ class GrpcTransport:
         meta, max_batch = interface_grpc(self.new_connection(), options.model)
         steps = self.build_steps(meta, max_batch, options)
         outputs = [t["name"] for t in meta["outputs"]]
-        self.requests = [grpc_request(options.model, arrays, outputs) for arrays in steps]
+        self.requests = [
+            grpc_request(options.model, arrays, outputs, options.model_version) for arrays in steps
+        ]
         self.step = starts.first(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
         self.validator = make_validator(options, recorder)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +17,12 @@ from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.client.endpoint import TritonEndpoint
-from tritongen.perfanalyzer.csv_file import BASE, METRICS, VERBOSE
+from tritongen.perfanalyzer.csv_file import BASE, CPU_METRICS, GPU_METRICS, VERBOSE
 from tritongen.server.local import LocalTritonServer
 
+from support.pa_csv import ma_gpu_records
 from support.streaming_model import STREAMING_MODEL
+from support.versioned_model import SLOW_MS, VERSIONED_MODEL
 
 runner = CliRunner()
 QUICK = ["-p", "500", "-r", "4", "-s", "100"]
@@ -101,10 +106,12 @@ def test_batch_and_shape_with_a_percentile(triton_server: LocalTritonServer, tmp
     assert float(row["Inferences/Second"]) == pytest.approx(throughput, rel=1e-3)
 
 
-def test_grpc_async_and_a_streaming_model(triton_server: LocalTritonServer, tmp_path: Path) -> None:
-    code, stdout, stderr = _pa(triton_server, "-m", "mlp_onnx", "--async", *QUICK, protocol="grpc")
+def test_grpc_and_a_streaming_model(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    code, stdout, stderr = _pa(triton_server, "-m", "mlp_onnx", *QUICK, protocol="grpc")
     assert code == 0, stderr + stdout
-    assert "Using asynchronous calls for inference" in stdout and "Avg gRPC time" in stdout
+    assert "Avg gRPC time" in stdout
+    code, _, stderr = _pa(triton_server, "-m", "mlp_onnx", "--async", *QUICK, protocol="grpc")
+    assert code == 2 and "--async: with a concurrency every level keeps N requests in flight" in stderr
     data = tmp_path / "plan.json"
     data.write_text(json.dumps({"data": [{"plan": [2, 1, 1, 1]}]}))  # 2 responses 1 ms apart, then the final
     code, stdout, stderr = _pa(
@@ -158,10 +165,15 @@ def test_collect_metrics_and_verbose_csv(triton_server: LocalTritonServer, tmp_p
     )  # fmt: skip
     assert code == 0, stderr + stdout
     (row,) = _rows(out)
-    assert list(row) == ["Concurrency", *BASE, *VERBOSE, *METRICS]
+    assert list(row) == ["Concurrency", *BASE, *VERBOSE, *GPU_METRICS, *CPU_METRICS]
+    # No GPU here: perf_analyzer's GPU cells are empty, and Model Analyzer's rules read no GPU records
+    assert [row[column] for column in GPU_METRICS] == ["", "", "", ""] and ma_gpu_records(row) == {}
     # The client's parts over HTTP: writing and reading, and the wait between, add up to the average.
     assert abs(int(row["response wait"]) + int(row["request/response"]) - int(row["Avg latency"])) <= 1
-    assert 0 < float(row["Avg CPU Utilization"]) <= 1.0 and int(row["Max CPU Memory Usage"]) > 0
+    assert (
+        0 < float(row["Avg CPU Utilization (tritongen)"]) <= 1.0
+        and int(row["Max CPU Memory Usage (tritongen)"]) > 0
+    )
     assert re.search(r"^  Pass \[1\] throughput: ", stdout, flags=re.M)  # -v: each window
     (run,) = json.loads(export.read_text())["runs"]  # tritongen's own JSON of the same run
     assert run["requests"] > 0 and run["latency_stddev_us"] is not None
@@ -220,7 +232,71 @@ def test_an_input_directory_and_the_model_version(triton_server: LocalTritonServ
     assert code == 0, stderr + stdout
     assert 1.0 in _summary(stdout)
     code, _, stderr = _pa(triton_server, "-m", "mlp_onnx", "-x", "7", *QUICK)
-    assert code != 0 and "-x 7: tritongen sends to the newest version 'mlp_onnx' serves (1)" in stderr
+    assert code != 0 and "-x 7: 'mlp_onnx' has no version 7 ready (ready: 1)" in stderr
     (folder / "input").write_bytes(bytes(12))
     code, _, stderr = _pa(triton_server, "-m", "mlp_onnx", "--input-data", folder, *QUICK)
     assert code != 0 and "file 'input' holds 3 values, but input 'input' takes 16" in stderr
+
+
+def test_the_model_version_is_the_one_measured(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    latency = {}
+    for version in ("1", "2"):
+        code, stdout, stderr = _pa(
+            triton_server, "-m", VERSIONED_MODEL, "-x", version, *QUICK, protocol="grpc"
+        )
+        assert code == 0, stderr + stdout
+        latency[version] = _summary(stdout)[1.0][1]
+    assert latency["2"] >= SLOW_MS * 1000 > latency["1"]  # version 2 sleeps, version 1 does not
+    out = tmp_path / "v1.csv"
+    code, stdout, stderr = _pa(triton_server, "-m", VERSIONED_MODEL, "-x", "1", *QUICK, "-f", out)  # HTTP
+    assert code == 0, stderr + stdout
+    assert int(_rows(out)[0]["p50 latency"]) < SLOW_MS * 1000
+
+
+def test_binary_search_finds_the_highest_concurrency_within_the_limit(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    # sleep_const answers one request at a time after 12 ms: concurrency c waits about 12c ms
+    out = tmp_path / "search.csv"
+    code, stdout, stderr = _pa(
+        triton_server, "-m", "sleep_const", "--concurrency-range", "1:8", "--binary-search", "-l", "32",
+        *QUICK, "-f", out,
+    )  # fmt: skip
+    assert code == 0, stderr + stdout
+    assert "Using binary search on concurrency from 1 to 8" in stdout
+    assert list(_summary(stdout)) == [1.0, 8.0, 4.0, 2.0, 3.0]  # start, end, then bisected
+    assert "Binary search: the highest concurrency within 32 msec is 2" in stdout
+    assert sorted(int(r["Concurrency"]) for r in _rows(out)) == [1, 2, 3, 4, 8]  # every level measured
+
+
+PA_SCRIPT = """#!/bin/sh
+# A script written for perf_analyzer, run unchanged.
+set -e
+perf_analyzer -m mlp_onnx -u "$1" --concurrency-range 1:2 -f "$2" --measurement-interval 500 \\
+    --max-trials 4 --stability-percentage 100 --collect-metrics --verbose-csv
+perf-analyzer -m mlp_onnx -u "$1" --no-such-option 2>"$3" || echo "exit $?" >>"$3"
+"""
+
+
+def test_the_installed_perf_analyzer_runs_a_perf_analyzer_script(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    scripts = Path(sys.executable).parent
+    for name in ("perf_analyzer", "perf-analyzer"):
+        assert (scripts / name).exists(), f"{name} is not installed: run make install (pip install -e .)"
+    script, out, errors = tmp_path / "run_pa.sh", tmp_path / "out.csv", tmp_path / "errors.txt"
+    script.write_text(PA_SCRIPT)
+    env = {**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ['PATH']}"}
+    url = triton_server.http_url.split("://")[-1]
+    done = subprocess.run(
+        ["sh", str(script), url, str(out), str(errors)], env=env, capture_output=True, text=True, timeout=240,
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "*** Measurement Settings ***" in done.stdout and "Request concurrency: 2" in done.stdout
+    assert set(_summary(done.stdout)) == {1.0, 2.0}
+    rows = _rows(out)
+    assert list(rows[0]) == ["Concurrency", *BASE, *VERBOSE, *GPU_METRICS, *CPU_METRICS]
+    assert sorted(int(r["Concurrency"]) for r in rows) == [1, 2]
+    said = errors.read_text().splitlines()
+    assert said[-1] == "exit 2" and "--no-such-option: not a perf_analyzer option" in said[0]

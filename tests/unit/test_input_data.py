@@ -118,6 +118,37 @@ def test_b64_values_are_little_endian_raw_bytes(tmp_path: Path) -> None:
     assert step["ids"].dtype == np.int64 and step["ids"].tolist() == [7, -9]
 
 
+JPEG = ModelInterface(
+    "jpeg", 0, (InputSpec("image", "BYTES", (1,)), InputSpec("raw", "UINT8", (-1,))), ("out",)
+)
+JPEG_BYTES = (
+    bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffdb004300") + bytes(range(256)) + b"\xff\xd9"
+)
+"""The start of a JPEG (SOI, a JFIF APP0 segment, a quantisation table's head), a body, its end marker."""
+
+
+def _unpadded_lines(raw: bytes, width: int = 76) -> str:
+    """Base64 as some encoders write it: no ``=`` padding, broken into lines."""
+    text = base64.b64encode(raw).decode().rstrip("=")
+    return "\n".join(text[i : i + width] for i in range(0, len(text), width))
+
+
+def test_b64_without_padding_and_with_line_breaks(tmp_path: Path) -> None:
+    assert len(JPEG_BYTES) % 3  # its base64 has padding, left out here
+    serialized = len(JPEG_BYTES).to_bytes(4, "little") + JPEG_BYTES  # a BYTES tensor of one element
+    image, raw = _unpadded_lines(serialized), _unpadded_lines(JPEG_BYTES)
+    assert "=" not in image + raw and "\n" in image and "\n" in raw
+    document = {
+        "data": [{"image": {"b64": image}, "raw": {"content": {"b64": raw}, "shape": [len(JPEG_BYTES)]}}]
+    }
+    (step,) = _steps(_json(tmp_path, document), JPEG)
+    assert step["image"].tolist() == [JPEG_BYTES]
+    assert step["raw"].dtype == np.uint8 and step["raw"].tobytes() == JPEG_BYTES
+    broken = {"data": [{"image": {"b64": image[:-1] + "!"}, "raw": {"b64": raw}}]}
+    with pytest.raises(InputDataError, match="malformed base64"):
+        _steps(_json(tmp_path, broken, "broken.json"), JPEG)
+
+
 def test_strings_as_lists_and_as_length_prefixed_b64(tmp_path: Path) -> None:
     path = _json(
         tmp_path,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from typer.testing import CliRunner
 
 from tritongen.cli.main import app
 from tritongen.client.inputs import InputSpec, ModelInterface
+from tritongen.loadtest.spec import LoadSpec
+from tritongen.loadtest.sweep_rules import Bisection, LatencyLimit
 from tritongen.perfanalyzer.csv_file import BASE, csv_header
 from tritongen.perfanalyzer.options import UNSUPPORTED, PaUsageError, parse_pa_args
 from tritongen.perfanalyzer.sweep import ModelFacts, sweep_spec
@@ -65,10 +69,18 @@ def test_one_level_in_tritongens_terms() -> None:
         (["-s", "0"], "the stability percentage must be above 0"),
         (["-i", "tcp"], "-i tcp: not one of http, grpc"),
         (["--async", "--sync"], "--async and --sync exclude each other"),
+        (["--async"], "--async: with a concurrency every level keeps N requests in flight"),
+        (["--sync", "--concurrency-range", "1:4"], "--sync: with a concurrency every level keeps N"),
+        (["--max-threads", "8"], "--max-threads: with a concurrency every level keeps N requests"),
+        (["--request-rate-range", "100", "--async", "--max-threads", "8"], "--max-threads with --async"),
+        (["--binary-search", "--concurrency-range", "1:8"], "--binary-search needs a latency limit"),
+        (["--binary-search", "-l", "5", "--concurrency-range", "1:0"], "--binary-search needs a range"),
+        (["--binary-search", "-l", "5"], "--binary-search needs a range to search"),
         (["--service-kind", "tfserving"], "--service-kind tfserving: tritongen measures Triton servers only"),
         (["--triton-c-api"], "--triton-c-api: use tritongen loadtest MODEL --serve REPO"),
         (["--shared-memory", "cuda"], "--shared-memory cuda: tritongen passes tensors through system"),
         (["--no-such-thing"], "--no-such-thing: not a perf_analyzer option tritongen knows"),
+        (["--concurency-range", "1:2"], "did you mean --concurrency-range?"),
     ],
 )
 def test_what_it_cannot_run_is_refused_in_one_line(args: list[str], message: str) -> None:
@@ -103,5 +115,49 @@ def test_csv_header_is_perf_analyzers() -> None:
         "request/response",
         "response wait",
     ]
-    metrics = csv_header(parse_pa_args(["-m", "m", "--collect-metrics", "--percentile", "97"]))
-    assert "p97 latency" in metrics and metrics[-4:][0] == "Avg GPU Utilization"
+    metrics = csv_header(
+        parse_pa_args(["-m", "m", "--collect-metrics", "--verbose-csv", "--percentile", "97"])
+    )
+    assert "p97 latency" in metrics and metrics[-6:][0] == "Avg GPU Utilization"
+
+
+def test_usage_errors_exit_2_in_one_line() -> None:
+    for args in (["--async"], ["--concurency-range", "1:2"], ["--max-threads", "2"]):
+        result = runner.invoke(app, ["perf-analyzer", "-m", "m", "-u", "127.0.0.1:1", *args])
+        assert result.exit_code == 2, result.stderr
+        assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_sync_request_rates_keep_at_most_max_threads_in_flight() -> None:
+    sync = sweep_spec(
+        parse_pa_args(["-m", "m", "--request-rate-range", "100", "--max-threads", "3"]), FACTS, "zeros"
+    )
+    assert (sync.processes, sync.max_inflight) == (1, 3)
+    default = sweep_spec(parse_pa_args(["-m", "m", "--request-rate-range", "100"]), FACTS, "zeros")
+    assert (default.processes, default.max_inflight) == (1, 4)  # perf_analyzer's default: sync, 4 threads
+    unbounded = sweep_spec(parse_pa_args(["-m", "m", "--request-rate-range", "100", "-a"]), FACTS, "zeros")
+    assert (unbounded.processes, unbounded.max_inflight) == (None, LoadSpec.max_inflight)
+    closed = sweep_spec(parse_pa_args(["-m", "m", "--concurrency-range", "8"]), FACTS, "zeros")
+    assert (closed.processes, closed.max_inflight) == (None, LoadSpec.max_inflight)
+
+
+def _bisect(search: Bisection, passes: Callable[[float], bool]) -> list[float]:
+    measured: list[tuple[float, bool]] = []
+    level = search.next_level(measured)
+    while level is not None:
+        measured.append((level, passes(level)))
+        level = search.next_level(measured)
+    return [level for level, _ in measured]
+
+
+def test_binary_search_bisects_as_perf_analyzer_does() -> None:
+    options = parse_pa_args(["-m", "m", "--binary-search", "-l", "5", "--concurrency-range", "1:64"])
+    search = sweep_spec(options, FACTS, "zeros").search
+    assert isinstance(search, Bisection)
+    # start, end, then the middle of the highest passing and the lowest failing, halves rounded down
+    assert _bisect(search, lambda level: level <= 21) == [1, 64, 32, 16, 24, 20, 22, 21]
+    assert _bisect(search, lambda level: True) == [1, 64]  # the end is within the limit: done
+    assert _bisect(search, lambda level: False) == [1]  # not even the start
+    rates = Bisection(100, 1000, 50, LatencyLimit(5), whole=False)
+    assert _bisect(rates, lambda level: level <= 420) == [100, 1000, 550, 325, 437.5, 381.25, 409.375]
+    assert Bisection.best([(1, True), (64, False), (32, True), (48, False)]) == 32

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -62,3 +63,11 @@ def _root(
 def main() -> None:
     """Entry point of the ``tritongen`` script."""
     app()
+
+
+def perf_analyzer_main() -> None:
+    """Entry point of the ``perf_analyzer`` and ``perf-analyzer`` scripts: ``tritongen perf-analyzer``.
+
+    Scripts written for perf_analyzer run unchanged: the same options, report, CSV and exit codes.
+    """
+    app(args=["perf-analyzer", *sys.argv[1:]], prog_name="perf_analyzer")

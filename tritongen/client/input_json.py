@@ -327,11 +327,12 @@ class EntryReader:
     def b64(self, where: str, spec: InputSpec, text: Any) -> Array:
         """Base64 contents: raw little-endian values, or length-prefixed elements for BYTES.
 
-        Whitespace and line breaks inside the string are ignored, as perf_analyzer ignores them
-        (encoders commonly break base64 every 76 characters).
+        Whitespace and line breaks inside the string are ignored and missing ``=`` padding is
+        supplied, as perf_analyzer's decoder takes them (encoders commonly break base64 every 76
+        characters, and some leave the padding out).
         """
         try:
-            raw = base64.b64decode("".join(text.split()) if isinstance(text, str) else text, validate=True)
+            raw = base64.b64decode(_padded(text) if isinstance(text, str) else text, validate=True)
         except (binascii.Error, ValueError, TypeError) as e:
             raise self.fail(
                 where, f"has malformed base64 ({e})", "encode the raw tensor bytes with base64"
@@ -378,3 +379,9 @@ def _split_bytes(raw: bytes) -> list[bytes] | None:
         items.append(raw[at + 4 : at + 4 + size])
         at += 4 + size
     return items
+
+
+def _padded(text: str) -> str:
+    """Base64 text without its whitespace, ``=`` padding added where it was left out."""
+    joined = "".join(text.split())
+    return joined + "=" * (-len(joined) % 4)

@@ -103,6 +103,8 @@ class LocustArgs:
     cpus: frozenset[int] | None = None
     """The cores Locust and its forked workers run on (``--cpus load=…``; None: any)."""
     llm: tuple[str, ...] = ()
+    model_version: str = ""
+    """The model version requests go to (empty: the server's choice)."""
     """An LLM load's ``--triton-llm-*`` options (empty for other loads)."""
     report: bool = True
     """Whether the master writes its report as the test ends (tritongen's own runs need none)."""
@@ -139,6 +141,7 @@ class LocustArgs:
         values.update(
             {
                 "model": self.model,
+                "model-version": self.model_version,
                 "protocol": self.protocol,
                 "inputs": "" if self.inputs is None else str(self.inputs),
                 "window": repr(self.window_s),

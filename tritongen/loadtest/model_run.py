@@ -166,6 +166,7 @@ class ModelRun:
         return LocustArgs(
             host=spec.address.url,
             model=spec.model,
+            model_version=spec.model_version,
             protocol=spec.protocol,
             users=users,
             processes=self.processes,

@@ -42,7 +42,9 @@ class RunResult:
     gpu: dict[str, Any] | None
     """``util_mean``, ``util_max`` (0..1), ``mem_max_bytes``, ``source`` (``triton``: the metrics
     endpoint, DCGM; ``nvml``), ``memory_scope`` (``device`` or ``server-processes``), ``devices``
-    (GPU names, from NVML); ``None`` where no GPU figure was found."""
+    (GPU names, from NVML), and ``by_uuid`` where the metrics endpoint reported GPUs: each GPU's
+    ``util_mean`` (0..1), ``power_mean_w``, ``mem_max_bytes`` and ``mem_total_bytes`` by UUID;
+    ``None`` where no GPU figure was found."""
     cpu: dict[str, Any] | None
     """``util_mean``, ``util_max``, ``mem_max_bytes``, ``source`` (``triton``)."""
     status: str = "ok"
@@ -150,6 +152,10 @@ class RunResult:
     def gpu_summary(self) -> UtilisationSummary | None:
         """``gpu`` read: the GPU's utilisation and memory over the run, and where they came from."""
         return None if not self.gpu else UtilisationSummary.from_json(self.gpu)
+
+    def gpus_by_uuid(self) -> dict[str, dict[str, float | int | None]]:
+        """Each GPU the metrics endpoint reported over the run, by UUID (empty: none)."""
+        return dict((self.gpu or {}).get("by_uuid") or {})
 
     def cpu_summary(self) -> UtilisationSummary | None:
         """``cpu`` read: the server's CPU utilisation and memory over the run."""

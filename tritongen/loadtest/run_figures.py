@@ -17,6 +17,7 @@ from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.windows import Window, extra_summaries, latency_summary, merge, window_latency
 from tritongen.metrics.other_cpu import OtherCpu
+from tritongen.metrics.prometheus import MetricsSampler
 
 LATE_FRACTION_WARNING = 0.01
 
@@ -64,7 +65,7 @@ def run_result(
         client_us=client_split(total),
         latency_stddev_us=histogram_moments(total.histogram)[1] if total.ok else None,
         stability_latency_us=window_latency(total, spec.stability_percentile),
-        gpu=_as_dict(run.test.sampler.summary("gpu", *span)),
+        gpu=_gpu_figures(run.test.sampler, span),
         cpu=_as_dict(run.test.sampler.summary("cpu", *span)),
         status=status,
         reason=reason,
@@ -77,6 +78,15 @@ def run_result(
     )
     _add_figures(run, result, total, span)
     return result
+
+
+def _gpu_figures(sampler: MetricsSampler, span: tuple[float, float]) -> dict[str, Any] | None:
+    """The GPU summary of the span, with each GPU the metrics endpoint reported (``by_uuid``)."""
+    figures = _as_dict(sampler.summary("gpu", *span))
+    by_uuid = sampler.gpu_devices(*span)
+    if figures is not None and by_uuid:
+        figures["by_uuid"] = by_uuid
+    return figures
 
 
 def _add_figures(run: ModelRun, result: RunResult, total: Window, span: tuple[float, float]) -> None:

@@ -29,6 +29,7 @@ from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.run_figures import run_result
 from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.loadtest.sweep_rules import LevelSearch
 from tritongen.loadtest.validation import validation_figures
 from tritongen.loadtest.windows import merge
 from tritongen.server.affinity import pinned_server
@@ -144,26 +145,59 @@ def measure_levels(
     The first run that does not end ``ok`` ends the test with its status. With
     ``spec.stop_at``, the first round stops at the first level its rule stops the sweep at
     (``report.sweep_stop`` says why; ``label`` names a level to it), and later rounds measure
-    the levels up to that one.
+    the levels up to that one. With ``spec.search``, the first round's levels are the search's,
+    and later rounds measure those.
     """
+    name = label or (lambda level: f"level {level:g}")
     levels = list(spec.levels)
     for number in range(1, spec.rounds + 1):
+        if number == 1 and spec.search is not None:
+            searched = _search_round(spec.search, report, lambda level: run(level, 1), name, on_run)
+            if searched is None:
+                return
+            levels = searched
+            continue
         previous: RunResult | None = None
         for index, level in enumerate(levels):
             result = run(level, number)
-            report.runs.append(result)
-            if on_run is not None:
-                on_run(result)
-            if result.status != "ok":
-                report.status = result.status
+            if not _recorded(report, result, on_run):
                 return
-            text = label(level) if label is not None else f"level {level:g}"
-            stop = spec.stop_at.check(previous, result, text) if spec.stop_at else None
+            stop = spec.stop_at.check(previous, result, name(level)) if spec.stop_at else None
             if number == 1 and stop is not None:
                 report.sweep_stop = replace(stop, skipped=tuple(levels[index + 1 :]))
                 levels = levels[: index + 1]
                 break
             previous = result
+
+
+def _search_round(
+    search: LevelSearch,
+    report: LoadTestReport,
+    run: Callable[[float], RunResult],
+    label: Callable[[float], str],
+    on_run: RunEnded | None,
+) -> list[float] | None:
+    """The levels a search chose, each measured as it was chosen; None when a run ended the test."""
+    measured: list[tuple[float, bool]] = []
+    level = search.next_level(measured)
+    while level is not None:
+        result = run(level)
+        if not _recorded(report, result, on_run):
+            return None
+        measured.append((level, search.passes(result, label(level))))
+        level = search.next_level(measured)
+    return [level for level, _ in measured]
+
+
+def _recorded(report: LoadTestReport, result: RunResult, on_run: RunEnded | None) -> bool:
+    """Add a run to the report and tell ``on_run``; False when the run did not end ``ok`` (the test ends)."""
+    report.runs.append(result)
+    if on_run is not None:
+        on_run(result)
+    if result.status != "ok":
+        report.status = result.status
+        return False
+    return True
 
 
 def level_label(test: LoadTest, level: float, number: int) -> str:

@@ -19,7 +19,7 @@ from tritongen.loadtest.distributed import Distributed
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
-from tritongen.loadtest.sweep_rules import SweepRule
+from tritongen.loadtest.sweep_rules import LevelSearch, SweepRule
 from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
 from tritongen.server.affinity import CpuPlan
 
@@ -49,6 +49,8 @@ class LoadSpec:
 
     model: str
     address: ServerAddress
+    model_version: str = ""
+    """The model version every request goes to (empty: the server's choice, its newest)."""
     """The server, its protocol and its metrics endpoint."""
     mode: Mode = "concurrency"
     levels: tuple[float, ...] = (1,)
@@ -115,6 +117,9 @@ class LoadSpec:
     stop_at: SweepRule | None = None
     """Asked after each level of the first round: ``--stop-at-saturation``, perf_analyzer's ``-l``
     and its stop at an unstable level (None: every level is measured)."""
+    search: LevelSearch | None = None
+    """The first round's levels chosen one by one from the results before them (perf_analyzer's
+    ``--binary-search``), instead of ``levels`` in order; later rounds measure the levels it chose."""
 
     def __post_init__(self) -> None:
         """A spec is checked as it is made, once: what exists is legal (``replace`` makes a new one)."""

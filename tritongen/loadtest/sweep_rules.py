@@ -11,10 +11,15 @@ why). The load test then leaves the levels above out (later rounds measure up to
 - perf_analyzer's stop at a level that is not stable: :class:`StableOnly`.
 
 :class:`FirstOf` asks several rules in order and takes the first that stops the sweep.
+
+A search (:class:`LevelSearch`) chooses a sweep's levels one by one from the levels before it,
+judging each with a rule: :class:`Bisection` is perf_analyzer's ``--binary-search``.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -79,3 +84,59 @@ class StableOnly:
         if current.stable:
             return None
         return SweepStop(self.rule, run_level(current), f"{label} did not stabilise")
+
+
+class LevelSearch(Protocol):
+    """Levels chosen one at a time from how the levels before them were judged."""
+
+    def next_level(self, measured: Sequence[tuple[float, bool]]) -> float | None:
+        """The level after ``measured`` (each level with whether it passed); None when the search is done."""
+        ...
+
+    def passes(self, current: RunResult, label: str) -> bool:
+        """Whether ``current`` passes (``label``: its name)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """perf_analyzer's ``--binary-search``: the highest level from ``start`` to ``end`` that ``rule`` passes.
+
+    The start is measured first (when it fails, the search ends), then the end (when it passes, the
+    search ends), then the middle of the highest level that passed and the lowest that failed, until
+    the two are within ``step`` of each other. Whole levels (concurrency) round the middle down.
+    """
+
+    start: float
+    end: float
+    step: float
+    rule: SweepRule
+    """A level passes when this rule would not stop a sweep at it (perf_analyzer: :class:`LatencyLimit`)."""
+    whole: bool = True
+
+    def next_level(self, measured: Sequence[tuple[float, bool]]) -> float | None:
+        """The level after ``measured``, or None when the search is done."""
+        if not measured:
+            return self.start
+        if not measured[0][1]:
+            return None
+        if len(measured) == 1:
+            return self.end
+        if measured[1][1]:
+            return None
+        low, high = self.start, self.end
+        for level, passed in measured[2:]:
+            low, high = (level, high) if passed else (low, level)
+        if high - low <= self.step:
+            return None
+        middle = (low + high) / 2
+        return float(math.floor(middle)) if self.whole else middle
+
+    def passes(self, current: RunResult, label: str) -> bool:
+        """Whether ``rule`` lets a sweep go on after ``current``."""
+        return self.rule.check(previous=None, current=current, label=label) is None
+
+    @staticmethod
+    def best(measured: Sequence[tuple[float, bool]]) -> float | None:
+        """The highest level that passed; None when none did."""
+        return max((level for level, passed in measured if passed), default=None)

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Any
 
 from tritongen.io.loadgen_shared import SUMMED_FIGURES, UTILISATION_METRICS
@@ -33,6 +33,8 @@ class Sample:
     """What the GPU memory counts: ``device`` or ``server-processes``."""
     devices: tuple[str, ...] = ()
     """Names of the GPUs counted (NVML only)."""
+    gpus: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Each GPU's figures by UUID, from the metrics endpoint (:func:`parse_gpu_devices`)."""
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -54,6 +56,48 @@ def parse_metrics(text: str) -> dict[str, float]:
         figure: (sum(values) if figure in SUMMED_FIGURES else sum(values) / len(values))
         for figure, values in found.items()
         if values
+    }
+
+
+GPU_DEVICE_METRICS = {
+    "nv_gpu_utilization": "util",
+    "nv_gpu_power_usage": "power_w",
+    "nv_gpu_memory_used_bytes": "mem_used_bytes",
+    "nv_gpu_memory_total_bytes": "mem_total_bytes",
+}
+"""Triton's per-GPU metric → figure (each sample labelled with its ``gpu_uuid``)."""
+
+
+def parse_gpu_devices(text: str) -> dict[str, dict[str, float]]:
+    """Each GPU's figures in Prometheus text, by UUID (empty without GPU metrics)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    devices: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        figure = GPU_DEVICE_METRICS.get(family.name)
+        if figure is None:
+            continue
+        for sample in family.samples:
+            uuid = sample.labels.get("gpu_uuid")
+            if sample.name == family.name and uuid:
+                devices.setdefault(uuid, {})[figure] = float(sample.value)
+    return devices
+
+
+def gpu_device_summary(samples: list[dict[str, float]]) -> dict[str, float | int | None]:
+    """One GPU over a time range as perf_analyzer sums it up: mean use and power, peak and total memory.
+
+    The total memory is the first one reported.
+    """
+    utils = [s["util"] for s in samples if "util" in s]
+    powers = [s["power_w"] for s in samples if "power_w" in s]
+    used = [s["mem_used_bytes"] for s in samples if "mem_used_bytes" in s]
+    total = next((s["mem_total_bytes"] for s in samples if "mem_total_bytes" in s), None)
+    return {
+        "util_mean": sum(utils) / len(utils) if utils else None,
+        "power_mean_w": sum(powers) / len(powers) if powers else None,
+        "mem_max_bytes": int(max(used)) if used else None,
+        "mem_total_bytes": None if total is None else int(total),
     }
 
 
@@ -144,10 +188,12 @@ class MetricsSampler:
         while not self._stop.is_set():
             started = time.monotonic()
             values: dict[str, float] | None = None
+            gpus: dict[str, dict[str, float]] = {}
             try:
                 with urllib.request.urlopen(self.url, timeout=2) as response:
                     text = response.read().decode("utf-8", errors="replace")
                 values = self.parse(text)
+                gpus = parse_gpu_devices(text) if values else {}
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
                 self.failures += 1  # down, or cut mid-answer (IncompleteRead): a sample lost, not the thread
             try:
@@ -156,7 +202,7 @@ class MetricsSampler:
                 self.failures += 1
                 sample = Sample(time=time.time(), values=values or {})
             if values is not None or sample.gpu_source is not None:
-                self.samples.append(sample)
+                self.samples.append(replace(sample, gpus=gpus) if gpus else sample)
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def _sample(self, values: dict[str, float], when: float) -> Sample:
@@ -181,6 +227,15 @@ class MetricsSampler:
         if any(s.gpu_source == "triton" for s in with_gpu):
             return [s for s in with_gpu if s.gpu_source == "triton"]
         return with_gpu
+
+    def gpu_devices(self, start: float, end: float) -> dict[str, dict[str, float | int | None]]:
+        """Each GPU the metrics endpoint reported between two wall-clock times, by UUID (empty: none)."""
+        by_uuid: dict[str, list[dict[str, float]]] = {}
+        for sample in self.samples:
+            if start <= sample.time <= end:
+                for uuid, figures in sample.gpus.items():
+                    by_uuid.setdefault(uuid, []).append(figures)
+        return {uuid: gpu_device_summary(figures) for uuid, figures in sorted(by_uuid.items())}
 
     def summary(self, kind: str, start: float, end: float) -> UtilisationSummary | None:
         """Utilisation of ``kind`` (``gpu`` or ``cpu``) between two wall-clock times.

@@ -8,8 +8,15 @@ latency less the server's queue and compute time, at least 0). Where it times re
 inside ``Network+Server Send/Recv``. Either way the columns add up to the average latency, as
 scripts that sum them expect. ``--verbose-csv``'s ``request/response`` is send plus receive,
 ``response wait`` the rest.
-``--collect-metrics`` adds ``Avg GPU Utilization`` (0..1, Triton's metric), ``Max GPU Memory
-Usage`` (bytes), and tritongen's ``Avg CPU Utilization`` and ``Max CPU Memory Usage``.
+The latency percentiles are p50, p90, p95 and p99, with ``--percentile N`` in its place among
+them; ``--verbose-csv`` leaves ``Avg latency`` out when the run stabilised on a percentile.
+``--collect-metrics`` with ``--verbose-csv`` adds perf_analyzer's four GPU columns, each cell one
+``UUID:value;`` per GPU the server's metrics endpoint reported (sorted by UUID, as
+perf_analyzer's map is; an empty cell without GPU metrics, as perf_analyzer writes it):
+``Avg GPU Utilization`` (0..1), ``Avg GPU Power Usage`` (W), ``Max GPU Memory Usage`` and ``Total
+GPU Memory`` (bytes). tritongen's own CPU columns (with ``--collect-metrics``) come last, after
+them, under names no perf_analyzer reader knows (``Avg CPU Utilization (tritongen)``, ``Max CPU Memory
+Usage (tritongen)``), so a parser that picks perf_analyzer's columns by name passes them by.
 """
 
 from __future__ import annotations
@@ -39,19 +46,37 @@ BASE = [
     "p99 latency",
 ]
 VERBOSE = ["Avg latency", "request/response", "response wait"]
-METRICS = ["Avg GPU Utilization", "Max GPU Memory Usage", "Avg CPU Utilization", "Max CPU Memory Usage"]
+GPU_METRICS = ["Avg GPU Utilization", "Avg GPU Power Usage", "Max GPU Memory Usage", "Total GPU Memory"]
+"""perf_analyzer's GPU columns (``--collect-metrics --verbose-csv``), in its order."""
+GPU_FIGURES = dict(
+    zip(GPU_METRICS, ("util_mean", "power_mean_w", "mem_max_bytes", "mem_total_bytes"), strict=True)
+)
+CPU_METRICS = ["Avg CPU Utilization (tritongen)", "Max CPU Memory Usage (tritongen)"]
+"""tritongen's CPU columns, after perf_analyzer's."""
+METRICS = [*GPU_METRICS, *CPU_METRICS]
+PERCENTILES = (50, 90, 95, 99)
 
 
 def csv_header(options: PaOptions) -> list[str]:
     """The columns, in perf_analyzer's order."""
-    header = ["Concurrency" if options.mode == "concurrency" else "Request Rate", *BASE]
-    if options.percentile is not None and f"p{options.percentile} latency" not in header:
-        header.append(f"p{options.percentile} latency")
+    header = ["Concurrency" if options.mode == "concurrency" else "Request Rate", *BASE[:8]]
+    header += [f"p{p} latency" for p in sorted({*PERCENTILES, options.percentile or 50})]
     if options.verbose_csv:
-        header += VERBOSE
-    if options.collect_metrics:
-        header += METRICS
-    return header
+        header += VERBOSE if options.percentile is None else VERBOSE[1:]
+        header += GPU_METRICS if options.collect_metrics else []
+    return header + (CPU_METRICS if options.collect_metrics else [])
+
+
+def gpu_cells(gpus: dict[str, dict[str, float | int | None]]) -> dict[str, str]:
+    """perf_analyzer's GPU cells: ``UUID:value;`` for each GPU (by UUID) that has the figure."""
+    return {
+        column: "".join(
+            f"{uuid}:{_number(gpus[uuid][figure])};"
+            for uuid in sorted(gpus)
+            if gpus[uuid].get(figure) is not None
+        )
+        for column, figure in GPU_FIGURES.items()
+    }
 
 
 def csv_row(run: RunResult, options: PaOptions) -> dict[str, Any]:
@@ -82,12 +107,10 @@ def csv_row(run: RunResult, options: PaOptions) -> dict[str, Any]:
         "request/response": _us(ends),
         "response wait": _us(float(mean) - ends if mean is not None else None),
     }
-    gpu, cpu = run.gpu_summary(), run.cpu_summary()
-    row |= {
-        "Avg GPU Utilization": None if gpu is None else gpu.util_mean,
-        "Max GPU Memory Usage": None if gpu is None else gpu.mem_max_bytes,
-        "Avg CPU Utilization": None if cpu is None else cpu.util_mean,
-        "Max CPU Memory Usage": None if cpu is None else cpu.mem_max_bytes,
+    cpu = run.cpu_summary()
+    row |= gpu_cells(run.gpus_by_uuid()) | {
+        "Avg CPU Utilization (tritongen)": None if cpu is None else cpu.util_mean,
+        "Max CPU Memory Usage (tritongen)": None if cpu is None else cpu.mem_max_bytes,
     }
     return row
 
@@ -101,6 +124,13 @@ def write_pa_csv(path: Path, runs: list[RunResult], options: PaOptions) -> None:
     for run in sorted(runs, key=lambda r: r.infer_per_s):
         writer.writerow(csv_row(run, options))
     write_output(path, buffer.getvalue())
+
+
+def _number(value: Any) -> str:
+    """A figure as C++ streams write a double (six significant digits), whole numbers in full."""
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return f"{float(value):.6g}"
 
 
 def _us(value: Any) -> int | None:

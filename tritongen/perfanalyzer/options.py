@@ -9,6 +9,7 @@ option neither knows is refused too: nothing is silently ignored.
 from __future__ import annotations
 
 import argparse
+import difflib
 import itertools
 import math
 from collections.abc import Sequence
@@ -36,7 +37,6 @@ UNSUPPORTED: dict[str, str] = {
     "--model-repository": "use tritongen loadtest MODEL --serve REPO (the embedded server)",
     "--request-intervals": "tritongen schedules constant or Poisson arrivals: --request-rate-range R "
     "--request-distribution poisson",
-    "--binary-search": "give the levels with --concurrency-range START:END:STEP",
     "--periodic-concurrency-range": "give the levels with --concurrency-range START:END:STEP",
     "--request-period": "give the levels with --concurrency-range START:END:STEP",
     "--serial-sequences": "tritongen runs sequences concurrently, one per user",
@@ -64,6 +64,8 @@ UNSUPPORTED: dict[str, str] = {
 
 class PaUsageError(ConfigError):
     """A perf_analyzer command line tritongen cannot run: malformed, or asking for what it does not do."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,12 @@ class PaOptions:
     request_rate: Range | None = None
     distribution: str = "constant"
     asynchronous: bool = False
+    """``--async`` (or ``--streaming``): with a request rate, requests in flight are not bounded by
+    ``--max-threads``; without it (perf_analyzer's synchronous default) at most that many are."""
     streaming: bool = False
     max_threads: int = DEFAULT_MAX_THREADS
+    binary_search: bool = False
+    """``--binary-search``: bisect the range for the highest level whose latency is within ``-l``."""
     batch_size: int = 1
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_data: str = "random"
@@ -151,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
     add("-a", "--async", dest="asynchronous", action="store_true")
     add("--sync", dest="synchronous", action="store_true")
     add("--streaming", action="store_true")
-    add("--max-threads", dest="max_threads", default=str(DEFAULT_MAX_THREADS))
+    add("--max-threads", dest="max_threads")
+    add("--binary-search", dest="binary_search", action="store_true")
     add("-b", dest="batch_size", default="1")
     add("--shape", dest="shapes", action="append", default=[])
     add("--input-data", dest="input_data", default="random")
@@ -195,18 +202,13 @@ def parse_pa_args(args: Sequence[str]) -> PaOptions:
     _refuse_unsupported(args)
     parsed, unknown = _parser().parse_known_args(list(args))
     if unknown:
-        raise PaUsageError(
-            f"{unknown[0]}: not a perf_analyzer option tritongen knows",
-            "see tritongen perf-analyzer --help for the options it takes",
-        )
+        raise PaUsageError(f"{unknown[0]}: not a perf_analyzer option tritongen knows", _nearest(unknown[0]))
     if not parsed.model:
         raise PaUsageError(
             "-m MODEL is required: the model to measure", "e.g. tritongen perf-analyzer -m mlp_onnx"
         )
-    if parsed.asynchronous and parsed.synchronous:
-        raise PaUsageError("--async and --sync exclude each other", "give one of them")
     protocol = _choice("-i", parsed.protocol.lower(), ("http", "grpc"))
-    return PaOptions(
+    options = PaOptions(
         model=parsed.model,
         version=parsed.version,
         address=ServerAddress.parse(
@@ -218,7 +220,8 @@ def parse_pa_args(args: Sequence[str]) -> PaOptions:
         distribution=_choice("--request-distribution", parsed.distribution, ("constant", "poisson")),
         asynchronous=bool(parsed.asynchronous or parsed.streaming),
         streaming=bool(parsed.streaming),
-        max_threads=_integer("--max-threads", parsed.max_threads, least=1),
+        max_threads=_integer("--max-threads", parsed.max_threads or str(DEFAULT_MAX_THREADS), least=1),
+        binary_search=bool(parsed.binary_search),
         batch_size=_integer("-b", parsed.batch_size, least=1),
         shapes=parse_shapes(parsed.shapes),
         input_data=parsed.input_data,
@@ -238,6 +241,69 @@ def parse_pa_args(args: Sequence[str]) -> PaOptions:
         profile_export=Path(parsed.profile_export) if parsed.profile_export else None,
         verbose=bool(parsed.verbose),
     )
+    check_client_mode(options, parsed)
+    check_binary_search(options)
+    return options
+
+
+def check_client_mode(options: PaOptions, parsed: argparse.Namespace) -> None:
+    """``--async``, ``--sync`` and ``--max-threads`` only where they change what is measured.
+
+    With a request rate they do: synchronous calls (perf_analyzer's default) keep at most
+    ``--max-threads`` requests in flight, asynchronous ones any number. A concurrency keeps N
+    requests in flight whatever the mode and the threads, so there they are refused.
+
+    Raises:
+        PaUsageError: both modes, or a mode or thread count that would change nothing.
+    """
+    if parsed.asynchronous and parsed.synchronous:
+        raise PaUsageError("--async and --sync exclude each other", "give one of them")
+    if options.mode == "rate":
+        if parsed.max_threads is not None and options.asynchronous:
+            raise PaUsageError(
+                "--max-threads with --async: asynchronous calls are not bounded by threads, so it "
+                "would change nothing",
+                "drop --max-threads, or drop --async to keep at most that many requests in flight",
+            )
+        return
+    given = [name for name, on in (("--async", parsed.asynchronous and not parsed.streaming),
+                                   ("--sync", parsed.synchronous),
+                                   ("--max-threads", parsed.max_threads is not None)) if on]  # fmt: skip
+    if given:
+        raise PaUsageError(
+            f"{given[0]}: with a concurrency every level keeps N requests in flight whatever the client's "
+            "mode and threads, so it would change nothing measured",
+            f"drop {given[0]} (it changes what is measured with --request-rate-range)",
+        )
+
+
+def check_binary_search(options: PaOptions) -> None:
+    """``--binary-search`` needs ``-l`` and a closed range, as perf_analyzer requires.
+
+    Raises:
+        PaUsageError: no latency limit, no range, or an open-ended one.
+    """
+    if not options.binary_search:
+        return
+    chosen = options.request_rate or options.concurrency
+    if not options.latency_threshold_ms:
+        raise PaUsageError(
+            "--binary-search needs a latency limit: it looks for the highest level within it",
+            "add -l MS (--latency-threshold)",
+        )
+    if chosen is None or chosen.end == 0 or chosen.end == chosen.start:
+        raise PaUsageError(
+            "--binary-search needs a range to search: START:END with END above START",
+            "e.g. --concurrency-range 1:64 or --request-rate-range 100:2000:50",
+        )
+
+
+def _nearest(option: str) -> str:
+    """The hint for an unknown option: the nearest option tritongen perf-analyzer takes."""
+    known = [flag for action in _parser()._actions for flag in action.option_strings]
+    close = difflib.get_close_matches(option.split("=", 1)[0], known, n=1, cutoff=0.5)
+    nearest = f"did you mean {close[0]}? " if close else ""
+    return nearest + "tritongen perf-analyzer --help lists the options it takes"
 
 
 def _measurement(parsed: argparse.Namespace) -> dict[str, Any]:
@@ -386,75 +452,3 @@ def _integer(option: str, text: str, least: int = 0) -> int:
     if value < least:
         raise PaUsageError(f"{option} {text}: must be at least {least}", f"e.g. {option} {max(least, 1)}")
     return value
-
-
-HELP_ROWS = (
-    ("-m MODEL", "the model to measure (required)"),
-    ("-x VERSION", "its version: accepted when it is the newest version the server serves"),
-    ("-u HOST:PORT", "the server (default localhost:8000, or localhost:8001 with -i grpc)"),
-    ("-i http|grpc", "the protocol (default http)"),
-    ("--concurrency-range START[:END[:STEP]]", "closed-loop levels (default 1; END 0: until -l)"),
-    (
-        "--request-rate-range START[:END[:STEP]]",
-        "open-loop levels, requests/s (latency from the scheduled time)",
-    ),
-    ("--request-distribution constant|poisson", "arrivals of a request rate (default constant)"),
-    ("--async, -a / --sync", "accepted: the load generator keeps each level's requests in flight either way"),
-    ("--streaming", "gRPC streams: a decoupled model is streamed (tritongen streams only those)"),
-    ("--max-threads N", "accepted and shown: tritongen sizes its load processes by the load"),
-    ("-b N", "batch size (default 1)"),
-    ("--shape NAME:DIMS", "dims of a dynamic input, e.g. INPUT0:1,3,224,224 (repeatable)"),
-    (
-        "--input-data zero|random|FILE|DIR",
-        "request data: perf_analyzer's JSON (validation_data checked), an .npz, "
-        "or a directory of one raw file per input",
-    ),
-    (
-        "--string-length N, --string-data S",
-        "random strings of N bytes (default 128), or S in every BYTES input",
-    ),
-    (
-        "--sequence-length N, --sequence-id-range START:END",
-        "sequence models: requests per sequence, correlation IDs",
-    ),
-    ("--shared-memory none|system, --output-shared-memory-size B", "tensors through system shared memory"),
-    ("-p MS, --measurement-interval MS", "the measurement window (default 5000)"),
-    (
-        "--measurement-mode time_windows|count_windows",
-        "windows of -p ms, or of --measurement-request-count requests",
-    ),
-    ("--measurement-request-count N", "requests per count window (default 50)"),
-    (
-        "-s PCT, --stability-percentage PCT",
-        "stable: 3 windows within PCT% on throughput and latency (default 10)",
-    ),
-    ("-r N, --max-trials N", "windows at most before a level is reported unstable (default 10)"),
-    ("--percentile N", "stabilise on and report pN latency instead of the average"),
-    (
-        "-l MS, --latency-threshold MS",
-        "stop the sweep after the first level above this latency (default 0: none)",
-    ),
-    ("-f FILE.csv, --verbose-csv", "perf_analyzer's CSV (one row per level; verbose adds 3 columns)"),
-    (
-        "--collect-metrics, --metrics-url URL, --metrics-interval MS",
-        "the server's GPU/CPU metrics, and the CSV columns",
-    ),
-    ("--profile-export-file FILE", "tritongen's JSON report of the runs (tritongen.loadtest/1)"),
-    ("-v, --verbose", "each measurement window's figures"),
-)
-
-
-def help_text() -> str:
-    """What ``tritongen perf-analyzer --help`` prints: the options it takes, and what it refuses."""
-    width = max(len(flag) for flag, _ in HELP_ROWS)
-    lines = [
-        "Usage: tritongen perf-analyzer -m MODEL [perf_analyzer's options]   (also: tritongen pa)",
-        "",
-        "Measures a Triton model with perf_analyzer's command line, console report and CSV, on",
-        "tritongen's load generator. Options:",
-        "",
-        *[f"  {flag.ljust(width)}  {meaning}" for flag, meaning in HELP_ROWS],
-        "",
-        "Refused, with the tritongen way: " + ", ".join(sorted(UNSUPPORTED)) + ", --shared-memory cuda.",
-    ]
-    return "\n".join(lines)

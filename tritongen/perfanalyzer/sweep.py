@@ -7,7 +7,10 @@ requests each): it is measured until the last three agree within ``-s`` percent 
 throughput and on latency (the average, or ``--percentile``), up to ``-r`` windows. There is
 no warm-up beyond the first, partial window, as in perf_analyzer. ``-l`` ends the sweep after
 the first level whose latency is above it, and a level that does not stabilise ends it too
-(perf_analyzer then exits 1): both are rules that end the load test's sweep.
+(perf_analyzer then exits 1): both are rules that end the load test's sweep. With
+``--binary-search`` the levels are bisected instead (:class:`~tritongen.loadtest.sweep_rules.Bisection`),
+each judged by the ``-l`` rule. With a request rate, synchronous calls (perf_analyzer's default)
+keep at most ``--max-threads`` requests in flight, from one load process; ``--async`` lifts that.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from tritongen.loadtest.runner import ProgressCallback, run_load_test
 from tritongen.loadtest.sequences import is_sequence_model
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.streaming import is_decoupled
-from tritongen.loadtest.sweep_rules import FirstOf, LatencyLimit, StableOnly
+from tritongen.loadtest.sweep_rules import Bisection, FirstOf, LatencyLimit, StableOnly
 from tritongen.perfanalyzer.options import PaOptions
 
 COUNT_GRID_S = 0.5
@@ -62,13 +65,15 @@ class Sweep:
     """The level that did not stabilise within ``-r`` windows (the sweep stopped after it, as
     perf_analyzer stops)."""
     notes: list[str] = field(default_factory=list)
+    best: float | None = None
+    """``--binary-search``: the highest level whose latency was within ``-l`` (None: not even the start)."""
 
 
 def model_facts(options: PaOptions, endpoint: TritonEndpoint) -> ModelFacts:
     """The model's inputs, scheduler and transaction policy, with the options checked against them.
 
     Raises:
-        ConfigError: ``-x`` names a version the server would not answer with, ``--streaming``
+        ConfigError: ``-x`` names a version the server does not have ready, ``--streaming``
             on a model that does not stream, a request rate on a sequence model.
         ServerError: the server or the model cannot be reached.
     """
@@ -97,13 +102,12 @@ def model_facts(options: PaOptions, endpoint: TritonEndpoint) -> ModelFacts:
 
 
 def _check_version(options: PaOptions, endpoint: TritonEndpoint) -> None:
-    versions = endpoint.ready_versions(options.model)
-    newest = max(versions, key=lambda v: (len(v), v), default=None)
-    if options.version != newest:
+    versions = sorted(endpoint.ready_versions(options.model), key=lambda v: (len(v), v))
+    if options.version not in versions:
         raise ConfigError(
-            f"-x {options.version}: tritongen sends to the newest version '{options.model}' serves "
-            f"({newest or 'none ready'}), not to version {options.version}",
-            f"serve only version {options.version} (version_policy), or drop -x",
+            f"-x {options.version}: '{options.model}' has no version {options.version} ready "
+            f"(ready: {', '.join(versions) or 'none'})",
+            "give one of the ready versions, or serve that one (version_policy in config.pbtxt)",
         )
 
 
@@ -119,8 +123,10 @@ def sweep_spec(options: PaOptions, facts: ModelFacts, input_data: Path | str) ->
     if options.string_data is not None:
         values = {s.name: options.string_data for s in facts.interface.inputs if s.datatype == "BYTES"}
     limit = (LatencyLimit(options.latency_threshold_ms),) if options.latency_threshold_ms else ()
+    bounded = options.mode == "rate" and not options.asynchronous
     return LoadSpec(
         model=options.model,
+        model_version=options.version,
         address=options.address,
         mode=options.mode,  # type: ignore[arg-type]
         levels=tuple(options.levels()),
@@ -145,6 +151,23 @@ def sweep_spec(options: PaOptions, facts: ModelFacts, input_data: Path | str) ->
         count_window_requests=options.request_count if count else 0,
         max_count_windows=options.max_trials,
         stop_at=FirstOf((*limit, StableOnly())),
+        search=binary_search(options),
+        processes=1 if bounded else None,
+        max_inflight=options.max_threads if bounded else LoadSpec.max_inflight,
+    )
+
+
+def binary_search(options: PaOptions) -> Bisection | None:
+    """``--binary-search`` over the range given, each level judged by ``-l``; None without it."""
+    chosen = options.request_rate or options.concurrency
+    if not options.binary_search or chosen is None:
+        return None
+    return Bisection(
+        chosen.start,
+        chosen.end,
+        chosen.step,
+        LatencyLimit(options.latency_threshold_ms),
+        whole=options.mode == "concurrency",
     )
 
 
@@ -164,12 +187,20 @@ def run_sweep(
         spec = sweep_spec(options, facts, source)
         report = run_load_test(spec, progress=progress, stop=stop, on_run=on_level)
     sweep = Sweep(options, facts, report)
+    search = spec.search
+    if isinstance(search, Bisection):
+        judged = [(_level(run), search.passes(run, f"level {_level(run):g}")) for run in report.runs]
+        sweep.best = search.best(judged)
     stopped, report.sweep_stop = report.sweep_stop, None  # perf_analyzer's report says it its own way
     if stopped is not None and stopped.rule == LatencyLimit.rule:
         sweep.over_threshold = report.runs[-1]
     elif stopped is not None:
         sweep.unstable = report.runs[-1]
     return sweep
+
+
+def _level(run: RunResult) -> float:
+    return float((run.concurrency if run.mode == "concurrency" else run.target_rate) or 0)
 
 
 @contextmanager

@@ -37,19 +37,34 @@ def settings_lines(options: PaOptions, facts: ModelFacts) -> list[str]:
         if end is not None and end.end:
             what = "Concurrency" if options.mode == "concurrency" else "Request Rate"
             lines.append(f"  {what} limit: {end.end:g} {limit}")
+    lines += _search_lines(options)
     if options.mode == "rate":
         kind = "poisson" if options.distribution == "poisson" else "uniform"
         lines.append(f"  Using {kind} distribution on request generation")
-    lines.append(f"  Using {'asynchronous' if options.asynchronous else 'synchronous'} calls for inference")
+        lines.append(
+            f"  Using {'asynchronous' if options.asynchronous else 'synchronous'} calls for inference"
+        )
+        if not options.asynchronous:
+            lines.append(
+                f"  Max threads: {options.max_threads} (at most {options.max_threads} requests in flight)"
+            )
     if facts.decoupled:
         lines.append("  Detected decoupled model, using the final response for measuring latency")
     if facts.sequence:
         lines.append("  Detected sequence model: each concurrent request is one sequence in flight")
-    lines.append(
-        f"  Max threads: {options.max_threads} (tritongen sizes its load processes by the load; "
-        "it does not limit them)"
-    )
     return [*lines, ""]
+
+
+def _search_lines(options: PaOptions) -> list[str]:
+    """``--binary-search``: what is searched, and for what."""
+    chosen = options.request_rate or options.concurrency
+    if not options.binary_search or chosen is None:
+        return []
+    what = "concurrency" if options.mode == "concurrency" else "request rate"
+    return [
+        f"  Using binary search on {what} from {chosen.start:g} to {chosen.end:g} "
+        f"(precision {chosen.step:g}) for the highest within {options.latency_threshold_ms:g} msec"
+    ]
 
 
 def level_lines(run: RunResult, options: PaOptions) -> list[str]:
@@ -156,7 +171,19 @@ def summary_lines(sweep: Sweep) -> list[str]:
             f"{level}, throughput: {_num(run.infer_per_s)} infer/sec, "
             f"latency {_us(run.stability_latency_us)} usec"
         )
-    return lines
+    return lines + _found_lines(sweep)
+
+
+def _found_lines(sweep: Sweep) -> list[str]:
+    """``--binary-search``: the highest level found within the limit."""
+    options = sweep.options
+    if not options.binary_search or sweep.report.status != "ok":
+        return []
+    what = "concurrency" if options.mode == "concurrency" else "request rate"
+    limit = f"{options.latency_threshold_ms:g} msec"
+    if sweep.best is None:
+        return [f"Binary search: no {what} in the range is within {limit}"]
+    return [f"Binary search: the highest {what} within {limit} is {sweep.best:g}"]
 
 
 def threshold_line(sweep: Sweep) -> str | None:

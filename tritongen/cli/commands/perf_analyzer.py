@@ -14,7 +14,8 @@ from tritongen.cli.progress import live_line, sweep_text
 from tritongen.cli.verdict import finish
 from tritongen.loadtest.result import RunResult
 from tritongen.perfanalyzer.csv_file import write_pa_csv
-from tritongen.perfanalyzer.options import help_text, parse_pa_args
+from tritongen.perfanalyzer.help import help_text
+from tritongen.perfanalyzer.options import parse_pa_args
 from tritongen.perfanalyzer.run import SweepHooks, run_perf_analyzer
 from tritongen.perfanalyzer.sweep import ModelFacts, Sweep
 from tritongen.perfanalyzer.text import level_lines, settings_lines, summary_lines, unstable_line

@@ -101,6 +101,7 @@ def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:
     args = LocustArgs(
         host=spec.address.url,
         model=spec.model,
+        model_version=spec.model_version,
         protocol=spec.protocol,
         users=users,
         processes=1,
