@@ -83,7 +83,7 @@ class LoadSpec:
     """``system``: inputs and outputs pass through system shared memory (a server on this host)."""
     output_shared_memory_size: int | None = None
     """Shared-memory bytes of an output whose size the metadata leaves open (dynamic dims, BYTES)."""
-    request_timeout_s: float = 60.0
+    request_timeout_s: float = 30.0
     """A request without its (final) response after this long counts as a ``timeout`` error."""
     sequences: bool = False
     """A sequence model: each level is a number of sequences in flight (closed loop)."""
