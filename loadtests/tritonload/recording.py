@@ -74,8 +74,7 @@ class OpenWindow:
     extra: dict[str, HdrHistogram] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     mismatches: dict[str, Mismatch] = field(default_factory=dict)
-    messages: dict[str, str] = field(default_factory=dict)
-    """The first message of each error kind this process saw first in this window."""
+    messages: dict[str, str] = field(default_factory=dict)  # each error kind's first, where it first failed
 
     def record(self, final: bool) -> WindowRecord:
         """The window as sent to the master."""

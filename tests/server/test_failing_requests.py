@@ -145,7 +145,7 @@ def test_a_user_that_raises_ends_the_run_at_once_with_its_cause(
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     loops = folder / "tritonload" / "loops.py"
-    marker = '        """Send until Locust stops the user."""\n        process, options = self.process, self.options'
+    marker = '"""Send until Locust stops the user."""\n        process, options = self.process, self.options'
     assert marker in loops.read_text()
     loops.write_text(loops.read_text().replace(marker, marker + '\n        raise KeyError("injected fault")'))
     log = tmp_path / "locust.log"

@@ -116,8 +116,8 @@ def test_forked_workers_stay_up_across_runs(triton_server: LocalTritonServer) ->
     assert elapsed < 60
 
 
-def test_a_kept_process_refuses_its_web_api_without_the_runs_secret(triton_server: LocalTritonServer) -> None:
-    """Another user of the machine cannot start or stop a test in it; tritongen's own calls carry the secret."""
+def test_a_kept_process_refuses_its_web_api_without_the_secret(triton_server: LocalTritonServer) -> None:
+    """Another user of the machine cannot start or stop a test in it; tritongen's calls carry the secret."""
     import urllib.error
     import urllib.request
 

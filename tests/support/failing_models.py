@@ -45,10 +45,8 @@ class TritonPythonModel:
     def execute(self, requests):
         while not os.path.exists(self.release):  # never answers until the test releases it
             time.sleep(0.05)
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("y", pb_utils.get_input_tensor_by_name(r, "x").as_numpy())])
-            for r in requests
-        ]
+        inputs = [pb_utils.get_input_tensor_by_name(r, "x").as_numpy() for r in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("y", x)]) for x in inputs]
 """
 
 CONFIG = """name: "{name}"
@@ -70,7 +68,7 @@ def write_model(repo: Path, name: str, code: str, parameters: str = "") -> Path:
 
 
 def write_raising_model(repo: Path) -> Path:
-    """A model whose every request fails with the ``NameError`` its code raises (HTTP 400/500, Triton's JSON)."""
+    """A model whose every request fails with the ``NameError`` its code raises (in Triton's JSON error)."""
     return write_model(repo, RAISING_MODEL, RAISING_PY)
 
 

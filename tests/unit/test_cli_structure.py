@@ -43,4 +43,3 @@ def test_one_module_per_command_in_commands() -> None:
 
 def test_the_independence_contract_names_every_command_module() -> None:
     assert set(CONTRACTS["commands-apart"]["modules"]) == _command_modules()
-

@@ -212,7 +212,7 @@ class ModelRun:
         health checks name the server or the model).
         """
         watch = self.watch
-        if watch.succeeded or watch.measure_start is None:
+        if watch.succeeded or watch.measure_start is None or not self.spec.end_when_all_fail:
             return None
         failing = Failing.of(watch.log.windows)
         if failing is None:

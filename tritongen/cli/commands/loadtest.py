@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -132,7 +132,7 @@ def _request(
         model, url, load, run, rounds=rounds.count(default=1), llm=llm.load(), stop_at=saturation
     )
     return LoadTestRequest(
-        spec=spec,
+        spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1),  # 1: failures are measured
         mix=Mix.parse(model, run.mix),
         gates=settings(Gates, gates),
         serve=serve,
