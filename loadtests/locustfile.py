@@ -43,6 +43,7 @@ from typing import Any
 
 import gevent
 from locust import User, events, task
+from locust.exception import InterruptTaskSet, RescheduleTask, RescheduleTaskImmediately, StopTest, StopUser
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 from tritonload.kinds import UserLoad, user_load
 from tritonload.locust_stats import CSV_LAST_TURN_S, StatsFeed, stats_method
@@ -50,12 +51,18 @@ from tritonload.master import MasterReport
 from tritonload.messages import feed_forever, report_forever, send_windows
 from tritonload.options import TritonOptions, add_options
 from tritonload.recording import Collector, Recorder
+from tritonload.run_clock import RunClock
 from tritonload.shared import MESSAGE
 from tritonload.state import ProcessState
+from tritonload.web_guard import guard_web_ui
 from tritonload.workers import WorkerFailed, fail_worker, init_distributed, worker_options
 
 STATE = ProcessState()
 """This process's state: the one instance, each part handed to what needs it."""
+LOCUST_FLOW = (StopUser, StopTest, InterruptTaskSet, RescheduleTask, RescheduleTaskImmediately)
+"""Exceptions Locust itself uses to stop or reschedule a user: not failures."""
+CLOCK = RunClock()
+"""A headless run's ``--run-time``, from its first request (Locust's own counts from the spawn)."""
 
 
 @events.init_command_line_parser.add_listener
@@ -78,6 +85,8 @@ def _on_quitting_csv(environment: Any, **_: Any) -> None:
 
 @events.test_start.add_listener
 def _on_test_start(environment: Any, **_: Any) -> None:
+    if STATE.collector is not None:
+        CLOCK.start(environment, STATE.collector)
     if isinstance(environment.runner, MasterRunner):
         if STATE.collector is not None:
             STATE.collector.reset()
@@ -124,7 +133,8 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
 
 
 @events.init.add_listener
-def _on_init(environment: Any, **_: Any) -> None:
+def _on_init(environment: Any, web_ui: Any = None, **_: Any) -> None:
+    guard_web_ui(web_ui)
     runner = environment.runner
     if isinstance(runner, (MasterRunner, LocalRunner)) and not isinstance(runner, WorkerRunner):
         parsed = environment.parsed_options
@@ -132,6 +142,7 @@ def _on_init(environment: Any, **_: Any) -> None:
         runner.register_message(MESSAGE, STATE.collector.receive)
         STATE.report = MasterReport(STATE.collector)
         STATE.report.register(environment)  # after this file's listeners: last windows first
+        CLOCK.take_over(environment)
     init_distributed(environment, STATE.collector, STATE.inputs_sender, STATE.inputs, STATE.reported)
 
 
@@ -167,5 +178,14 @@ class TritonUser(User):
 
     @task
     def load(self) -> None:
-        """Run until Locust stops this user."""
-        self.user.run()
+        """Run until Locust stops this user; an exception is the run's one-line cause, and it ends.
+
+        Locust would log the traceback and run the task again, and the run would go on to its
+        time cap with this user failing over and over.
+        """
+        try:
+            self.user.run()
+        except (WorkerFailed, *LOCUST_FLOW):
+            raise
+        except Exception as e:  # a fault of the load generator or of its data, mid-run
+            fail_worker(self.environment, f"a user failed: {type(e).__name__}: {e}")

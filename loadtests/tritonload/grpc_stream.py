@@ -19,7 +19,7 @@ from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, grpc_request
 from .recording import Recorder
 from .server_api import host_port, interface_grpc
-from .transports import MAX_GRPC_MESSAGE, StepStarts
+from .transports import MAX_GRPC_MESSAGE, StepStarts, grpc_failure, timed_out
 
 if TYPE_CHECKING:
     from .loops import TransportLoad
@@ -140,7 +140,7 @@ class StreamCall:
             for response in self.call:
                 self._on_response(response, time.perf_counter())
         except grpc.RpcError as e:
-            error = f"grpc_{e.code().name.lower()}"
+            error = grpc_failure(e)
         finally:
             self.closed = True
             now = time.perf_counter()
@@ -238,7 +238,7 @@ class GrpcStreamTransport:
         if not pending.done.wait(self.timeout):
             call.forget(request_id)
             call.retire()  # new requests go to a new stream
-            return "timeout"
+            return timed_out(self.timeout)
         if pending.error is None:
             record_stream(pending, self.recorder)
         elif call.closed:

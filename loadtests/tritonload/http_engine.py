@@ -25,7 +25,7 @@ from typing import Any
 from .batches import FIELDS, MAX_REQUESTS, RequestBatch
 from .http_wire import RECV_BYTES, ResponseBuffer
 from .recording import Recorder, real_lock
-from .transports import HttpTransport, error_kind
+from .transports import HttpTransport, error_kind, http_failure, timed_out
 
 EPOLL_READ = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
 EPOLL_READ_WRITE = EPOLL_READ | select.EPOLLOUT
@@ -115,14 +115,14 @@ class HttpEngine:
 
     def _fail(self, fd: int, error: BaseException | str) -> None:
         """Count a failed request, drop its connection and open a new one."""
-        self._close(fd, error if isinstance(error, str) else error_kind(error))
+        self._close(fd, error if isinstance(error, str) else error_kind(error, self.timeout))
         self._reopen_later()
 
     def _expire(self, now: float) -> None:
         """Fail requests older than the timeout (a server that never answers must not stall a slot)."""
         for fd, conn in list(self.connections.items()):
             if now - conn.start > self.timeout:
-                self._fail(fd, "timeout")
+                self._fail(fd, timed_out(self.timeout))
 
     def _open(self) -> None:
         sock_mod = self.socket_module
@@ -132,7 +132,7 @@ class HttpEngine:
             sock.connect(self.address)
         except OSError as e:
             sock.close()
-            self.recorder.record(time.perf_counter(), time.perf_counter(), error_kind(e))
+            self.recorder.record(time.perf_counter(), time.perf_counter(), error_kind(e, self.timeout))
             self.real_sleep(0.01)  # do not spin on a dead server
             self._reopen_later()
             return
@@ -254,7 +254,7 @@ class HttpEngine:
         while status is not None:
             now = time.perf_counter()
             if status != 200:
-                self.recorder.record(conn.start, now, f"http_{status}", received.last_size)
+                self.recorder.record(conn.start, now, http_failure(status, received.last), received.last_size)
             elif self.validator is not None:
                 self._checked(conn, now, received)
             else:

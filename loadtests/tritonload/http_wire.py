@@ -7,7 +7,10 @@ and length), never parsed. Received chunks are joined only when a response can b
 
 from __future__ import annotations
 
+import json
 import time
+
+from .shared import one_line
 
 RECV_BYTES = 262144
 
@@ -50,7 +53,7 @@ class ResponseBuffer:
         self.keep = keep
         """Keep each response taken off (``last``), for a check of its outputs."""
         self.last = b""
-        """The last response taken off, head and body (with ``keep`` only)."""
+        """The last response taken off, head and body (with ``keep``, or when its status was not 200)."""
         self.chunks: list[bytes] = []
         self.size = 0
         self.need = 0
@@ -79,10 +82,25 @@ class ResponseBuffer:
             return None
         status, rest = framed
         self.last_size = len(buffer) - len(rest)
-        if self.keep:
+        if self.keep or status != 200:  # a failure's body says why
             self.last = buffer[: self.last_size] if rest else buffer
         self.chunks, self.size, self.need = ([rest] if rest else []), len(rest), 0
         return status
+
+
+def error_text(response: bytes) -> str:
+    """What a failed response says: the ``error`` of Triton's JSON body, else its body, on one line."""
+    head_end = response.find(b"\r\n\r\n")
+    body = response[head_end + 4 :] if head_end >= 0 else b""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+        text = answer["error"]
+    status = response[9:12].decode("ascii", errors="replace")
+    return one_line(text) if text.strip() else f"HTTP {status} without a body"
 
 
 class RawHttpConnection:

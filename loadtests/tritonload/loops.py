@@ -124,7 +124,7 @@ class OpenLoop:
             error = self.transport.send(connection)
             self.idle.append(connection)
         except Exception as e:
-            error = error_kind(e)
+            error = error_kind(e, self.options.timeout)
         return error
 
 
@@ -137,7 +137,7 @@ def closed_loop(transport: Transport, recorder: Recorder) -> None:
         try:
             error = transport.send(connection)
         except Exception as e:  # every failure is counted by kind, never raised
-            error = error_kind(e)
+            error = error_kind(e, getattr(transport, "timeout", None))
             gevent.sleep(0.01)  # do not spin on a dead server
             connection = transport.new_connection()
         recorder.record(start, clock(), error)

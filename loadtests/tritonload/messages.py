@@ -49,6 +49,8 @@ def send_windows(environment: Any, recorder: Recorder, total: WorkerTotal, every
         t0=run_t0(environment),
         users=int(environment.runner.user_count),
     )
+    if recorder.first_send is not None:
+        message["first_send"] = recorder.first_send
     if message["windows"]:
         total.add(message["windows"])
     if message["windows"] or everything:  # the last message even without windows: the master waits for it

@@ -71,7 +71,7 @@ OPTIONS = (
         "Master: 0 writes no report at the test's end, only its end line in --triton-results "
         "(tritongen reads the windows itself).",
     ),
-    _Option("timeout", 60.0),
+    _Option("timeout", 30.0),
     _Option("streaming", 0, "1: a decoupled model, over gRPC streams (in flight until its final response)."),
     _Option("seed", 0),
     _Option(

@@ -74,6 +74,7 @@ class OpenWindow:
     extra: dict[str, HdrHistogram] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     mismatches: dict[str, Mismatch] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)  # each error kind's first, where it first failed
 
     def record(self, final: bool) -> WindowRecord:
         """The window as sent to the master."""
@@ -96,6 +97,7 @@ class OpenWindow:
             },
             counts=dict(self.counts),
             mismatches=dict(self.mismatches),
+            messages=dict(self.messages),
         )
 
 
@@ -110,6 +112,8 @@ class Recorder:
         self.windows: dict[int, OpenWindow] = {}
         self.feed = feed
         """Where every recorded request also goes, for Locust's own statistics."""
+        self.first_send: float | None = None  # epoch of this process's first request of the test
+        self.told: set[str] = set()  # error kinds whose first message is in a window already
         self.deferred: dict[int, dict[str, int]] = {}
         """Counts waiting for the request a greenlet records next (see :meth:`defer_count`)."""
         # The HTTP engine records from an OS thread; the reporter drains from the hub.
@@ -126,9 +130,12 @@ class Recorder:
         """Count one finished request; ``start`` is its scheduled (open loop) or actual send time.
 
         ``size`` is the response's byte count where the transport knows it (else 0); only
-        Locust's statistics use it.
+        Locust's statistics use it. The first failure of each kind also keeps its message (a
+        :class:`~.transports.Failure` carries one; another kind says only its name).
         """
         with self.lock:
+            if self.first_send is None:
+                self.first_send = start + self.wall_offset
             window = self._window(end)
             deferred = self.deferred.pop(id(gevent.getcurrent()), None) if self.deferred else None
             if error is None:
@@ -136,9 +143,15 @@ class Recorder:
                 for name, amount in (deferred or {}).items():
                     window.counts[name] = window.counts.get(name, 0) + amount
             else:
-                window.errors[error] = window.errors.get(error, 0) + 1
+                kind = str(error)
+                window.errors[kind] = window.errors.get(kind, 0) + 1
+                if kind not in self.told:
+                    self.told.add(kind)
+                    window.messages[kind] = getattr(error, "message", "") or kind
             if self.feed is not None:
-                self.feed.add(end + self.wall_offset, end - start, error, size)
+                self.feed.add(
+                    end + self.wall_offset, end - start, None if error is None else str(error), size
+                )
 
     def boundary_after(self, perf_time: float) -> float:
         """When (perf_counter) the window or the wall-clock second of ``perf_time`` ends, the earlier."""
@@ -155,6 +168,8 @@ class Recorder:
         values, split = latencies_us(rows), split_us(rows)
         times_ms = milliseconds(rows) if self.feed is not None else {}
         with self.lock:
+            if self.first_send is None:
+                self.first_send = float(rows[:, 0].min()) + self.wall_offset
             window = self._window(end)
             add_values(window.hist, values)
             for name, amount in zip(CLIENT_SPLIT, split, strict=True):
@@ -297,6 +312,8 @@ class Collector:
         self.extra: dict[str, HdrHistogram] = {}
         self.counts: dict[str, int] = {}
         self.mismatches: dict[str, Mismatch] = {}
+        self.messages: dict[str, str] = {}
+        """The first message of each error kind, as the workers sent them."""
         self.workers: dict[str, int] = {}  # requests (ok and failed) by worker
         self.parts: dict[str, WorkerPart] = {}
         self.finals: set[str] = set()
@@ -310,6 +327,8 @@ class Collector:
         """Windows cut short by the test's stop."""
         self.started = time.monotonic()
         self.started_at = time.time()
+        self.first_send: float | None = None
+        """Epoch of the run's first request, the earliest any process reported (None before)."""
         self.stopped: float | None = None
         self.last_final: float | None = None
         self.interrupted = False
@@ -330,6 +349,9 @@ class Collector:
             self.add(message["worker"], window)
         if message.get("final"):
             self.finals.add(message["worker"])
+        first = message.get("first_send")
+        if first is not None and (self.first_send is None or first < self.first_send):
+            self.first_send = float(first)
         self.keep_windows(everything=False)
 
     def add(self, worker: str, window: WindowRecord) -> None:
@@ -348,6 +370,8 @@ class Collector:
         for name, count in window.get("counts", {}).items():
             self.counts[name] = self.counts.get(name, 0) + int(count)
         earliest_mismatches(self.mismatches, window.get("mismatches", {}))
+        for kind, text in window.get("messages", {}).items():
+            self.messages.setdefault(kind, text)
         ok = int(window["ok"])
         self.workers[worker] = self.workers.get(worker, 0) + ok + failed
         part = self.parts.setdefault(worker, WorkerPart())
@@ -389,6 +413,12 @@ class Collector:
                     "errors": window.errors,
                 }
 
+    def began(self) -> float:
+        """When the run's load began (monotonic): its first request, else the test's start."""
+        if self.first_send is None:
+            return self.started
+        return max(self.started, self.started + (self.first_send - self.started_at))
+
     def end(self) -> float:
         """When the run ended: the test's stop, or the last worker's last windows if they came later."""
         return max(self.stopped or 0.0, self.last_final or 0.0) or time.monotonic()
@@ -400,7 +430,7 @@ class Collector:
         requests = h.get_total_count() + failed
         if not requests:
             return "tritongen: no requests"
-        elapsed = self.end() - self.started
+        elapsed = self.end() - self.began()
         counts = f"{requests} requests in {elapsed:.1f} s ({requests / max(elapsed, 1e-9):.1f} req/s), "
         counts += f"errors {failed}" + (f" {self.errors}" if failed else "")
         if self.held_back:

@@ -150,7 +150,7 @@ def run_result(
     collector: Collector, options: TritonOptions, users: int, server: ServerFigures
 ) -> dict[str, Any]:
     """The run as the package's ``RunResult`` holds it (every field)."""
-    duration = max(collector.end() - collector.started, 1e-6)
+    duration = max(collector.end() - collector.began(), 1e-6)
     ok, failed = collector.total.get_total_count(), sum(collector.errors.values())
     qps = ok / duration
     status, reason = _status(collector, ok + failed)
@@ -166,6 +166,9 @@ def run_result(
         "requests": ok + failed,
         "errors": failed,
         "errors_by_kind": dict(sorted(collector.errors.items())),
+        "error_messages": {
+            kind: collector.messages[kind] for kind in sorted(collector.errors) if kind in collector.messages
+        },
         "qps": qps,
         "infer_per_s": qps * server.rows,
         "latency_us": latency_figures(collector.total) if ok else None,

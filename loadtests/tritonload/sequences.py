@@ -22,7 +22,7 @@ from .payloads import ModelMeta, batch_rows, build_steps, http_body, read_stream
 from .recording import Recorder
 from .request_data import Array
 from .server_api import host_port, interface_http
-from .transports import GrpcTransport, StepStarts, error_kind
+from .transports import GrpcTransport, StepStarts, error_kind, grpc_failure, http_failure
 from .validation import make_validator
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class HttpSequenceTransport:
         """One round trip; an HTTP status other than 200 is the error kind ``http_<status>``."""
         status = connection.roundtrip(self.request(step, flags))
         if status != 200:
-            return f"http_{status}"
+            return http_failure(status, connection.received.last)
         if self.recorder is not None:
             self.recorder.defer_split(*connection.split)
         return None if self.validator is None else self.validator.check_http(step, connection.received.last)
@@ -218,7 +218,7 @@ class GrpcSequenceTransport(GrpcTransport):
         try:
             response = stub.ModelInfer(request, timeout=self.timeout)
         except self.grpc.RpcError as e:
-            return f"grpc_{e.code().name.lower()}"
+            return grpc_failure(e, self.timeout)
         return None if self.validator is None else self.validator.check_grpc(step, response)
 
 

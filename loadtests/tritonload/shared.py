@@ -26,6 +26,7 @@ __all__ = [
     "MASTER_SILENT_ENV",
     "MATCHED_COUNT",
     "MESSAGE",
+    "MESSAGE_CHARS",
     "MISMATCHED_PREFIX",
     "OPENAI_PATHS",
     "PERCENTILES",
@@ -37,6 +38,8 @@ __all__ = [
     "SUMMED_FIGURES",
     "UTILISATION_METRICS",
     "VALIDATION_ERROR",
+    "WEB_TOKEN_ENV",
+    "WEB_TOKEN_HEADER",
     "WORKER_FAILURE",
     "WORKER_JOINED",
     "WORKER_TOTAL",
@@ -47,6 +50,7 @@ __all__ = [
     "histogram_moments",
     "is_stable_figures",
     "latency_figures",
+    "one_line",
     "token_source",
 ]
 """What the tritongen package takes from here (through ``tritongen/io/loadgen_shared.py``)."""
@@ -105,6 +109,19 @@ class WindowRecord(TypedDict):
     OUTPUT differed from its expected value)."""
     mismatches: NotRequired[dict[str, Mismatch]]
     """Validation: the first mismatch of each output in this window (its count is in ``counts``)."""
+    messages: NotRequired[dict[str, str]]
+    """The first message of each error kind (the server's own text where it sent one), once per
+    process and kind: in the window where the process first saw that kind."""
+
+
+MESSAGE_CHARS = 300
+"""An error's message is kept to this many characters (the server's tracebacks are longer)."""
+
+
+def one_line(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` on one line (whitespace runs made one space), cut to ``limit`` characters with ``…``."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 class WindowMessage(TypedDict):
@@ -118,6 +135,9 @@ class WindowMessage(TypedDict):
     """Users running in the worker when it sent the message."""
     final: NotRequired[bool]
     """The worker's last message of the test (its windows may be none)."""
+    first_send: NotRequired[float]
+    """Epoch of the worker's first request of the test, once it has sent one (the run's clock starts
+    at the earliest)."""
 
 
 class WindowLine(WindowRecord):
@@ -296,3 +316,11 @@ CLIENT_SPLIT = ("client_send_us", "client_wait_us", "client_recv_us")
 request, waiting for the response's first bytes, reading the rest."""
 MISMATCHED_PREFIX = "mismatched/"
 """``mismatched/OUTPUT``: the counter of responses whose output OUTPUT differed."""
+
+# -- the web API of a Locust that tritongen drives ---------------------------------------------
+
+WEB_TOKEN_ENV = "TRITONGEN_LOCUST_TOKEN"
+"""A secret that tritongen gives a Locust it drives through the web API (in its environment, which
+other users of the machine cannot read): every request to that API must carry it."""
+WEB_TOKEN_HEADER = "X-Tritongen-Token"
+"""The header a request to such a Locust's web API carries the secret in."""

@@ -25,7 +25,7 @@ from .payloads import ModelMeta, batch_rows, build_steps, raw_bytes, wire_dataty
 from .recording import real_lock
 from .request_data import Array, tensor_byte_size
 from .server_api import host_port, interface_grpc, interface_http
-from .transports import GrpcTransport, HttpTransport, StepStarts
+from .transports import GrpcTransport, HttpTransport, StepStarts, grpc_failure, http_failure
 
 if TYPE_CHECKING:
     from .loops import TransportLoad
@@ -429,7 +429,7 @@ class ShmHttpTransport(HttpTransport):
     def send(self, connection: RawHttpConnection) -> str | None:
         """One round trip of the next step; a status other than 200 is the error kind ``http_<status>``."""
         status = connection.roundtrip(cast(ShmHttpConnection, connection).next_request())
-        return None if status == 200 else f"http_{status}"
+        return None if status == 200 else http_failure(status, connection.received.last)
 
 
 @dataclass
@@ -482,7 +482,7 @@ class ShmGrpcTransport(GrpcTransport):
         try:
             connection.stub.ModelInfer(connection.next_request(), timeout=self.timeout)
         except self.grpc.RpcError as e:
-            return f"grpc_{e.code().name.lower()}"
+            return grpc_failure(e, self.timeout)
         return None
 
 

@@ -12,12 +12,13 @@ import itertools
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .http_wire import RawHttpConnection
+from .http_wire import RawHttpConnection, error_text
 from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, grpc_request, http_request
 from .recording import Recorder
 from .request_data import Array
 from .server_api import host_port, interface_grpc, interface_http
+from .shared import one_line
 from .validation import Validator, make_validator
 
 if TYPE_CHECKING:
@@ -27,16 +28,51 @@ if TYPE_CHECKING:
 MAX_GRPC_MESSAGE = 2**31 - 1
 
 
-def error_kind(error: BaseException) -> str:
-    """How a failed request is counted: a short name of what went wrong."""
+class Failure(str):
+    """An error kind (``http_500``, ``timeout`` …) that also carries what went wrong, in one line.
+
+    It is the kind wherever a kind is counted; the recorder keeps the first message of each kind.
+    """
+
+    message: str
+
+    def __new__(cls, kind: str, message: str) -> Failure:
+        """The kind ``kind``, saying ``message``."""
+        failure = super().__new__(cls, kind)
+        failure.message = one_line(message)
+        return failure
+
+
+def timed_out(timeout_s: float) -> Failure:
+    """The ``timeout`` kind of a request that had no (final) response within ``timeout_s``."""
+    return Failure("timeout", f"no response within {timeout_s:g} s")
+
+
+def error_kind(error: BaseException, timeout_s: float | None = None) -> str:
+    """How a failed request is counted: a short name of what went wrong, carrying its message."""
     name = type(error).__name__
+    text = f"{name}: {error}" if str(error) else name
     if isinstance(error, ConnectionRefusedError):
-        return "connection_refused"
+        return Failure("connection_refused", text)
     if isinstance(error, (ConnectionResetError, BrokenPipeError)):
-        return "connection_reset"
+        return Failure("connection_reset", text)
     if "timeout" in name.lower():
-        return "timeout"
-    return name
+        return timed_out(timeout_s) if timeout_s is not None else Failure("timeout", text)
+    return Failure(name, text)
+
+
+def http_failure(status: int, response: bytes) -> Failure:
+    """The kind ``http_<status>`` of a failed response, with what its body says."""
+    return Failure(f"http_{status}", error_text(response))
+
+
+def grpc_failure(error: Any, timeout_s: float | None = None) -> Failure:
+    """The kind ``grpc_<code>`` of a failed call, with its status message (a deadline: the timeout)."""
+    kind = f"grpc_{error.code().name.lower()}"
+    if kind == "grpc_deadline_exceeded" and timeout_s is not None:
+        return Failure(kind, f"no response within {timeout_s:g} s")
+    details = error.details() if hasattr(error, "details") else ""
+    return Failure(kind, details or kind)
 
 
 class Transport(Protocol):
@@ -98,7 +134,7 @@ class HttpTransport:
         self.step = step + 1 if step + 1 < len(self.requests) else 0
         status = connection.roundtrip(self.requests[step])
         if status != 200:
-            return f"http_{status}"
+            return http_failure(status, connection.received.last)
         if self.recorder is not None:
             self.recorder.defer_split(*connection.split)
         return None if self.validator is None else self.validator.check_http(step, connection.received.last)
@@ -160,7 +196,7 @@ class GrpcTransport:
         try:
             response = stub.ModelInfer(self.requests[step], timeout=self.timeout)
         except self.grpc.RpcError as e:
-            return f"grpc_{e.code().name.lower()}"
+            return grpc_failure(e, self.timeout)
         return None if self.validator is None else self.validator.check_grpc(step, response)
 
 

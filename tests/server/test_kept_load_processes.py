@@ -114,3 +114,37 @@ def test_forked_workers_stay_up_across_runs(triton_server: LocalTritonServer) ->
         assert run.status == "ok" and run.requests > 0
         assert run.processes == 2
     assert elapsed < 60
+
+
+def test_a_kept_process_refuses_its_web_api_without_the_secret(triton_server: LocalTritonServer) -> None:
+    """Another user of the machine cannot start or stop a test in it; tritongen's calls carry the secret."""
+    import urllib.error
+    import urllib.request
+
+    from tritongen.io.loadgen_shared import WEB_TOKEN_HEADER
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with load_processes() as pool:
+        report = run_load_test(_spec(triton_server))
+        (service,) = pool._services.values()
+        assert service.url.startswith("http://127.0.0.1:")
+        for path, data in (
+            ("/stats/requests", None),
+            ("/swarm", b"user_count=1&spawn_rate=1"),
+            ("/stop", b""),
+        ):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                opener.open(urllib.request.Request(service.url + path, data=data), timeout=5)
+            assert refused.value.code == 401, path
+        wrong = urllib.request.Request(service.url + "/stats/requests", headers={WEB_TOKEN_HEADER: "guess"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            opener.open(wrong, timeout=5)
+        assert refused.value.code == 401
+        right = urllib.request.Request(
+            service.url + "/stats/requests", headers={WEB_TOKEN_HEADER: service.token}
+        )
+        with opener.open(right, timeout=5) as answer:
+            assert answer.status == 200
+        assert run_load_test(_spec(triton_server)).status == "ok"  # the next run still goes through it
+        assert pool.started == 1
+    assert report.status == "ok" and report.runs[0].requests > 0

@@ -27,6 +27,10 @@ class InferResult:
     latency_us: float
 
 
+class TimedOut(ServerError):
+    """A call without its answer within the endpoint's timeout (the server may be up: see ``infer``)."""
+
+
 def closed_connection(what: str, url: str, detail: str) -> ServerError:
     """The server at ``url`` dropped the connection in the middle of ``what``: it exited or crashed."""
     return ServerError(
@@ -73,11 +77,15 @@ class TritonEndpoint:
             return fn(*args, **kwargs)
         except InferenceServerException as e:
             message = (e.message() or str(e)).split("\n\nAt:")[0]
+            if "deadline" in f"{e.status()} {message}".lower():  # gRPC's deadline: the timeout
+                raise TimedOut(f"{what}: no answer within {self.timeout_s:g} s", "see the server log") from e
             if any(sign in message.lower() for sign in CLOSED_SIGNS):
                 raise closed_connection(what, self.url, message) from e
             raise ServerError(f"{what}: {message}", self._hint(message)) from e
         except http.client.HTTPException as e:  # geventhttpclient's HTTPConnectionClosed among them
             raise closed_connection(what, self.url, str(e) or type(e).__name__) from e
+        except TimeoutError as e:  # the socket's: connected, and no answer in time
+            raise TimedOut(f"{what}: no answer within {self.timeout_s:g} s", "see the server log") from e
         except (ConnectionError, OSError) as e:
             raise ServerError(
                 f"cannot reach Triton at {self.url} ({self.protocol}): {e}",
@@ -278,10 +286,36 @@ class TritonEndpoint:
             request_inputs.append(tensor)
         requested = [module.InferRequestedOutput(name) for name in outputs]
         client = self._connect()
+        what = f"inference on '{model}'"
         start = time.perf_counter_ns()
-        result = self._call(f"inference on '{model}'", client.infer, model, request_inputs, outputs=requested)
+        try:
+            result = self._call(
+                what, client.infer, model, request_inputs, outputs=requested, **self._timeout_kwargs()
+            )
+        except TimedOut as e:
+            raise self._unanswered(what, model) from e
         latency_us = (time.perf_counter_ns() - start) / 1000
         return InferResult(outputs={name: result.as_numpy(name) for name in outputs}, latency_us=latency_us)
+
+    def _unanswered(self, what: str, model: str) -> ServerError:
+        """A request without an answer in time, said as what it is: the server down, or the model hung."""
+        probe = TritonEndpoint(self.url, self.protocol, timeout_s=min(5.0, self.timeout_s))
+        try:
+            live, ready = probe.is_live(), probe.is_model_ready(model)
+        finally:
+            probe.close()
+        if not live:
+            return ServerError(
+                f"{what}: no answer within {self.timeout_s:g} s, and Triton at {self.url} does not answer "
+                "its health check either",
+                "see the server log; is the server running?",
+            )
+        state = "ready" if ready else "not ready"
+        return ServerError(
+            f"{what}: model '{model}' did not answer within {self.timeout_s:g} s, while the server is live "
+            f"and the model {state} (the model is hung or slower than the timeout)",
+            "see the server log, or give it longer with --timeout",
+        )
 
     def close(self) -> None:
         """Close the connection."""

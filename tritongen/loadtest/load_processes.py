@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tritongen.errors import ServerError
+from tritongen.io.loadgen_shared import WEB_TOKEN_ENV, WEB_TOKEN_HEADER
 from tritongen.loadtest.locust_process import (
     WEB_HOST,
     LocustArgs,
@@ -95,13 +98,18 @@ class ServiceCommand:
 
 
 class LoadService:
-    """One Locust process that stays up, and the runs it takes, one at a time."""
+    """One Locust process that stays up, and the runs it takes, one at a time.
+
+    Its web API answers only requests that carry its own secret (``WEB_TOKEN_HEADER``), given to
+    it in its environment: another user of this machine cannot start or stop its tests.
+    """
 
     def __init__(self, kind: ProcessKind, log_path: Path) -> None:
         self.kind = kind
         self.command = ServiceCommand(kind, pick_free_ports(WEB_HOST, 1)[0])
         self.url = f"http://{WEB_HOST}:{self.command.web_port}"
-        self.locust = LocustProcess(self.command, log_path)
+        self.token = secrets.token_urlsafe(32)
+        self.locust = LocustProcess(self.command, log_path, env={**os.environ, WEB_TOKEN_ENV: self.token})
         self.running = False
 
     def exited(self) -> bool:
@@ -165,7 +173,7 @@ class LoadService:
     def _state(self) -> dict[str, Any] | None:
         """Locust's ``/stats/requests`` (state, worker count), or None while it does not answer."""
         try:
-            with _OPENER.open(self.url + "/stats/requests", timeout=5.0) as response:
+            with _OPENER.open(self._request("/stats/requests"), timeout=5.0) as response:
                 answer: dict[str, Any] = json.load(response)
                 return answer
         except (OSError, ValueError):
@@ -174,11 +182,15 @@ class LoadService:
     def _post(self, path: str, form: dict[str, str], timeout_s: float) -> dict[str, Any]:
         data = urllib.parse.urlencode(form).encode()
         try:
-            with _OPENER.open(self.url + path, data=data, timeout=timeout_s) as response:
+            with _OPENER.open(self._request(path, data), timeout=timeout_s) as response:
                 answer: dict[str, Any] = json.load(response)
                 return answer
         except (OSError, ValueError) as e:
             raise ServerError(f"Locust's REST API did not answer {path}: {e}", self._hint()) from e
+
+    def _request(self, path: str, data: bytes | None = None) -> urllib.request.Request:
+        """A request to its web API at ``path``, carrying its secret (``data``: a POST of that form)."""
+        return urllib.request.Request(self.url + path, data=data, headers={WEB_TOKEN_HEADER: self.token})
 
     def _hint(self) -> str:
         return f"see its log {self.locust.log_path}; reinstall with `make install` if Locust is broken"

@@ -89,7 +89,7 @@ class LocustArgs:
     arrival: str = "constant"
     max_inflight: int = 1024
     seed: int = 0
-    timeout_s: float = 60.0
+    timeout_s: float = 30.0
     """A request without its (final) response after this long is a ``timeout`` error."""
     kind: str = "auto"
     """The load's kind (``tensor``, ``sequence`` …; ``auto``: the older options decide)."""
@@ -241,10 +241,11 @@ def forked_workers(processes: int) -> list[str]:
     """Options of a master with ``processes`` workers forked on this machine.
 
     The workers reach their master on a free port, not Locust's fixed 5557, which another run
-    with ``--processes`` on this machine may hold.
+    with ``--processes`` on this machine may hold, on loopback only (no other machine joins).
     """
     port = str(pick_free_ports("127.0.0.1", 1)[0])
-    return ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
+    bind = ["--master-bind-host", "127.0.0.1", "--master-bind-port", port]  # not every interface
+    return ["--processes", str(processes), *bind, "--master-port", port]
 
 
 def locust_options(args: LocustArgs) -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from tritongen.io.loadgen_shared import WORKER_FAILURE, is_stable_figures
 from tritongen.loadtest.distributed import lost_reason
+from tritongen.loadtest.failures import Failing
 from tritongen.loadtest.load_processes import ServiceRun, StartedRun, shares_process, start_locust
 from tritongen.loadtest.locust_process import LocustArgs, LocustProcess
 from tritongen.loadtest.prepared import LoadTest
@@ -60,6 +61,10 @@ class Watch:
     health_failures: int = 0
     model_failures: int = 0
     next_health: float = 0.0
+    succeeded: bool = False
+    """Whether a request of the run has succeeded (a run whose requests all fail stops early)."""
+    next_hung_check: float = 0.0
+    """When (monotonic) a run whose requests all timed out next asks whether the server is up."""
     measured: list[Window] = field(default_factory=list)
     """The measured windows so far (all of them once the run has ended)."""
 
@@ -162,7 +167,9 @@ class ModelRun:
         """The Locust run of this part, long enough for warm-up, the longest measurement and slack."""
         spec, requests = self.spec, self.test.requests
         users = self.users()
-        cap_s = spec.warmup_s + spec.effective_max_duration_s + 3 * self.window_s + 30
+        # slack beyond a timed-out request, so that a model that never answers is named first
+        slack_s = max(30.0, spec.request_timeout_s + 10)
+        cap_s = spec.warmup_s + spec.effective_max_duration_s + 3 * self.window_s + slack_s
         return LocustArgs(
             host=spec.address.url,
             model=spec.model,
@@ -197,7 +204,30 @@ class ModelRun:
         reason = reason or lost_reason(watch.log.lost, self.processes, watch.t0)
         if reason is None and watch.measure_start is None:
             reason = self._find_start()
-        return reason
+        return reason or self._failing_reason()
+
+    def _failing_reason(self) -> str | None:
+        """Why to stop a run none of whose requests succeeded: after its warm-up, or at its first timeout.
+
+        A timeout is named as one only while the server is live and the model ready (else the
+        health checks name the server or the model).
+        """
+        watch = self.watch
+        if watch.succeeded or watch.measure_start is None or not self.spec.end_when_all_fail:
+            return None
+        failing = Failing.of(watch.log.windows)
+        if failing is None:
+            watch.succeeded = any(w.ok for w in watch.log.windows.values())
+            return None
+        warmed = time.time() >= watch.t0 + watch.measure_start * self.window_s
+        if failing.timed_out and failing.timed_out == failing.count:
+            if time.monotonic() < watch.next_hung_check:
+                return None
+            watch.next_hung_check = time.monotonic() + 1.0
+            if not (self.health.is_live() and self.health.is_model_ready(self.spec.model)):
+                return None
+            return failing.hung_text(self.spec.model, self.spec.request_timeout_s)
+        return failing.text() if warmed else None
 
     def _exit_reason(self) -> str | None:
         """Why the run ends when Locust has exited or ended the test on its own; None while it runs."""
@@ -242,7 +272,8 @@ class ModelRun:
         first = watch.log.first_active(workers)
         if first is None:
             # Workers report a window once it is over: long windows take longer to show up.
-            limit = START_TIMEOUT_S + 2 * self.window_s + (distributed.wait_s if distributed else 0)
+            limit = max(START_TIMEOUT_S, self.spec.request_timeout_s + 5) + 2 * self.window_s
+            limit += distributed.wait_s if distributed else 0
             if time.monotonic() - watch.started > limit:
                 return f"no request finished within {limit:.0f} s of starting Locust"
             return None

@@ -63,6 +63,9 @@ class RunResult:
     max_hold_us: float = 0.0
     """Open loop: the longest a held-back send waited for a free slot."""
     warnings: list[str] = field(default_factory=list)
+    error_messages: dict[str, str] = field(default_factory=dict)
+    """The first message of each error kind of the run (the server's text, e.g. Triton's ``error``;
+    ``timeout``: how long it waited), warm-up included, by kind."""
     windows: list[dict[str, float | None]] = field(default_factory=list)
     round: int = 1
     """Which round of its level this run is (levels are measured round-robin)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritongen.io.loadgen_shared import CLIENT_SPLIT, histogram_moments
+from tritongen.loadtest.failures import first_messages
 from tritongen.loadtest.kinds.base import RunView
 from tritongen.loadtest.model_run import ModelRun, judge_stability
 from tritongen.loadtest.result import RunResult
@@ -53,6 +54,7 @@ def run_result(
         requests=total.ok + total.error_count,
         errors=total.error_count,
         errors_by_kind=dict(sorted(total.errors.items())),
+        error_messages=first_messages(run.watch.log.windows),
         qps=qps,
         infer_per_s=qps * run.test.requests.rows,
         latency_us=latency_summary(total.histogram) if total.ok else None,
@@ -96,7 +98,7 @@ def _add_figures(run: ModelRun, result: RunResult, total: Window, span: tuple[fl
     if run.other_cpu is not None:
         _add_other_cpu(result, run.other_cpu.summary(*span), run.spec.other_cpu_limit)
     run.test.kind.add_figures(result, RunView(run.users(), span, run.test.sampler))
-    if result.status == "ok" and not result.stable:
+    if result.status == "ok" and not result.stable and total.ok:  # nothing succeeded: the errors say why
         result.warnings.append(
             f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "
             f"after {result.duration_s:.0f} s (raise --max-duration or reduce noise)"

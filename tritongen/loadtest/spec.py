@@ -85,8 +85,11 @@ class LoadSpec:
     """``system``: inputs and outputs pass through system shared memory (a server on this host)."""
     output_shared_memory_size: int | None = None
     """Shared-memory bytes of an output whose size the metadata leaves open (dynamic dims, BYTES)."""
-    request_timeout_s: float = 60.0
+    request_timeout_s: float = 30.0
     """A request without its (final) response after this long counts as a ``timeout`` error."""
+    end_when_all_fail: bool = True
+    """End a level none of whose requests succeeds (after its warm-up, or at its first timeouts) with
+    the server's first message; False measures it as any other (``--max-error-rate 1``)."""
     sequences: bool = False
     """A sequence model: each level is a number of sequences in flight (closed loop)."""
     sequence_length: int | None = None

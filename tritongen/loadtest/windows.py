@@ -55,6 +55,8 @@ class Window:
     """Validation: the earliest mismatch of each output (their counts are ``mismatched/OUTPUT``)."""
     users: dict[str, int] = field(default_factory=dict)
     """Users each worker ran when it reported this window."""
+    messages: dict[str, str] = field(default_factory=dict)
+    """The first message of each error kind a worker first saw in this window (the server's text)."""
     reports: list[WindowLine] = field(default_factory=list)
     """The workers' own reports of this window (kept by a ``WindowLog`` with ``keep_reports`` only)."""
 
@@ -75,6 +77,8 @@ class Window:
         for name, count in report.get("counts", {}).items():
             self.counts[name] = self.counts.get(name, 0) + int(count)
         earliest_mismatches(self.mismatches, report.get("mismatches", {}))
+        for kind, text in report.get("messages", {}).items():
+            self.messages.setdefault(kind, str(text))
         worker = str(report.get("worker", ""))
         self.workers.add(worker)
         if "users" in report:
@@ -188,6 +192,8 @@ def merge(windows: list[Window]) -> Window:
         for name, count in window.counts.items():
             total.counts[name] = total.counts.get(name, 0) + count
         earliest_mismatches(total.mismatches, window.mismatches)
+        for kind, text in window.messages.items():
+            total.messages.setdefault(kind, text)
         total.workers |= window.workers
     return total
 

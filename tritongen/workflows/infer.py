@@ -34,6 +34,8 @@ class InferRequest:
     """Which entry of an input-data file to send."""
     warmup: int = 1
     """Untimed requests sent first."""
+    timeout_s: float = 30.0
+    """How long each request may wait for its answer."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ def infer_once(request: InferRequest, serving: ServingHooks | None = None) -> In
         url = request.url or f"localhost:{DEFAULT_PORTS[request.protocol]}"
         if server is not None:
             url = server.http_url if request.protocol == "http" else server.grpc_url
-        endpoint = TritonEndpoint(url, request.protocol)  # type: ignore[arg-type]
+        endpoint = TritonEndpoint(url, request.protocol, timeout_s=request.timeout_s)  # type: ignore[arg-type]
         try:
             interface = endpoint.interface(model)
             steps = input_steps(

@@ -95,10 +95,12 @@ def error_rate_failure(
         return None
     worst = max(failing, key=lambda r: r.errors / max(r.requests, 1))
     kinds = ", ".join(f"{kind}: {n}" for kind, n in sorted(worst.errors_by_kind.items()))
+    main = min(worst.errors_by_kind, key=lambda kind: (-worst.errors_by_kind[kind], kind))
+    first = worst.error_messages.get(main)
     return ServerError(
         f"{level(worst)}: {worst.errors / max(worst.requests, 1):.1%} of requests failed ({kinds}), "
-        f"above --max-error-rate {max_error_rate:g}",
-        "results were written; the JSON counts the errors by kind, the server log says why",
+        f"above --max-error-rate {max_error_rate:g}" + (f"; the first {main}: {first}" if first else ""),
+        "results were written; the JSON has each error kind's count and first message, the server log more",
     )
 
 

@@ -18,6 +18,8 @@ from tritongen.cli.options.shared import ModelName, Protocol, ProtocolChoice, Se
 from tritongen.cli.serving import serving_hooks
 from tritongen.client.endpoint import InferResult
 from tritongen.client.inputs import parse_input_files, parse_shape_overrides
+from tritongen.errors import ConfigError
+from tritongen.loadtest.spec import parse_duration
 from tritongen.workflows.infer import InferRequest, infer_once
 
 
@@ -51,6 +53,13 @@ def infer_command(
             "--warmup", help="Untimed requests sent first (the first one pays for lazy set-up).", min=0
         ),
     ] = 1,
+    timeout: Annotated[
+        str,
+        typer.Option(
+            "--timeout",
+            help="How long to wait for each answer, e.g. 30s; a model that answers none within it is named.",
+        ),
+    ] = "30s",
 ) -> None:
     """Send one inference request to MODEL and print its outputs and latency."""
     with user_errors():
@@ -66,9 +75,22 @@ def infer_command(
             files=parse_input_files(inputs or []),
             step=step,
             warmup=warmup,
+            timeout_s=_timeout_s(timeout),
         )
         outcome = infer_once(request, serving_hooks())
     _print_result(model, outcome.inputs, outcome.result, warmup)
+
+
+def _timeout_s(text: str) -> float:
+    """``--timeout`` in seconds.
+
+    Raises:
+        ConfigError: not a positive duration.
+    """
+    seconds = parse_duration(text, "--timeout")
+    if seconds <= 0:
+        raise ConfigError("--timeout must be positive", "e.g. --timeout 30s")
+    return seconds
 
 
 def _preview(array: np.ndarray, count: int = 6) -> str:  # type: ignore[type-arg]

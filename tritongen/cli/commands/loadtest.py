@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -141,7 +141,7 @@ def _request(
         model, url, load, run, rounds=rounds.count(default=1), llm=llm.load(), stop_at=saturation
     )
     return LoadTestRequest(
-        spec=spec,
+        spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1),  # 1: failures are measured
         mix=Mix.parse(model, run.mix),
         gates=settings(Gates, gates),
         serve=serve,
@@ -181,11 +181,15 @@ def _print_report(report: LoadTestReport) -> None:
     from tritongen.report.loadtest_tables import gpu_line, loadtest_report_tables
     from tritongen.report.table_data import to_rich
 
-    for table in loadtest_report_tables(report):
-        console.print(to_rich(table))
+    if any(run.latency_us for run in report.runs):  # else a table of dashes: the errors say why
+        for table in loadtest_report_tables(report):
+            console.print(to_rich(table))
     for run in report.runs:
         if run.errors_by_kind:
             say(f"{run_label(run)} errors: {run.errors_by_kind}")
+        for kind in run.errors_by_kind:
+            if kind in run.error_messages:
+                say(f"{run_label(run)} first {kind}: {run.error_messages[kind]}")
         for line in validation_lines(run.validation):
             say(f"{run_label(run)} {line}")
         for warning in run.warnings:

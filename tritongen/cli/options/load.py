@@ -52,8 +52,9 @@ RequestTimeout = Annotated[
     str,
     typer.Option(
         "--request-timeout",
+        "--timeout",
         help="A request without its response (streaming: its final response) after this long "
-        "counts as a timeout error, e.g. 30s.",
+        "counts as a timeout error; a model that answers none within it is named, e.g. 10s.",
     ),
 ]
 
@@ -243,7 +244,7 @@ class RunFlags:
     )
     max_duration: MaxDuration = None
     window: MeasurementWindow = None
-    request_timeout: RequestTimeout = "60s"
+    request_timeout: RequestTimeout = "30s"
     other_cpu_limit: OtherCpuLimit = "25%"
     processes: Annotated[
         str,
