@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tritongen.errors import ConfigError
 from tritongen.intervals import DEFAULT_CONFIDENCE
-from tritongen.loadtest.calibration import calibration_spec
-from tritongen.loadtest.client_floor import client_floor
+from tritongen.loadtest.client_floor import CALIBRATION_S, client_floor
 from tritongen.loadtest.distributed import loopback_warning
 from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult
@@ -21,6 +20,8 @@ from tritongen.workflows.serving import aimed_at, serving_if_asked
 from tritongen.workflows.verdict import Verdict, ended_early, error_rate_failure, first_failure, slo_miss
 
 DEFAULT_MAX_ERROR_RATE = 0.01
+CALIBRATION_WARMUP_S = 1.0
+"""Warm-up of each level's floor run (``--calibrate``)."""
 
 
 @dataclass(frozen=True)
@@ -143,3 +144,27 @@ def run_label(run: RunResult) -> str:
     if run.sequences_per_s is not None:
         return f"seq={run.concurrency}"
     return f"c={run.concurrency}" if run.mode == "concurrency" else f"{run.target_rate:g}/s"
+
+
+def calibration_spec(spec: LoadSpec) -> LoadSpec:
+    """The floor's load: the spec's levels and address, the null kind, short, one round.
+
+    Raises:
+        ConfigError: a load the floor cannot stand for: gRPC (the null kind goes over HTTP), a
+            language model's prompts, sequences, shared memory, or a distributed load.
+    """
+    refused = [
+        ("--protocol grpc", spec.protocol != "http", "the floor is measured over HTTP"),
+        ("--api", spec.llm is not None, "a language model's latency is its tokens', not a request's"),
+        ("--sequences", spec.sequences, "a sequence's requests wait for each other"),
+        ("--shared-memory system", spec.shared_memory != "none", "the floor sends no tensors"),
+        ("--master", spec.distributed is not None, "the floor is this machine's own"),
+    ]
+    for option, given, why in refused:
+        if given:
+            raise ConfigError(f"--calibrate does not apply with {option}: {why}", "drop --calibrate")
+    return replace(
+        spec, kind="null", batch_size=1, input_data="random", shapes={}, input_values={},
+        duration_s=CALIBRATION_S, warmup_s=CALIBRATION_WARMUP_S, max_duration_s=CALIBRATION_S, rounds=1,
+        window_s=None, count_window_requests=0, stop_at=None,
+    )  # fmt: skip
