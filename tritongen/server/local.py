@@ -158,8 +158,8 @@ class LocalTritonServer:
         reclaim_leftovers()
         self._resolve_ports()
         self._workdir = Path(tempfile.mkdtemp(prefix="tritongen-server-"))
-        if self._log_path is None:
-            self._log_path = self._workdir / "tritonserver.log"
+        # a log of its own for each start: a restart keeps the log of the run before it
+        self._log_path = self.settings.log_path or self._workdir / "tritonserver.log"
         try:
             backends = self._backend_dir(dist, self._workdir)
         except OSError as e:
@@ -214,6 +214,11 @@ class LocalTritonServer:
     def is_running(self) -> bool:
         """Whether the server process is alive."""
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """How the server process ended (negative: the killing signal); None while it runs or once stopped."""
+        return self._process.poll() if self._process is not None else None
 
     def repository_index(self) -> list[ModelState]:
         """Every model in the repository with its state and, for failures, the reason."""
