@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tritongen.errors import LoadTimeoutError
-from tritongen.server.local import LocalTritonServer
+from tritongen.server.local import LocalTritonServer, ServerSettings
 
 from support.processes import servers_started_by, shm_regions, start_cli
 
@@ -80,10 +80,11 @@ def test_serve_with_a_hanging_load_fails_in_one_line_naming_it_and_keeps_the_log
 
 
 def test_a_live_load_that_hangs_is_bounded_too(hanging_repository: Path) -> None:
+    settings = ServerSettings(http_port=0, grpc_port=0, metrics_port=0, models=["echo"])
+    # stop_timeout_s: stopping does not wait long on the hung load
     with LocalTritonServer(
-        hanging_repository, http_port=0, grpc_port=0, metrics_port=0, models=["echo"],
-        load_timeout_s=LOAD_TIMEOUT_S, stop_timeout_s=2,
-    ) as server:  # fmt: skip  (stopping does not wait on the hung load)
+        hanging_repository, settings, load_timeout_s=LOAD_TIMEOUT_S, stop_timeout_s=2
+    ) as server:
         with pytest.raises(LoadTimeoutError) as caught:
             server.load_model("hangs")
         assert caught.value.models == ["hangs"]
