@@ -29,7 +29,7 @@ from tritongen.server.distribution import STUB_NAME, TritonDistribution, find_di
 from tritongen.server.leftovers import SHM_DIR, SHM_PREFIX, reclaim_leftovers
 from tritongen.server.loading import default_load_timeout_s, model_count, still_loading
 from tritongen.server.ports import check_port_free, pick_free_ports
-from tritongen.server.process import reap_process_group, stop_with_parent, tail_lines
+from tritongen.server.process import kill_group, reap_process_group, stop_with_parent, tail_lines
 from tritongen.server.settings import RESTRICTED_APIS, ServerOptions, ServerSettings, is_loopback
 
 if TYPE_CHECKING:
@@ -209,8 +209,7 @@ class LocalTritonServer:
                 with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
                     process.wait(timeout=self.stop_timeout_s)
             # Python-backend stubs share the server's process group; leave none behind.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+            kill_group(process)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)
             self._process = None
