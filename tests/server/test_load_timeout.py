@@ -79,6 +79,29 @@ def test_serve_with_a_hanging_load_fails_in_one_line_naming_it_and_keeps_the_log
     assert servers_started_by(cli.pid) == [] and shm_regions(cli.pid) == []
 
 
+@pytest.mark.parametrize("command", ["loadtest", "infer"])
+def test_commands_that_serve_bound_the_load_too(
+    hanging_repository: Path, tmp_path: Path, command: str
+) -> None:
+    cli = start_cli(
+        tmp_path / "cli",
+        command,
+        "hangs",
+        "--serve",
+        hanging_repository,
+        "--load-timeout",
+        str(LOAD_TIMEOUT_S),
+    )
+    try:
+        code = cli.wait(LOAD_TIMEOUT_S + 60)
+    finally:
+        cli.kill()
+    assert code == 1, cli.stderr()
+    (line,) = cli.error_lines()
+    assert f"not ready within {LOAD_TIMEOUT_S} s, still loading: hangs" in line, line
+    assert servers_started_by(cli.pid) == []
+
+
 def test_a_live_load_that_hangs_is_bounded_too(hanging_repository: Path) -> None:
     settings = ServerSettings(http_port=0, grpc_port=0, metrics_port=0, models=["echo"])
     # stop_timeout_s: stopping does not wait long on the hung load

@@ -14,7 +14,7 @@ from tritongen.cli.console import console
 from tritongen.cli.options.groups import Pick, option_groups
 from tritongen.cli.options.load import LoadFlags
 from tritongen.cli.options.settings import settings
-from tritongen.cli.options.shared import ModelName, Protocol, ProtocolChoice, Serve, Url
+from tritongen.cli.options.shared import LoadTimeout, ModelName, Protocol, ProtocolChoice, Serve, Url
 from tritongen.cli.serving import serving_hooks
 from tritongen.client.endpoint import InferResult
 from tritongen.client.inputs import parse_input_files, parse_shape_overrides
@@ -44,6 +44,7 @@ def infer_command(
         int, typer.Option("--step", help="Which step (entry) of an --input-data file to send, from 0.")
     ] = 0,
     serve: Serve = None,
+    load_timeout: LoadTimeout = None,
     # Not the load options' --warmup (a duration of load before measuring): a count of requests.
     warmup: Annotated[
         int,
@@ -62,6 +63,7 @@ def infer_command(
             url=url,
             protocol=protocol.value,
             serve=serve,
+            load_timeout_s=load_timeout,
             shapes=parse_shape_overrides(load.shapes or []),
             files=parse_input_files(inputs or []),
             step=step,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from tritongen.cli.main import app
 from tritongen.server.loading import (
     LOAD_TIMEOUT_BASE_S,
     LOAD_TIMEOUT_PER_MODEL_S,
@@ -12,6 +15,8 @@ from tritongen.server.loading import (
     still_loading,
 )
 from tritongen.server.local import LocalTritonServer
+
+from support.cli_output import error_line
 
 LOG = [
     'I1205 08:45:41.317 29001 model_lifecycle.cc:472] "loading: fast:1"',
@@ -49,3 +54,15 @@ def test_the_server_takes_the_derived_bound_unless_given_one(tmp_path: Path) -> 
 def test_loads_begun_and_not_ended_are_still_loading() -> None:
     assert still_loading(LOG) == ["name:with:colons", "slow"]
     assert still_loading([]) == []
+
+
+def test_load_timeout_is_refused_where_no_embedded_server_starts(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["loadtest", "mlp_onnx", "--load-timeout", "5", "--duration", "1s"])
+    assert result.exit_code != 0 and "--load-timeout needs --serve REPO" in error_line(result.stderr)
+    result = runner.invoke(
+        app, ["tune", "mlp_onnx", "--repo", str(tmp_path), "--load-timeout", "5", "--url", "localhost:1"]
+    )
+    assert result.exit_code != 0 and "--load-timeout and --url exclude each other" in error_line(
+        result.stderr
+    )
