@@ -117,7 +117,7 @@ def test_a_test_during_which_the_shared_server_dies_fails(
     ):
         result.stdout.fnmatch_lines([f"*::{test} PASSED*"])
     output = result.stdout.str()
-    died = "the shared Triton server died during the {} of test_inner.py::{} (exit status -9)"
+    died = "the shared Triton server died during the {} of test_inner.py::{} (exit status -9, SIGKILL)"
     for test in (
         "test_a_kills_it",
         "test_c_without_the_server_kills_it",

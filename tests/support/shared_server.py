@@ -12,6 +12,7 @@ per session (per xdist worker) on the session's ``served_repository``, and its w
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +47,19 @@ def death_message(server: LocalTritonServer, when: str) -> str:
     except (OSError, TritongenError):
         where, tail = "no log", "(no log)"
     return (
-        f"the shared Triton server died {when} (exit status {server.exit_code}); "
+        f"the shared Triton server died {when} (exit status {_status(server.exit_code)}); "
         f"its log ({where}) ends:\n{tail}"
     )
+
+
+def _status(code: int | None) -> str:
+    """``-9, SIGKILL`` (killed from outside: nothing in its log) or ``-6, SIGABRT`` (an abort it logged)."""
+    if code is None or code >= 0:
+        return str(code)
+    try:
+        return f"{code}, {signal.Signals(-code).name}"
+    except ValueError:
+        return str(code)
 
 
 @pytest.fixture(scope="session")
