@@ -618,7 +618,7 @@ def serve(check: Check, repo: Path) -> Any:
         grpc_port=0,
         metrics_port=0,
         log_path=check.out / SERVER_LOG,
-        ready_timeout_s=max(10.0, min(240.0, check.remaining())),
+        load_timeout_s=max(10.0, min(240.0, check.remaining())),
         require_all_models=False,
     )
     try:

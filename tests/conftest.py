@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-from tritongen.errors import TritongenError
 from tritongen.examples.models import EXAMPLES, write_example
-from tritongen.server.local import LocalTritonServer
 
 from support.gpus import host_gpu_skip_reason, skip_gpu_items
 from support.paths import ROOT
 from support.vllm_server import vllm_missing_reason
+
+# The shared embedded server (``triton_server``) and the watch that fails a test during which it dies.
+pytest_plugins = ["support.shared_server"]
 
 # Property tests draw the same examples on every run and machine: a failure is reproducible,
 # and a run cannot pass by the luck of its draw.
@@ -95,41 +94,3 @@ def served_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     write_torchscript_mlp(repo / "mlp_torchscript")
     return repo
-
-
-@pytest.fixture(scope="session")
-def triton_server(served_repository: Path) -> Iterator[LocalTritonServer]:
-    """The real embedded Triton server on ``served_repository``, one per test session, auto ports.
-
-    It starts once (about 8 s for its models) and is shared by every module: a test that
-    changes what the server serves (a model's config, loaded or not) puts it back.
-    """
-    with LocalTritonServer(served_repository, http_port=0, grpc_port=0, metrics_port=0) as server:
-        yield server
-
-
-@pytest.fixture(autouse=True)
-def _shared_server_alive(request: pytest.FixtureRequest) -> None:
-    """A test that takes the shared server finds it running: one that died is started again.
-
-    Its log's end goes to the terminal (past pytest's capture), so the run says that it died and
-    why, and the tests after it do not all fail on a refused connection.
-    """
-    if "triton_server" not in request.fixturenames:
-        return
-    server: LocalTritonServer = request.getfixturevalue("triton_server")
-    if server.is_running():
-        return
-    try:
-        tail = "\n".join(server.log_tail(30))
-    except (OSError, TritongenError):
-        tail = "(no log)"
-    message = (
-        f"the shared Triton server died before {request.node.nodeid}; started again. Its log ends:\n{tail}"
-    )
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:  # past the capture: the run's output says it
-        reporter.write_line(message, yellow=True)
-    warnings.warn(message, stacklevel=1)
-    server.stop()
-    server.start()

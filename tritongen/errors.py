@@ -74,6 +74,14 @@ class ModelLoadError(ServerError):
         super().__init__(f"{len(reasons)} model(s) failed to load: {names}", hint)
 
 
+class LoadTimeoutError(ServerError):
+    """Models did not finish loading within the time allowed; ``models`` names those still loading."""
+
+    def __init__(self, models: list[str], message: str, hint: str | None = None) -> None:
+        self.models = list(models)
+        super().__init__(message, hint)
+
+
 def first_line(error: BaseException, limit: int = 300) -> str:
     """The first line of an exception's message (its type name when empty), for one-line errors."""
     text = str(error).strip()

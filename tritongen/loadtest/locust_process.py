@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from tritongen.errors import MissingDependencyError, ServerError
 from tritongen.io.loadgen_shared import OPTIONS
 from tritongen.server.affinity import machine_cores, pinned_start
 from tritongen.server.ports import pick_free_ports
-from tritongen.server.process import die_with_parent, tail_lines
+from tritongen.server.process import die_with_parent, kill_group, tail_lines
 
 WEB_HOST = "127.0.0.1"
 """Where Locust's web UI listens (``--web``): this machine only."""
@@ -221,8 +220,7 @@ class LocustProcess:
                 self.process.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
                 self.process.wait(timeout=timeout_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        kill_group(self.process)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         self._log.close()

@@ -106,13 +106,18 @@ class ServingHooks:
 
 @contextlib.contextmanager
 def embedded_server(
-    repo: Path, models: Sequence[str], hooks: ServingHooks | None = None, skip_failed: bool = False
+    repo: Path,
+    models: Sequence[str],
+    hooks: ServingHooks | None = None,
+    skip_failed: bool = False,
+    load_timeout_s: float | None = None,
 ) -> Iterator[LocalTritonServer]:
     """The embedded server with just ``models`` of ``repo``, on free ports, stopped on exit.
 
     The models' configs are linted first (:func:`~tritongen.server.preflight.lint_before_serving`).
     With ``skip_failed`` the whole repository is served instead, less the models that fail lint
     or do not load (each told to ``hooks.on_left_out``); ``models`` must still load.
+    ``load_timeout_s`` bounds the start and its loads (None: derived from the model count).
 
     Raises:
         ConfigError: a config breaks one of Triton's rules.
@@ -130,6 +135,7 @@ def embedded_server(
             metrics_port=0,
             models=served or None,
             require_all_models=not skip_failed,
+            load_timeout_s=load_timeout_s,
         )
         server.start()
     try:

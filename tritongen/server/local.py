@@ -23,12 +23,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tritongen.client.repository import ADMIN_HEADER
-from tritongen.errors import ModelLoadError, RepositoryError, ServerError
+from tritongen.errors import LoadTimeoutError, ModelLoadError, RepositoryError, ServerError
 from tritongen.server.affinity import machine_cores, pinned_start
 from tritongen.server.distribution import STUB_NAME, TritonDistribution, find_distribution
 from tritongen.server.leftovers import SHM_DIR, SHM_PREFIX, reclaim_leftovers
+from tritongen.server.loading import default_load_timeout_s, model_count, still_loading
 from tritongen.server.ports import check_port_free, pick_free_ports
-from tritongen.server.process import reap_process_group, stop_with_parent, tail_lines
+from tritongen.server.process import kill_group, reap_process_group, stop_with_parent, tail_lines
 from tritongen.server.settings import RESTRICTED_APIS, ServerOptions, ServerSettings, is_loopback
 
 if TYPE_CHECKING:
@@ -83,7 +84,11 @@ class LocalTritonServer:
             "metrics": settings.metrics_port,
         }
         self.models = list(settings.models) if settings.models is not None else None
-        self.ready_timeout_s = settings.ready_timeout_s
+        self.load_timeout_s = (
+            settings.load_timeout_s
+            if settings.load_timeout_s is not None
+            else default_load_timeout_s(model_count(repo, self.models))
+        )
         self.stop_timeout_s = settings.stop_timeout_s
         self.extra_args = list(settings.extra_args or [])
         self.require_all_models = settings.require_all_models
@@ -158,8 +163,8 @@ class LocalTritonServer:
         reclaim_leftovers()
         self._resolve_ports()
         self._workdir = Path(tempfile.mkdtemp(prefix="tritongen-server-"))
-        if self._log_path is None:
-            self._log_path = self._workdir / "tritonserver.log"
+        # a log of its own for each start: a restart keeps the log of the run before it
+        self._log_path = self.settings.log_path or self._workdir / "tritonserver.log"
         try:
             backends = self._backend_dir(dist, self._workdir)
         except OSError as e:
@@ -204,8 +209,7 @@ class LocalTritonServer:
                 with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
                     process.wait(timeout=self.stop_timeout_s)
             # Python-backend stubs share the server's process group; leave none behind.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
+            kill_group(process)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)
             self._process = None
@@ -214,6 +218,11 @@ class LocalTritonServer:
     def is_running(self) -> bool:
         """Whether the server process is alive."""
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """How the server process ended (negative: the killing signal); None while it runs or once stopped."""
+        return self._process.poll() if self._process is not None else None
 
     def repository_index(self) -> list[ModelState]:
         """Every model in the repository with its state and, for failures, the reason."""
@@ -237,13 +246,20 @@ class LocalTritonServer:
 
         Raises:
             ModelLoadError: the server refused; the previous version (if any) stays loaded.
+            LoadTimeoutError: the load did not finish within ``load_timeout_s`` (the server goes on with it).
         """
         body: dict[str, Any] = {}
         if config is not None:
             body = {"parameters": {"config": json.dumps(config)}}
         try:
-            self._request("POST", f"/v2/repository/models/{name}/load", body)
+            self._request("POST", f"/v2/repository/models/{name}/load", body, self.load_timeout_s)
         except ServerError as e:
+            if _timed_out(e):
+                raise LoadTimeoutError(
+                    [name],
+                    f"model {name} not ready within {self.load_timeout_s:.0f} s, still loading",
+                    f"raise --load-timeout if it only needs longer; the server's log is {self._log_path}",
+                ) from e
             raise ModelLoadError({name: e.message}, "fix the model or its config") from e
 
     def unload_model(self, name: str) -> None:
@@ -314,7 +330,7 @@ class LocalTritonServer:
         return env
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout_s
+        deadline = time.monotonic() + self.load_timeout_s
         while True:
             process = self._process
             if process is None or process.poll() is not None:
@@ -324,10 +340,7 @@ class LocalTritonServer:
             if self._live():
                 break
             if time.monotonic() > deadline:
-                raise ServerError(
-                    f"the Triton server was not live within {self.ready_timeout_s:.0f} s",
-                    f"see {self.log_path}, or raise the timeout",
-                )
+                raise self._load_timeout()
             time.sleep(0.1)
         # In explicit mode the start-up loads finish before the endpoints open.
         self._check_models()
@@ -356,6 +369,18 @@ class LocalTritonServer:
         if not wanted:
             raise RepositoryError(f"{self.repo} holds no models", "run `tritongen convert` first")
 
+    def _load_timeout(self) -> LoadTimeoutError:
+        """The start outlasted ``load_timeout_s``: the models its log shows still loading, and the log."""
+        pending = still_loading(self.log_tail(1_000_000))
+        within = f"within {self.load_timeout_s:.0f} s"
+        what = (
+            f"model(s) not ready {within}, still loading: {', '.join(pending)}"
+            if pending
+            else f"the Triton server was not live {within}"
+        )
+        hint = f"raise --load-timeout if they only need longer; the server's log is kept at {self.log_path}"
+        return LoadTimeoutError(pending, what, hint)
+
     def _poll_failure(self, name: str) -> str:
         """Why the server could not read the directory of ``name`` (listed without a state): its log says."""
         prefix = f"Poll failed for model directory '{name}': "
@@ -371,7 +396,7 @@ class LocalTritonServer:
         except (urllib.error.URLError, OSError, http.client.HTTPException):
             return False
 
-    def _request(self, method: str, path: str, body: dict[str, Any]) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any], timeout_s: float = 300) -> Any:
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.admin_key is not None:
@@ -379,7 +404,7 @@ class LocalTritonServer:
         url = f"http://{self.http_url}{path}"
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=300) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 payload = response.read()
         except urllib.error.HTTPError as e:
             try:
@@ -410,3 +435,10 @@ class LocalTritonServer:
             else:
                 shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+
+
+def _timed_out(error: ServerError) -> bool:
+    """Whether a request failed because its answer took longer than its timeout."""
+    cause = error.__cause__
+    reason = cause.reason if isinstance(cause, urllib.error.URLError) else cause
+    return isinstance(reason, TimeoutError)

@@ -49,5 +49,25 @@ def reap_process_group(process: subprocess.Popen[bytes]) -> None:
     timeout (minutes), instead of being told the server closed it.
     """
     process.wait()
+    kill_group(process)
+
+
+def kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group ``process`` leads (a session of its own), or what is left of it.
+
+    Once the leader has exited and been reaped, its number stays taken while any member of its
+    group lives; with none left, Linux may give the number to a new process (quickly where
+    ``pid_max`` is 32768), which may lead a group of its own: another suite's server, say. So a
+    reaped leader's group is killed only while no process holds the leader's pid.
+    """
+    if process.returncode is not None:  # reaped: the number may have been reused
+        try:
+            os.kill(process.pid, 0)
+        except ProcessLookupError:
+            pass  # no process has it: only members of the old group can hold it as their group
+        except PermissionError:
+            return  # another user's process has it now
+        else:
+            return  # a new process has it now
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)

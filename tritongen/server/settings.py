@@ -27,7 +27,9 @@ class ServerSettings:
     host: str = "127.0.0.1"
     models: Sequence[str] | None = None
     """The models loaded at start-up: all (``None``) by default, none with ``[]``."""
-    ready_timeout_s: float = 120.0
+    load_timeout_s: float | None = None
+    """How long the server may take to start and load its models; None: derived from the model count
+    (:func:`~tritongen.server.loading.default_load_timeout_s`). Also bounds each later live load."""
     stop_timeout_s: float = 20.0
     """How long SIGINT is given before the process group is killed."""
     log_path: Path | None = None
@@ -48,7 +50,7 @@ class ServerOptions(TypedDict, total=False):
     metrics_port: int
     host: str
     models: Sequence[str] | None
-    ready_timeout_s: float
+    load_timeout_s: float | None
     stop_timeout_s: float
     log_path: Path | None
     extra_args: Sequence[str] | None

@@ -58,6 +58,8 @@ class TuneSession:
     """With ``apply``: only plan the winner's change; nothing is loaded or written."""
     skip_failed: bool = False
     """The embedded server serves the whole repository, less the models that fail to load."""
+    load_timeout_s: float | None = None
+    """How long the embedded server's start and loads may take (None: derived from the model count)."""
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,8 @@ def _server(
     # loaded with its caller, as an ensemble's steps are).
     others = [request.model] if request.model != spec.model else []
     others += list(request.background.models if request.background else ())
-    with embedded_server(repo, [spec.model, *others], hooks, skip_failed=session.skip_failed) as server:
+    served = [spec.model, *others]
+    with embedded_server(repo, served, hooks, session.skip_failed, session.load_timeout_s) as server:
         try:
             yield server.http_url, aimed_at(spec, server)
         except ServerGoneError as e:  # the embedded server died: its log says why

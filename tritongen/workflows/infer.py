@@ -25,6 +25,8 @@ class InferRequest:
     protocol: str = "http"
     serve: Path | None = None
     """Start the embedded server on this repository with just ``model`` for the request."""
+    load_timeout_s: float | None = None
+    """With ``serve``: how long its start and load may take (None: derived)."""
     batch_size: int = 1
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
@@ -54,7 +56,7 @@ def infer_once(request: InferRequest, serving: ServingHooks | None = None) -> In
         ServerError: the server or the model cannot be reached.
     """
     model = request.model
-    with serving_if_asked(request.serve, [model], serving) as server:
+    with serving_if_asked(request.serve, [model], serving, load_timeout_s=request.load_timeout_s) as server:
         url = request.url or f"localhost:{DEFAULT_PORTS[request.protocol]}"
         if server is not None:
             url = server.http_url if request.protocol == "http" else server.grpc_url

@@ -45,6 +45,8 @@ class LoadTestRequest:
     """Start the embedded server on this repository for the test (None: the server at the spec's URL)."""
     skip_failed: bool = False
     """With ``serve``: the whole repository, less the models that fail to load."""
+    load_timeout_s: float | None = None
+    """With ``serve``: how long its start and loads may take (None: derived from the model count)."""
     confidence: float = DEFAULT_CONFIDENCE
     calibrate: bool = False
     """Measure the client's own floor at each level first (the null kind), and say where a run is near it."""
@@ -53,11 +55,13 @@ class LoadTestRequest:
         """Refuse what cannot run together, before anything starts; the warnings to show.
 
         Raises:
-            ConfigError: ``--master`` with ``--serve``, ``--skip-failed`` without it, or a mix
-                that does not fit the load (the spec checked itself as it was made).
+            ConfigError: ``--master`` with ``--serve``, ``--skip-failed`` or ``--load-timeout``
+                without it, or a mix that does not fit the load (the spec checked itself as it was made).
         """
         if self.skip_failed and self.serve is None:
             raise ConfigError("--skip-failed needs --serve REPO", "add --serve, or drop --skip-failed")
+        if self.load_timeout_s is not None and self.serve is None:
+            raise ConfigError("--load-timeout needs --serve REPO", "add --serve, or drop --load-timeout")
         warnings = []
         if self.spec.distributed is not None:
             if self.serve is not None:
@@ -110,7 +114,9 @@ def run_loadtest(request: LoadTestRequest, hooks: LoadTestHooks | None = None) -
         TritongenError: the server cannot start, or the load cannot be prepared.
     """
     hooks = hooks or LoadTestHooks()
-    with serving_if_asked(request.serve, request.mix.models, hooks.serving, request.skip_failed) as server:
+    with serving_if_asked(
+        request.serve, request.mix.models, hooks.serving, request.skip_failed, request.load_timeout_s
+    ) as server:
         spec = aimed_at(request.spec, server)
         floor = None
         if request.calibrate:

@@ -15,12 +15,17 @@ from tritongen.server.local import LocalTritonServer
 
 @contextlib.contextmanager
 def serving_if_asked(
-    repo: Path | None, models: Sequence[str], hooks: ServingHooks | None = None, skip_failed: bool = False
+    repo: Path | None,
+    models: Sequence[str],
+    hooks: ServingHooks | None = None,
+    skip_failed: bool = False,
+    load_timeout_s: float | None = None,
 ) -> Iterator[LocalTritonServer | None]:
     """The embedded server on ``repo`` with ``models``, for the block; no ``repo``: none (one runs elsewhere).
 
     With ``skip_failed`` the whole repository is served, less the models that fail to load
-    (each told to ``hooks``); ``models`` must load all the same.
+    (each told to ``hooks``); ``models`` must load all the same. ``load_timeout_s`` bounds the
+    start and its loads (None: derived from the model count).
 
     Raises:
         ConfigError: a config breaks one of Triton's rules.
@@ -30,7 +35,9 @@ def serving_if_asked(
     if repo is None:
         yield None
         return
-    with embedded_server(repo, models, hooks, skip_failed=skip_failed) as server:
+    with embedded_server(
+        repo, models, hooks, skip_failed=skip_failed, load_timeout_s=load_timeout_s
+    ) as server:
         yield server
 
 

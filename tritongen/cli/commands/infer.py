@@ -11,10 +11,10 @@ from rich.table import Table
 
 from tritongen.cli.boundary import user_errors
 from tritongen.cli.console import console
-from tritongen.cli.options.groups import Pick, option_groups
-from tritongen.cli.options.load import LoadFlags
+from tritongen.cli.options.groups import Pick, option_groups, reworded
+from tritongen.cli.options.load import LoadFlags, RequestTimeout
 from tritongen.cli.options.settings import settings
-from tritongen.cli.options.shared import ModelName, Protocol, ProtocolChoice, Serve, Url
+from tritongen.cli.options.shared import LoadTimeout, ModelName, Protocol, ProtocolChoice, Serve, Url
 from tritongen.cli.serving import serving_hooks
 from tritongen.client.endpoint import InferResult
 from tritongen.client.inputs import parse_input_files, parse_shape_overrides
@@ -46,6 +46,7 @@ def infer_command(
         int, typer.Option("--step", help="Which step (entry) of an --input-data file to send, from 0.")
     ] = 0,
     serve: Serve = None,
+    load_timeout: LoadTimeout = None,
     # Not the load options' --warmup (a duration of load before measuring): a count of requests.
     warmup: Annotated[
         int,
@@ -55,9 +56,9 @@ def infer_command(
     ] = 1,
     timeout: Annotated[
         str,
-        typer.Option(
-            "--timeout",
-            help="How long to wait for each answer, e.g. 30s; a model that answers none within it is named.",
+        reworded(
+            RequestTimeout,
+            "How long to wait for each answer, e.g. 30s; a model that answers none within it is named.",
         ),
     ] = "30s",
 ) -> None:
@@ -71,6 +72,7 @@ def infer_command(
             url=url,
             protocol=protocol.value,
             serve=serve,
+            load_timeout_s=load_timeout,
             shapes=parse_shape_overrides(load.shapes or []),
             files=parse_input_files(inputs or []),
             step=step,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,7 +16,7 @@ from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
 from tritongen.cli.options.output import OutputFlags
 from tritongen.cli.options.rounds import RoundsFlags
 from tritongen.cli.options.settings import settings
-from tritongen.cli.options.shared import Serve, SkipFailed, SloP99, Url
+from tritongen.cli.options.shared import LoadTimeout, Serve, SkipFailed, SloP99, Url
 from tritongen.cli.progress import live_line, run_text
 from tritongen.cli.serving import serving_hooks
 from tritongen.cli.verdict import finish
@@ -38,6 +37,29 @@ from tritongen.workflows.loadtest import (
     run_label,
     run_loadtest,
 )
+
+
+@dataclass(frozen=True)
+class ServeFlags:
+    """The embedded server a load test may start for itself."""
+
+    serve: Serve = None
+    skip_failed: Annotated[
+        bool,
+        reworded(
+            SkipFailed,
+            "With --serve: serve the whole repository, leaving out (one line each) the models that fail "
+            "to load; the models under load must load (default: only those models).",
+        ),
+    ] = False
+    load_timeout: Annotated[
+        float | None,
+        reworded(
+            LoadTimeout,
+            "With --serve: seconds the server may take to start and load the models (default 120 plus "
+            "15 per model). Past it the test fails, naming the models still loading; the log is kept.",
+        ),
+    ] = None
 
 
 @dataclass(frozen=True)
@@ -80,28 +102,20 @@ def loadtest_command(
     output: OutputFlags,
     gates: GateFlags,
     llm: LlmFlags,
+    serving: ServeFlags,
     model: Annotated[
         str | None,
         typer.Argument(help="Served model name, e.g. mlp_onnx (none with --worker).", show_default=False),
     ] = None,
     url: Url = None,
-    serve: Serve = None,
-    skip_failed: Annotated[
-        bool,
-        reworded(
-            SkipFailed,
-            "With --serve: serve the whole repository, leaving out (one line each) the models that fail "
-            "to load; the models under load must load (default: only those models).",
-        ),
-    ] = False,
 ) -> None:
     """Load-test MODEL: one run per concurrency (closed loop) or rate (open loop) level (and round)."""
     with user_errors():
         if run.worker:  # a load worker of a master elsewhere, which sends the load options
-            refused = _not_for_workers(url, serve, skip_failed)
+            refused = _not_for_workers(url, serving)
             run_worker_mode(model, run, given_options(load, rounds, output, gates, llm) + refused)
             return
-        request = _request(model, url, load, run, rounds, gates, llm, serve, skip_failed)
+        request = _request(model, url, load, run, rounds, gates, llm, serving)
         for warning in request.check():
             say(f"warning: {warning}", err=True)
         if request.spec.rounds > 1:
@@ -125,8 +139,7 @@ def _request(
     rounds: RoundsFlags,
     gates: GateFlags,
     llm: LlmFlags,
-    serve: Path | None,
-    skip_failed: bool,
+    serving: ServeFlags,
 ) -> LoadTestRequest:
     """The load test asked, from the command's options (not yet checked against each other).
 
@@ -144,16 +157,22 @@ def _request(
         spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1),  # 1: failures are measured
         mix=Mix.parse(model, run.mix),
         gates=settings(Gates, gates),
-        serve=serve,
-        skip_failed=skip_failed,
+        serve=serving.serve,
+        skip_failed=serving.skip_failed,
+        load_timeout_s=serving.load_timeout,
         confidence=rounds.confidence,
         calibrate=gates.calibrate,
     )
 
 
-def _not_for_workers(url: str | None, serve: Path | None, skip_failed: bool) -> list[str]:
+def _not_for_workers(url: str | None, serving: ServeFlags) -> list[str]:
     """The options given that a load worker does not take (its master sends the load options)."""
-    given = [("--url", url), ("--serve", serve), ("--skip-failed", skip_failed)]
+    given = [
+        ("--url", url),
+        ("--serve", serving.serve),
+        ("--skip-failed", serving.skip_failed),
+        ("--load-timeout", serving.load_timeout),
+    ]
     return [option for option, value in given if value]
 
 

@@ -13,15 +13,13 @@ from rich.table import Table
 from tritongen.cli.boundary import stop_on_signals, user_errors
 from tritongen.cli.console import console, err_console, say
 from tritongen.cli.options.parsing import parse_name_list
-from tritongen.cli.options.shared import SkipFailed
+from tritongen.cli.options.shared import LoadTimeout, SkipFailed
 from tritongen.cli.serving import show_finding, show_left_out
 from tritongen.client.repository import ADMIN_HEADER
 from tritongen.convert.llm.formats import LLM_START_TIMEOUT_S, local_llm_models
 from tritongen.errors import ModelLoadError
 from tritongen.server.embedded import lint_before_serving, models_that_lint
 from tritongen.server.local import RESTRICTED_APIS, LocalTritonServer, is_loopback
-
-READY_TIMEOUT_S = 180.0
 
 
 def serve_command(
@@ -37,15 +35,7 @@ def serve_command(
     ] = 8002,
     models: Annotated[str | None, typer.Option("--models", help="Load only these models, e.g. a,b.")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-    ready_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--ready-timeout",
-            help="Seconds to wait for the server and its models (default 180; 900 with a language "
-            "model, whose engine takes minutes to start on a CPU).",
-            show_default=False,
-        ),
-    ] = None,
+    load_timeout: LoadTimeout = None,
     lint: Annotated[
         bool, typer.Option("--lint/--no-lint", help="Check the configs with `tritongen lint` first.")
     ] = True,
@@ -59,8 +49,8 @@ def serve_command(
     admin_key = None if is_loopback(host) else secrets.token_urlsafe(24)
     with user_errors():
         named, refused = _linted(repo, list(parse_name_list(models)), lint, skip_failed)
-        if ready_timeout is None:
-            ready_timeout = LLM_START_TIMEOUT_S if local_llm_models(repo, named) else READY_TIMEOUT_S
+        if load_timeout is None and local_llm_models(repo, named):
+            load_timeout = LLM_START_TIMEOUT_S  # an LLM engine takes minutes to start on a CPU
         server = LocalTritonServer(
             repo,
             http_port=http_port,
@@ -68,7 +58,7 @@ def serve_command(
             metrics_port=metrics_port,
             host=host,
             models=named or None,
-            ready_timeout_s=ready_timeout,
+            load_timeout_s=load_timeout,
             admin_key=admin_key,
             require_all_models=not skip_failed,
         )

@@ -128,7 +128,10 @@ def _batching_options_given(
     """The batching, background and report options given: a local vLLM model's tune refuses them."""
     return (
         *changed_flags(search, tuple(f.name for f in fields(SearchFlags) if f.name != "max_trials")),
-        *changed_flags(server, ("background", "background_concurrency", "background_rate", "skip_failed")),
+        *changed_flags(
+            server,
+            ("background", "background_concurrency", "background_rate", "skip_failed", "load_timeout_s"),
+        ),
         *changed_flags(trials, ("resume", "finalists")),
         *changed_flags(output, ("plot_path", "html_path")),
         *(["--slo-p99-ms"] if slo_p99_ms is not None else []),
@@ -148,6 +151,11 @@ def _check_server(server: ServerFlags, applying: ApplyFlags) -> None:
     if server.skip_failed and server.url is not None:
         raise ConfigError(
             "--skip-failed and --url exclude each other: it chooses what the embedded server loads",
+            "drop one of them",
+        )
+    if server.load_timeout_s is not None and server.url is not None:
+        raise ConfigError(
+            "--load-timeout and --url exclude each other: it bounds the embedded server's start",
             "drop one of them",
         )
 

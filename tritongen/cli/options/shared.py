@@ -51,6 +51,19 @@ SkipFailed = Annotated[
     ),
 ]
 
+LoadTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--load-timeout",
+        "--ready-timeout",
+        min=0,
+        show_default=False,
+        help="Seconds the embedded server may take to start and load its models (default 120 plus 15 "
+        "per model; 900 with a local language model). Past it the start fails, naming the models "
+        "still loading, and the server's log is kept.",
+    ),
+]
+
 AdminKey = Annotated[
     str | None,
     typer.Option(

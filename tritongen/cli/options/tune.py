@@ -20,7 +20,7 @@ from tritongen.cli.options.load import (
 )
 from tritongen.cli.options.parsing import parse_int_list
 from tritongen.cli.options.settings import settings
-from tritongen.cli.options.shared import AdminKey, SkipFailed, Url, WorkDir
+from tritongen.cli.options.shared import AdminKey, LoadTimeout, SkipFailed, Url, WorkDir
 from tritongen.errors import ConfigError
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
@@ -118,6 +118,7 @@ class ServerFlags:
             "load (default: only those models).",
         ),
     ] = False
+    load_timeout_s: LoadTimeout = None
     background: Annotated[
         str | None,
         typer.Option(

@@ -152,7 +152,7 @@ def run_llm_compare(
             grpc_port=0,
             metrics_port=0,
             models=[model],
-            ready_timeout_s=LLM_START_TIMEOUT_S,
+            load_timeout_s=LLM_START_TIMEOUT_S,
         )
         with triton_server:
             triton.cold_start_s = time.perf_counter() - begun

@@ -171,7 +171,7 @@ def _serving(request: LlmTuneRequest, say: Say) -> Iterator[tuple[str, str, str 
         grpc_port=0,
         metrics_port=0,
         models=[request.model],
-        ready_timeout_s=LLM_START_TIMEOUT_S,
+        load_timeout_s=LLM_START_TIMEOUT_S,
     )
     server.start()
     try:
