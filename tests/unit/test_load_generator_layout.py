@@ -21,9 +21,10 @@ LOCUSTFILE = FOLDER / "locustfile.py"
 MODULES = sorted((FOLDER / "tritonload").glob("*.py"))
 MAX_LOCUSTFILE_LINES = 400
 MAX_MODULE_LINES = 500
-IMAGE = {"locust", "gevent", "grpc", "google", "tritonclient", "numpy", "hdrh", "prometheus_client"}
+IMAGE = {"locust", "gevent", "grpc", "google", "tritonclient", "numpy", "hdrh", "prometheus_client", "flask"}
 """What the compose image and the Kubernetes init container add to the standard library (Locust's own
-dependencies, tritonclient with its protobuf, numpy, hdrhistogram, prometheus_client)."""
+dependencies, Flask among them for its web UI; tritonclient with its protobuf, numpy, hdrhistogram,
+prometheus_client)."""
 STDLIB = set(sys.stdlib_module_names)
 
 

@@ -144,8 +144,11 @@ class RunResult:
     ``histogram`` (base64 of its HDR latency histogram in µs); empty for local processes."""
 
     def to_json(self) -> dict[str, Any]:
-        """One run object of the ``tritongen.loadtest/1`` document."""
-        return asdict(self)
+        """One run object of the ``tritongen.loadtest/1`` document (``error_messages`` where there are)."""
+        data = asdict(self)
+        if not self.error_messages:
+            del data["error_messages"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:
@@ -363,8 +366,11 @@ class LoadTestReport:
         return level_summaries(self.runs, self.confidence)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``tritongen.loadtest/1`` document (``levels``: each level's figures over rounds)."""
-        return {
+        """The ``tritongen.loadtest/1`` document (``levels``: each level's figures over rounds).
+
+        ``client_floor`` only with ``--calibrate``.
+        """
+        document = {
             "schema": SCHEMA,
             "tritongen_version": self.tritongen_version,
             "model": self.model,
@@ -381,6 +387,9 @@ class LoadTestReport:
             "runs": [run.to_json() for run in self.runs],
             "levels": [level.to_json() for level in self.levels()],
         }
+        if self.client_floor is None:
+            del document["client_floor"]
+        return document
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> LoadTestReport:
