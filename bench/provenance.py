@@ -7,6 +7,8 @@ refuses to measure one on a tree with uncommitted changes (:func:`require_commit
 its start), and refuses to write one if the tree changed while it measured (the figures then go
 to a file beside the temporary folder, named in the one-line refusal). Results written
 elsewhere (``--json /tmp/x.json``) may come from any tree; their provenance says which.
+Changes under ``bench/results/`` are not changes of the code measured: benchmarks run one after
+another on one commit, each writing its result, and each names that commit.
 """
 
 from __future__ import annotations
@@ -74,9 +76,19 @@ def _is_committed_result(path: Path) -> bool:
     return path.resolve().parent == RESULTS.resolve()
 
 
+CODE_CHANGES = ("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results")
+"""``git status`` of what a measurement depends on: every tracked file but the results themselves, so
+that benchmarks run one after another on one commit (each writing its result) each name that commit."""
+
+
+def _dirty() -> bool:
+    """Whether tracked files other than ``bench/results/`` have uncommitted changes."""
+    return bool(_git(*CODE_CHANGES))
+
+
 def _tree_state() -> tuple[str | None, bool]:
-    """The checkout's commit and whether tracked files have uncommitted changes."""
-    return _git("rev-parse", "HEAD"), bool(_git("status", "--porcelain", "--untracked-files=no"))
+    """The checkout's commit and whether its code has uncommitted changes (results aside)."""
+    return _git("rev-parse", "HEAD"), _dirty()
 
 
 def require_committed_tree(target: Path) -> None:
@@ -102,7 +114,7 @@ def provenance(argv: list[str] | None = None) -> dict[str, Any]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "commit": _git("rev-parse", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "dirty": _dirty(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "cpu": _cpu_model(),
         "cores": cores,

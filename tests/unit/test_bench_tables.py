@@ -481,3 +481,22 @@ def test_the_near_ties_table_shows_each_tune_and_the_target_on_every_run() -> No
     assert "2 runs: 95 / 142 / 190 s" in lines[0]
     assert lines[0].endswith("target each at most 3 min: not met).")
     assert "| 2 | 190 | 4 | 5 of at most 20 | no pair can be decided | keep the current config |" in lines
+
+
+def test_a_result_written_meanwhile_is_no_change_of_the_code_measured(tmp_path: Path) -> None:
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "noise.json").write_text("{}\n")
+    (tmp_path / "README.md").write_text("x\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "results"], check=True)
+    spec = importlib.util.spec_from_file_location("bench_provenance", ROOT / "bench" / "provenance.py")
+    assert spec is not None and spec.loader is not None
+    provenance = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(provenance)
+    provenance.ROOT = tmp_path
+    (tmp_path / "bench" / "results" / "noise.json").write_text('{"written": "by an earlier benchmark"}\n')
+    assert provenance._dirty() is False
+    (tmp_path / "README.md").write_text("changed\n")
+    assert provenance._dirty() is True
