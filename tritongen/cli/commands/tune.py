@@ -146,18 +146,17 @@ def _check_server(server: ServerFlags, applying: ApplyFlags) -> None:
     """
     if applying.diff and not applying.apply:
         raise ConfigError("--diff shows what --apply would write", "add --apply")
-    if server.serve and server.url is not None:
+    if server.url is None:
+        return
+    if server.serve:
         raise ConfigError("--serve and --url exclude each other", "tune the embedded server or a running one")
-    if server.skip_failed and server.url is not None:
-        raise ConfigError(
-            "--skip-failed and --url exclude each other: it chooses what the embedded server loads",
-            "drop one of them",
-        )
-    if server.load_timeout_s is not None and server.url is not None:
-        raise ConfigError(
-            "--load-timeout and --url exclude each other: it bounds the embedded server's start",
-            "drop one of them",
-        )
+    embedded_only = (
+        (server.skip_failed, "--skip-failed", "it chooses what the embedded server loads"),
+        (server.load_timeout_s is not None, "--load-timeout", "it bounds the embedded server's start"),
+    )
+    for given, flag, why in embedded_only:
+        if given:
+            raise ConfigError(f"{flag} and --url exclude each other: {why}", "drop one of them")
 
 
 def _request(
