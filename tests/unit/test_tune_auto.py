@@ -26,7 +26,7 @@ from tritongen.tune.confirm import Confirmation, Entry
 from tritongen.tune.confirm import judge as judge_rounds
 from tritongen.tune.document import TuneDocument
 from tritongen.tune.report import TuneReport
-from tritongen.tune.request import TuneRequest, check_claim, claim_directory, confirmation_load, plan
+from tritongen.tune.request import TuneRequest, check_claim, claim_directory, plan
 from tritongen.tune.space import Candidate, Current, SearchSpace
 
 from support.cli_output import error_line
@@ -253,21 +253,6 @@ def test_auto_is_claimed_as_auto_and_planned_between_the_first_look_and_the_cap(
     assert cost.rounds == 20 and cost.auto
     assert "then 3 configs × 3 to 20 rounds, until each finalist is decided" in cost.text()
     assert "at the caps" in cost.text() and cost.max_seconds > cost.seconds
-
-
-def test_a_confirmation_run_measures_its_duration_unless_a_cap_is_asked(tmp_path: Path) -> None:
-    load = _request(tmp_path).load
-    assert load.effective_max_duration_s == 6.0  # a search trial waits up to 3 x duration to be stable
-    run = confirmation_load(load, 4.0)
-    assert run.levels == (4.0,) and run.effective_max_duration_s == 2.0
-    assert confirmation_load(load).levels == load.levels
-    asked = LoadSpec(
-        model="m", address=load.address, levels=(8,), duration_s=2.0, warmup_s=1.0, max_duration_s=5.0
-    )
-    assert confirmation_load(asked).effective_max_duration_s == 5.0
-    capped = plan(_request(tmp_path, load=asked))
-    uncapped = plan(_request(tmp_path))
-    assert capped.max_seconds > uncapped.max_seconds  # the rounds' runs at their cap cost more
 
 
 def test_a_rule_that_cannot_decide_is_refused_by_the_request(tmp_path: Path) -> None:

@@ -875,8 +875,7 @@ def test_plan_says_how_long_at_most() -> None:
     assert (cost.trials, cost.contenders, cost.rounds) == (13, 4, 5)
     per_run = 1.0 + 2.0 + RUN_OVERHEAD_S + RELOAD_S  # warm-up, duration, overhead, reload
     assert cost.seconds == pytest.approx((13 + 4 * 5) * per_run)
-    # a search trial waits up to 3 × the duration to be stable; a confirmation run measures its duration
-    assert cost.max_seconds == pytest.approx(13 * (per_run + 4.0) + 4 * 5 * per_run)
+    assert cost.max_seconds == pytest.approx((13 + 4 * 5) * (per_run + 4.0))  # 3 × the duration at most
     assert cost.text() == (
         f"about {math.ceil(cost.seconds / 60)} min (up to {math.ceil(cost.max_seconds / 60)} min while runs "
         "wait to be stable): 13 trials, then 4 configs × 5 rounds"

@@ -154,16 +154,6 @@ class TunePlan:
         return f"{when}: {self.trials} trials, then {self.contenders} configs × {rounds}"
 
 
-def confirmation_load(load: LoadSpec, level: float | None = None) -> LoadSpec:
-    """One confirmation run's load: at ``level``, measured for ``--duration`` (or up to ``--max-duration``).
-
-    The rounds' interval carries the run-to-run noise, so a run is not extended while it waits
-    for stable windows (a search trial, judged alone, is).
-    """
-    cap_s = load.max_duration_s if load.max_duration_s is not None else load.duration_s
-    return replace(load, levels=(level or load.levels[0],), max_duration_s=cap_s)
-
-
 def plan(request: TuneRequest) -> TunePlan:
     """How long a tune takes: trials × (levels × (warm-up + duration + overhead) + reload), then the rounds.
 
@@ -176,10 +166,9 @@ def plan(request: TuneRequest) -> TunePlan:
     levels = len(request.load.levels)
     rule = request.stopping
 
-    round_s = contenders * (confirmation_load(request.load).run_seconds(longest=True) + RELOAD_S)
-
     def total(measured_s: float, rounds: int, cap_s: float | None = None) -> float:
         level_s = request.load.warmup_s + measured_s + RUN_OVERHEAD_S
+        round_s = contenders * (level_s + RELOAD_S)
         confirming = rounds * round_s if cap_s is None else min(rounds * round_s, cap_s + round_s)
         return trials * (levels * level_s + RELOAD_S) + confirming
 

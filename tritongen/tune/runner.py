@@ -31,7 +31,7 @@ from tritongen.triton.render import render_config
 from tritongen.tune.confirm import Confirmation, Entry, judge
 from tritongen.tune.objective import Measurement, objective
 from tritongen.tune.report import TuneReport
-from tritongen.tune.request import TuneRequest, claim_directory, confirmation_load
+from tritongen.tune.request import TuneRequest, claim_directory
 from tritongen.tune.space import Candidate, Current
 from tritongen.tune.strategy import SearchStrategy
 from tritongen.tune.trial import (
@@ -316,12 +316,12 @@ def _contenders(tuning: _Tuning, records: list[TrialRecord]) -> tuple[list[Entry
     entries: list[Entry] = []
     contenders: list[Contender] = []
     for record in records:
-        spec = confirmation_load(load, record.measurement.level)
-        entries.append(Entry(record.key, record.candidate, spec.levels[0]))
+        level = record.measurement.level or load.levels[0]
+        entries.append(Entry(record.key, record.candidate, level))
         contenders.append(
             Contender(
                 name=record.key,
-                spec=spec,
+                spec=replace(load, levels=(level,)),
                 prepare=_reloader(tuning.control, tuning.config(record.candidate)),
             )
         )
