@@ -11,10 +11,10 @@ from tritongen.server.loading import (
     LOAD_TIMEOUT_BASE_S,
     LOAD_TIMEOUT_PER_MODEL_S,
     default_load_timeout_s,
-    model_count,
     still_loading,
 )
 from tritongen.server.local import LocalTritonServer
+from tritongen.triton.repository import model_count
 
 from support.cli_output import error_line
 

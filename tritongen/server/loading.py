@@ -8,8 +8,7 @@ bounded (a base plus a share per model), and what is still loading is read from 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Iterable
 
 LOAD_TIMEOUT_BASE_S = 120.0
 """The server's own start, before any model (a busy 2-core machine takes tens of seconds)."""
@@ -23,16 +22,6 @@ _ENDED = re.compile(r"\"(?:successfully loaded|failed to load) '([^']+)'")
 def default_load_timeout_s(models: int) -> float:
     """The bound on loading ``models`` models at start-up: the base plus a share per model."""
     return LOAD_TIMEOUT_BASE_S + LOAD_TIMEOUT_PER_MODEL_S * max(models, 1)
-
-
-def model_count(repo: Path, models: Sequence[str] | None) -> int:
-    """How many models the server loads: those named, or every model directory of ``repo``."""
-    if models is not None:
-        return len(models)
-    try:
-        return sum(1 for entry in repo.iterdir() if entry.is_dir() and not entry.name.startswith("."))
-    except OSError:
-        return 0
 
 
 def still_loading(log_lines: Iterable[str]) -> list[str]:

@@ -27,10 +27,11 @@ from tritongen.errors import LoadTimeoutError, ModelLoadError, RepositoryError, 
 from tritongen.server.affinity import machine_cores, pinned_start
 from tritongen.server.distribution import STUB_NAME, TritonDistribution, find_distribution
 from tritongen.server.leftovers import SHM_DIR, SHM_PREFIX, reclaim_leftovers
-from tritongen.server.loading import default_load_timeout_s, model_count, still_loading
+from tritongen.server.loading import default_load_timeout_s, still_loading
 from tritongen.server.ports import check_port_free, pick_free_ports
 from tritongen.server.process import kill_group, reap_process_group, stop_with_parent, tail_lines
 from tritongen.server.settings import RESTRICTED_APIS, ServerOptions, ServerSettings, is_loopback
+from tritongen.triton.repository import model_count
 
 if TYPE_CHECKING:
     from typing import Unpack

@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,16 @@ def is_local_vllm(model_dir: Path) -> bool:
     """Whether ``model_dir`` holds tritongen's local vLLM model (served by vLLM inside Triton)."""
     metadata = read_metadata(model_dir) or {}
     return metadata.get("format") == "vllm" and metadata.get("target") == "local"
+
+
+def model_count(repo: Path, models: Sequence[str] | None) -> int:
+    """How many models the server loads: those named, or every model directory of ``repo``."""
+    if models is not None:
+        return len(models)
+    try:
+        return sum(1 for entry in repo.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+    except OSError:
+        return 0
 
 
 def ensure_writable_repo(repo: Path) -> None:
