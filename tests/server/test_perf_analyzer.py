@@ -115,7 +115,16 @@ def test_grpc_and_a_streaming_model(triton_server: LocalTritonServer, tmp_path: 
     data = tmp_path / "plan.json"
     data.write_text(json.dumps({"data": [{"plan": [2, 1, 1, 1]}]}))  # 2 responses 1 ms apart, then the final
     code, stdout, stderr = _pa(
-        triton_server, "-m", STREAMING_MODEL, "--streaming", "--input-data", data, *QUICK, protocol="grpc"
+        triton_server,
+        "-m",
+        STREAMING_MODEL,
+        "--streaming",
+        "--input-data",
+        data,
+        *QUICK,
+        "--stability-percentage",
+        "100",
+        protocol="grpc",  # what is tested is the stream, not the stability rule
     )
     assert code == 0, stderr + stdout
     assert "Detected decoupled model" in stdout and 1.0 in _summary(stdout)
