@@ -152,7 +152,7 @@ def test_compare_measures_an_existing_deployment_and_leaves_it_as_found(
             "--metrics-url", triton_server.metrics_url, "--repo", served_repository, *FAST,
             "--out", tmp_path, "--rank-by", "latency",
         )  # fmt: skip
-        assert code == 0, stderr
+        assert code == 0, stderr + "\nthe server's log ends:\n" + "\n".join(triton_server.log_tail(40))
         after = {m: s for m, s in control.index().items() if s == "READY"}
     finally:
         control.close()

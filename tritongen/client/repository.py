@@ -86,14 +86,25 @@ class RepositoryControl:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
 
     def unload(self, model: str, timeout_s: float = UNLOAD_TIMEOUT_S) -> None:
-        """Unload ``model`` and wait until it is gone (its requests drained, its processes ended)."""
+        """Unload ``model`` and wait until it is gone (its requests drained, its processes ended).
+
+        A model still ``READY`` (not ``UNLOADING``) half-way through the wait is asked once more:
+        an unload that met a load of the same model in flight is ended by that load.
+        """
         self._call(f"unloading '{model}'", self.client.unload_model, model, headers=self.headers)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.index().get(model) != "UNLOADING" and not self._ready(model):
+        start = time.monotonic()
+        asked_again = False
+        state = "READY"
+        while time.monotonic() - start < timeout_s:
+            state = self.index().get(model, "UNAVAILABLE")
+            if state != "UNLOADING" and not self._ready(model):
                 return
+            if state == "READY" and not asked_again and time.monotonic() - start > timeout_s / 2:
+                self._call(f"unloading '{model}'", self.client.unload_model, model, headers=self.headers)
+                asked_again = True
             time.sleep(0.1)
-        raise ServerError(f"'{model}' did not unload within {timeout_s:.0f} s", "see the server log")
+        why = "a request to it has not finished" if state == "UNLOADING" else "it is still READY"
+        raise ServerError(f"'{model}' did not unload within {timeout_s:.0f} s ({why})", "see the server log")
 
     def _ready(self, model: str) -> bool:
         try:
