@@ -54,13 +54,16 @@ DEFAULT_MAX_MINUTES = 10.0
 FUTILITY_CHANCE = 0.05
 """A pair stops as ``unresolvable`` once the cap, projected from the rounds so far, gives it less
 than this chance of a decision."""
-FUTILITY_FROM = MIN_ROUNDS + 1
-"""The first look at which a pair may stop as unresolvable: a spread from fewer rounds is too rough."""
-
-Decision = Literal["different", "equivalent", "unresolvable", "undecided"]
 Side = Literal["both", "greater"]
 """What decides a pair: a difference either way and equivalence (``both``), or only whether A
 can be shown greater than B (``greater``: a candidate that cannot beat its reference is done)."""
+FUTILITY_FROM: dict[Side, int] = {"both": MIN_ROUNDS + 1, "greater": MIN_ROUNDS}
+"""The first look at which a pair may stop as unresolvable, by what decides it. Whether a pair
+can still be called equivalent rests on its spread, which 3 rounds give too roughly: one more.
+Whether a candidate can still be shown better rests mostly on its mean: a tune drops a
+near-tied finalist from the first look (the simulations in the tests keep the power)."""
+
+Decision = Literal["different", "equivalent", "unresolvable", "undecided"]
 
 
 def spent_confidence(
@@ -128,7 +131,7 @@ def judge(
         return Verdict("equivalent", ratio, margin)
     # Before the cap (the rounds may also have ended early: a time cap, or every other pair
     # decided), a pair the cap could not decide either is unresolvable rather than open.
-    if last is not None and FUTILITY_FROM <= usable < last:
+    if last is not None and FUTILITY_FROM[side] <= usable < last:
         projection = project(ratio, last, confidence, margin, side)
         if projection.chance < FUTILITY_CHANCE:
             return Verdict("unresolvable", ratio, margin, resolvable=math.expm1(projection.half_width))

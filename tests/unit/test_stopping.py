@@ -146,7 +146,7 @@ def test_a_candidate_that_cannot_beat_its_reference_is_dropped_within_a_few_roun
     rng = np.random.default_rng(5)
     for truth in (0.94, 1.0, 1.01):
         outcomes = [_rounds_to_verdict(rng, truth, side="greater") for _ in range(SIMULATIONS)]
-        assert float(np.median([n for _, n in outcomes])) <= FUTILITY_FROM + 1
+        assert float(np.median([n for _, n in outcomes])) <= FUTILITY_FROM["greater"] + 1
         assert sum(v.decision == "different" and (v.ratio is not None and v.ratio.estimate > 1)
                    for v, _ in outcomes) <= 0.05 * SIMULATIONS  # fmt: skip
     better = [_sequential(rng, 1.10, side="greater") for _ in range(SIMULATIONS)]

@@ -137,11 +137,21 @@ def test_a_real_gain_stops_the_rounds_at_the_first_look_and_wins_at_the_spent_le
 
 
 def test_an_equal_finalist_is_equivalent_and_the_current_config_stays() -> None:
-    confirmation = _until_decided({CURRENT: 1.0, SAME: 1.0}, cv=0.005, seed=2)
+    confirmation = _until_decided({CURRENT: 1.0, SAME: 1.0}, cv=0.001, seed=2)
     same = confirmation.finalists[0]
     assert same.verdict is not None and same.verdict.decision == "equivalent"
     assert confirmation.completed < RULE.max_rounds and confirmation.winner is None
     assert same.verdict.text().startswith("equivalent within 5%: ")
+
+
+def test_a_tie_not_yet_equivalent_is_dropped_at_the_first_look_it_cannot_beat_the_current_config() -> None:
+    """±0.5% a round: by round 3 the spent interval is still wider than ±5%, but the cap could not
+    show a gain either: tune's one-sided question is answered, the rounds end there."""
+    confirmation = _until_decided({CURRENT: 1.0, SAME: 1.0}, cv=0.005, seed=2)
+    same = confirmation.finalists[0]
+    assert confirmation.completed == FUTILITY_FROM["greater"] == MIN_ROUNDS and confirmation.winner is None
+    assert same.verdict is not None and same.verdict.decision == "unresolvable"
+    assert same.verdict.resolvable is not None and same.verdict.resolvable < 0.05
 
 
 def test_noise_the_cap_cannot_resolve_ends_the_rounds_early_with_the_interval_reached() -> None:
@@ -159,7 +169,7 @@ def test_noise_the_cap_cannot_resolve_ends_the_rounds_early_with_the_interval_re
 
 def test_a_finalist_still_in_doubt_at_the_cap_is_undecided() -> None:
     """At the cap nothing is projected: what is not decided there is undecided."""
-    rule = StopRule(max_rounds=FUTILITY_FROM, margin=0.05)
+    rule = StopRule(max_rounds=FUTILITY_FROM["both"], margin=0.05)
     every = _rounds({CURRENT: 1.0, SAME: 1.03}, rule.max_rounds, 0.3, seed=3)
     same = _judge(every, final=True, rule=rule).finalists[0]
     assert same.verdict is not None and same.verdict.decision == "undecided"
@@ -173,6 +183,27 @@ def test_a_finalist_that_missed_a_round_holds_no_round_open() -> None:
     assert quick.verdict is not None and quick.verdict.decision == "different"
     assert broken.missed_a_round and not broken.eligible and confirmation.decided
     assert confirmation.verdicts[1][0] == f"throughput: {BROKEN.key} vs current (out: a round failed)"
+
+
+def test_a_finalist_that_cannot_beat_the_current_config_is_dropped_and_its_verdict_stands() -> None:
+    """SAME is a tie and cannot beat the current config from the first look: the rounds that follow
+    measure the current config and QUICK (still open) alone; SAME's verdict rests on its rounds."""
+    every = _rounds({CURRENT: 1.0, SAME: 1.0, QUICK: 1.08}, 8, cv=0.02, seed=6)
+    first = _judge(_first(every, MIN_ROUNDS))
+    same, quick = first.finalists
+    assert same.verdict is not None and same.verdict.decision in ("equivalent", "unresolvable")
+    assert quick.verdict is not None and quick.verdict.decision is None and not first.decided
+    assert first.measured_next == {CURRENT.key, QUICK.key}
+    later = Rounds(
+        runs={**every.runs, SAME.key: every.runs[SAME.key][:MIN_ROUNDS]}, completed=8, stopped_by="decided"
+    )
+    confirmation = _judge(later, final=True)
+    dropped, kept = confirmation.finalists
+    assert (
+        dropped.verdict == same.verdict and dropped.ratio is not None and dropped.ratio.rounds == MIN_ROUNDS
+    )
+    assert kept.ratio is not None and kept.ratio.rounds == 8 and kept.beats_current
+    assert confirmation.winner is kept and confirmation.measured_next == {CURRENT.key, QUICK.key}
 
 
 def _applied(gain: float, trials: int, seed: int) -> float:
@@ -238,7 +269,7 @@ def test_the_report_records_the_stopping_and_the_verdict_its_level(tmp_path: Pat
 
 def test_the_keep_verdict_names_the_best_finalists_decision(tmp_path: Path) -> None:
     report = TuneReport(request=_request(tmp_path))
-    report.confirmation = _until_decided({CURRENT: 1.0, SAME: 1.0}, cv=0.005, seed=2)
+    report.confirmation = _until_decided({CURRENT: 1.0, SAME: 1.0}, cv=0.001, seed=2)
     assert report.decision == "keep"
     assert f"(best finalist {SAME.key}: equivalent within 5%: " in report.verdict()
 

@@ -166,6 +166,8 @@ class Measurement:
         self.progress = progress
         self.counters = counters
         self.window_s = spec.effective_window_s
+        self._judged: tuple[int, int, bool] | None = None
+        """The span last judged (start, end) and whether it ended the measurement."""
 
     def __call__(self, now: float) -> bool:
         """Take every run's complete windows from the start; whether the measurement is done."""
@@ -176,6 +178,8 @@ class Measurement:
         if start is None:
             return False
         end = min(part.complete_end(start, now) for part in level.parts)
+        if self._judged is not None and self._judged[:2] == (start, end):  # no new window: same answer
+            return self._judged[2]
         for part in level.parts:
             part.watch.measured = part.watch.log.span(start, end)
         union = level.union()
@@ -183,8 +187,11 @@ class Measurement:
         stable, judged = judge_stability(spec, union, self.window_s)
         self._report(union, elapsed, stable)
         if spec.count_window_requests:  # count windows: as many as it takes, up to the max trials
-            return stable or judged >= spec.max_count_windows or elapsed >= spec.effective_max_duration_s
-        return elapsed >= spec.duration_s and (stable or elapsed >= spec.effective_max_duration_s)
+            done = stable or judged >= spec.max_count_windows or elapsed >= spec.effective_max_duration_s
+        else:
+            done = elapsed >= spec.duration_s and (stable or elapsed >= spec.effective_max_duration_s)
+        self._judged = (start, end, done)
+        return done
 
     def _report(self, measured: list[Window], elapsed: float, stable: bool) -> None:
         if self.progress is None:

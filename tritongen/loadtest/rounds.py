@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,7 +41,7 @@ class Rounds:
     """``ok``, ``aborted`` (the server went away) or ``interrupted`` (Ctrl-C)."""
     reason: str | None = None
     completed: int = 0
-    """Rounds in which every contender was measured."""
+    """Rounds in which every contender still measured (see ``keep``) was measured."""
     stopped_by: str | None = None
     """Why the rounds ended before the count asked for: ``decided`` or ``max-minutes``."""
     repeated: list[dict[str, Any]] = field(default_factory=list)
@@ -75,6 +75,7 @@ def measure_rounds(
     until: Callable[[Rounds], bool] | None = None,
     max_s: float | None = None,
     busy_repeats: int = 0,
+    keep: Callable[[Rounds], Collection[str]] | None = None,
 ) -> Rounds:
     """Measure every contender once per round, ``rounds`` times, the order rotating (A B C, B C A, …).
 
@@ -85,22 +86,33 @@ def measure_rounds(
     ``until`` is asked after each whole round whether the answer is known (``--rounds auto``),
     and no round starts once ``max_s`` seconds have passed. A round with a run flagged busy
     (other processes used the CPU) is measured again instead of counted, ``busy_repeats``
-    times at most in all; ``Rounds.repeated`` says which.
+    times at most in all; ``Rounds.repeated`` says which. ``keep``, asked after each whole round,
+    names the contenders the next rounds still measure (a contender whose question is answered
+    is dropped; its runs so far stand, paired with the others' by round).
 
     Raises:
         TritongenError: a contender's model or settings are unusable.
     """
     with load_processes():  # one set of Locust processes for every run of the rounds
         told = (progress, stop, on_start)
-        return _measure_rounds(contenders, rounds, told, on_round, until, max_s, busy_repeats)
+        asked = _Asked(on_round, until, keep)
+        return _measure_rounds(contenders, rounds, told, asked, max_s, busy_repeats)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What :func:`measure_rounds` asks after each whole round."""
+
+    on_round: Callable[[Rounds], None] | None
+    until: Callable[[Rounds], bool] | None
+    keep: Callable[[Rounds], Collection[str]] | None
 
 
 def _measure_rounds(
     contenders: Sequence[Contender],
     rounds: int,
     told: _Told,
-    on_round: Callable[[Rounds], None] | None,
-    until: Callable[[Rounds], bool] | None,
+    asked: _Asked,
     max_s: float | None,
     busy_repeats: int,
 ) -> Rounds:
@@ -122,11 +134,14 @@ def _measure_rounds(
         for name, runs in measured.items():
             result.runs[name].extend(runs)
         result.completed = number
-        if on_round is not None:
-            on_round(result)
-        if until is not None and number < rounds and until(result):
+        if asked.on_round is not None:
+            asked.on_round(result)
+        if asked.until is not None and number < rounds and asked.until(result):
             result.stopped_by = "decided"
             return result
+        if asked.keep is not None:
+            kept = asked.keep(result)
+            contenders = [c for c in contenders if c.name in kept]
         number += 1
     return result
 

@@ -15,6 +15,7 @@ from tritongen.io.loadgen_shared import (
     HIGHEST_US,
     LOWEST_US,
     STABILITY_TOLERANCE,
+    STABILITY_WINDOWS,
     SUMMARY_KEY,
     Mismatch,
     WindowLine,
@@ -209,8 +210,9 @@ def is_stable(
     perf_analyzer's rule; the latency is the windows' ``percentile`` (P99 by default), or
     their mean latency with ``percentile=None``.
     """
-    latencies = [window_latency(w, percentile) for w in windows]
-    return is_stable_figures([w.ok / window_s for w in windows], latencies, tolerance)
+    last = windows[-STABILITY_WINDOWS:]  # the rule reads these alone: no percentile of the others
+    latencies = [window_latency(w, percentile) for w in last]
+    return is_stable_figures([w.ok / window_s for w in last], latencies, tolerance)
 
 
 def window_latency(window: Window, percentile: float | None = 99.0) -> float | None:

@@ -14,7 +14,8 @@ one per finalist: each is judged by :func:`tritongen.stopping.judge` at the leve
 that look, and the rounds stop once every finalist still in the running differs from the
 current config, is equivalent to it within the margin, or cannot beat it: projected from the
 rounds so far, the cap would give it too little chance of being shown better
-(``unresolvable``, see :mod:`tritongen.stopping`). The choice among finalists that
+(``unresolvable``, see :mod:`tritongen.stopping`). A finalist that cannot beat the current config
+is dropped from the rounds that follow (its rounds so far stand). The choice among finalists that
 beat the current config is by median throughput, not a paired decision, so it waits for none.
 """
 
@@ -91,6 +92,20 @@ class Confirmed:
             and (self.verdict is None or self.verdict.decision == "different")
         )
 
+    @property
+    def in_the_running(self) -> bool:
+        """Whether the next rounds still measure it.
+
+        The current config, a finalist not yet decided, or one shown better (the choice among
+        those is by median throughput) are; a finalist that cannot beat the current config
+        (decided equivalent, unresolvable or slower) or missed a round is dropped.
+        """
+        if self.is_current or self.verdict is None:
+            return True
+        if self.missed_a_round:
+            return False
+        return self.verdict.decision is None or self.beats_current
+
     def _decision_json(self) -> dict[str, Any]:
         """``--rounds auto``: the finalist's ``decision`` and ``verdict`` text (nothing without a rule)."""
         if self.verdict is None:
@@ -122,7 +137,7 @@ class Confirmation:
     rounds: int
     """Rounds asked for."""
     completed: int
-    """Rounds in which every contender was measured."""
+    """Rounds measured (a finalist dropped once it could not beat the current config has fewer)."""
     status: str = "ok"
     """``ok``, ``interrupted`` (Ctrl-C) or ``aborted`` (the server went away)."""
     reason: str | None = None
@@ -158,6 +173,11 @@ class Confirmation:
                 out = " (out: a round failed)" if c.missed_a_round else ""
                 found.append((f"throughput: {c.key} vs current{out}", c.verdict))
         return found
+
+    @property
+    def measured_next(self) -> set[str]:
+        """The contenders the next round measures (``--rounds auto``; without a rule, every one)."""
+        return {c.key for c in self.contenders if c.in_the_running}
 
     @property
     def decided(self) -> bool:

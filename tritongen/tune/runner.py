@@ -294,11 +294,16 @@ def _confirm(tuning: _Tuning, report: TuneReport, baseline: TrialRecord) -> None
     def decided(_: Rounds) -> bool:  # after round_done: the confirmation is this round's
         return report.confirmation is not None and report.confirmation.decided
 
+    def still_measured(_: Rounds) -> set[str]:  # a finalist that cannot beat the current config is dropped
+        confirmation = report.confirmation
+        return confirmation.measured_next if confirmation is not None else {e.key for e in entries}
+
     rounds = measure_rounds(
         contenders, request.rounds, hooks.progress, hooks.stop, hooks.on_round_start, round_done,
         until=decided if rule is not None else None,
         max_s=rule.max_minutes * 60 if rule is not None and rule.max_minutes else None,
         busy_repeats=rule.busy_repeats if rule is not None else 0,
+        keep=still_measured if rule is not None else None,
     )  # fmt: skip
     report.confirmation = verdict(rounds, final=True)
     if rounds.status == "interrupted":
