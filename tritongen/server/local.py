@@ -132,6 +132,13 @@ class LocalTritonServer:
             raise ServerError("the server has not been started", "call start() first")
         return self._log_path
 
+    @property
+    def trace_file(self) -> Path:
+        """Where the server writes its request traces (``PATH.0``, ``PATH.1``, … once tracing is on)."""
+        if self._workdir is None:
+            raise ServerError("the server is not running", "start it first")
+        return self._workdir / "trace" / "trace.json"
+
     def log_tail(self, lines: int = 40) -> list[str]:
         """The last ``lines`` lines of the server log."""
         return tail_lines(self.log_path, lines)
@@ -167,6 +174,7 @@ class LocalTritonServer:
         # a log of its own for each start: a restart keeps the log of the run before it
         self._log_path = self.settings.log_path or self._workdir / "tritonserver.log"
         try:
+            (self._workdir / "trace").mkdir()
             backends = self._backend_dir(dist, self._workdir)
         except OSError as e:
             self._cleanup_files()
@@ -315,6 +323,10 @@ class LocalTritonServer:
         ]
         for model in self.models if self.models is not None else ["*"]:
             argv.append(f"--load-model={model}")
+        if not any(arg.startswith(("--trace-config", "--trace-file")) for arg in self.extra_args):
+            # The trace file can be named only at launch: one in the server's directory, tracing
+            # off until a run turns it on through the trace API (loadtest --server-trace).
+            argv += [f"--trace-config=triton,file={self.trace_file}", "--trace-config=level=OFF"]
         if self.admin_key is not None:
             restriction = f"{RESTRICTED_APIS}:{ADMIN_HEADER}={self.admin_key}"
             argv += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
