@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from locust.runners import WorkerRunner
 
+from .arrivals import arrival_gaps, gap_counts
 from .http_engine import HttpEngine
 from .options import TritonOptions
 from .recording import Recorder
@@ -87,12 +88,12 @@ class OpenLoop:
 
     def run(self) -> None:
         """Send until Locust stops the user."""
-        rate = self.options.user_rate
-        poisson = self.options.arrival == "poisson"
+        gap = arrival_gaps(self.options, self.rng)
         recorder, clock = self.recorder, self.clock
         next_at = clock()
+        last: float | None = None
         while True:
-            next_at += self.rng.expovariate(rate) if poisson else 1.0 / rate
+            next_at += gap()
             wait_until(next_at, clock)
             if self.in_flight >= self.options.max_inflight:
                 self.held.append(next_at)
@@ -100,6 +101,10 @@ class OpenLoop:
                 continue
             now = clock()
             recorder.sent(now, now - next_at)
+            if last is not None:  # the gaps between sends on schedule: the CV achieved
+                for name, amount in gap_counts(now - last):
+                    recorder.count(name, now, amount)
+            last = now
             self.in_flight += 1
             gevent.spawn(self._fire, next_at)
 

@@ -50,7 +50,10 @@ OPTIONS = (
     _Option("dynamic-dim", 8, "Value of -1 dims."),
     _Option("string-length", 16, "Bytes per element of random BYTES inputs."),
     _Option("user-rate", 0.0, "Open loop: requests/s each user schedules (0 = closed loop)."),
-    _Option("arrival", "constant", choices=("constant", "poisson")),
+    _Option("arrival", "constant", choices=("constant", "poisson", "gamma")),
+    _Option(
+        "arrival-cv", 1.0, "gamma: the coefficient of variation of the gaps between sends (above 1: bursts)."
+    ),
     _Option(
         "max-inflight",
         1024,
@@ -119,6 +122,7 @@ class TritonOptions:
     string_length: int
     user_rate: float
     arrival: str
+    arrival_cv: float
     max_inflight: int
     window: float
     t0: float

@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from .arrivals import gaps_cv
 from .options import TritonOptions
 from .payloads import batch_rows, read_steps
 from .recording import Collector
@@ -181,6 +182,7 @@ def run_result(
         "reason": reason,
         "processes": max(1, len(collector.parts)),
         "achieved_rate": collector.sent / duration if rate else None,
+        "arrival_cv": gaps_cv(collector.counts) if rate else None,
         "late_sends": collector.late,
         "max_send_lag_us": collector.max_lag_us,
         "held_back_sends": collector.held_back,

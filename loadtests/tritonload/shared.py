@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 import numpy as np
 
 __all__ = [
+    "ARRIVAL_GAPS",
     "CLIENT_SPLIT",
     "CONFIDENCE",
     "DIGITS",
@@ -311,6 +312,9 @@ VALIDATION_ERROR = "validation"
 """The error kind of a response whose outputs differ from the expected ones."""
 MATCHED_COUNT = "validation_matched"
 """The counter of responses whose outputs all matched (validated: these and the ``validation`` errors)."""
+ARRIVAL_GAPS = ("arrival_gaps", "arrival_gap_us", "arrival_gap_us2")
+"""Counters of an open loop's sends that left on schedule: the gaps between them, their sum and their
+sum of squares in µs (the achieved inter-arrival CV comes from these)."""
 CLIENT_SPLIT = ("client_send_us", "client_wait_us", "client_recv_us")
 """Counters of a plain HTTP request's parts, summed in µs over the successful requests: writing the
 request, waiting for the response's first bytes, reading the rest."""

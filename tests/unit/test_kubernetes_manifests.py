@@ -517,6 +517,10 @@ def test_ctrl_c_between_the_renames_puts_the_old_output_back(
         (["--autoscaler", "none", "--scale-target", "3"], "need an autoscaler"),
         (["--autoscaler", "none", "--scale-on", "queue-ratio"], "need an autoscaler"),
         (["--concurrency", "8,32"], "runs one load level, not 2"),
+        (
+            ["--rate", "50", "--arrival", "gamma:2", "--load-workers", "2"],
+            "--arrival gamma sends from one process",
+        ),
     ],
 )
 def test_options_the_deployment_would_ignore_or_fail_on_are_refused(

@@ -86,6 +86,8 @@ class LocustArgs:
     """The requests the load processes read (None: the load's kind sends no data of its own)."""
     user_rate: float = 0.0
     arrival: str = "constant"
+    arrival_cv: float | None = None
+    """``gamma``: the CV of the gaps between sends."""
     max_inflight: int = 1024
     seed: int = 0
     timeout_s: float = 30.0
@@ -157,6 +159,8 @@ class LocustArgs:
         )
         if self.user_rate > 0:
             values.update({"user-rate": repr(self.user_rate), "arrival": self.arrival})
+            if self.arrival_cv is not None:
+                values["arrival-cv"] = repr(self.arrival_cv)
         unknown = sorted(set(self.kind_options) - set(DEFAULTS))
         if unknown:
             raise ValueError(f"not --triton-* options: {unknown}")

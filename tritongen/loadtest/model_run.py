@@ -73,6 +73,8 @@ def run_processes(spec: LoadSpec, level: float) -> int:
     """Locust processes of a level: as asked, else enough; never more than the users; a master's workers."""
     if spec.distributed is not None:  # workers elsewhere, each with its share of the users
         return spec.distributed.workers
+    if spec.arrival == "gamma":  # one schedule: its bursts are one process's (loadtest/arrivals.py)
+        return 1
     processes = spec.processes or auto_processes(spec.mode, level)
     return min(processes, int(level)) if spec.mode == "concurrency" else processes
 
@@ -184,6 +186,7 @@ class ModelRun:
             inputs=requests.path,
             user_rate=self.level / users if spec.mode == "rate" else 0.0,
             arrival=spec.arrival,
+            arrival_cv=spec.arrival_cv,
             max_inflight=spec.max_inflight,
             seed=spec.seed,
             timeout_s=spec.request_timeout_s,

@@ -53,6 +53,9 @@ class RunResult:
     processes: int = 1
     achieved_rate: float | None = None
     """Open loop: requests actually sent per second."""
+    arrival_cv: float | None = None
+    """Open loop: the coefficient of variation of the gaps between the sends that left on schedule
+    (asked: 0 constant, 1 Poisson, a gamma's own; see loadtest/arrivals.py)."""
     late_sends: int = 0
     """Open loop: sends the generator itself sent more than 1 ms after their scheduled time."""
     max_send_lag_us: float = 0.0

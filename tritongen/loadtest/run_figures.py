@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritongen.io.loadgen_shared import CLIENT_SPLIT, histogram_moments
+from tritongen.io.loadgen_shared import ARRIVAL_GAPS, CLIENT_SPLIT, histogram_moments
+from tritongen.loadtest.arrivals import achieved_cv, cv_warning
 from tritongen.loadtest.failures import first_messages
 from tritongen.loadtest.kinds.base import RunView
 from tritongen.loadtest.model_run import ModelRun, judge_stability
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.server_counters import ServerCounters
+from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.windows import Window, extra_summaries, latency_summary, merge, window_latency
 from tritongen.metrics.other_cpu import OtherCpu
 from tritongen.metrics.prometheus import MetricsSampler
@@ -95,6 +97,7 @@ def _add_figures(run: ModelRun, result: RunResult, total: Window, span: tuple[fl
     """What an open loop, a sampled machine and the load's kind add to a result; the stability warning."""
     if run.spec.mode == "rate":
         _add_schedule_figures(result, total, run.level)
+        _add_arrival_figures(result, total, run.spec)
     if run.other_cpu is not None:
         _add_other_cpu(result, run.other_cpu.summary(*span), run.spec.other_cpu_limit)
     run.test.kind.add_figures(result, RunView(run.users(), span, run.test.sampler))
@@ -140,6 +143,16 @@ def _add_schedule_figures(result: RunResult, total: Window, target: float) -> No
     result.held_back_sends = total.held_back
     result.max_hold_us = total.max_hold_us
     result.warnings += _schedule_warnings(result, target)
+
+
+def _add_arrival_figures(result: RunResult, total: Window, spec: LoadSpec) -> None:
+    """The CV of the gaps between sends achieved, and a warning when it drifted from the one asked."""
+    result.arrival_cv = achieved_cv(total.counts)
+    warning = cv_warning(
+        spec.arrival, spec.arrival_cv, result.arrival_cv, total.counts.get(ARRIVAL_GAPS[0], 0)
+    )
+    if warning is not None:
+        result.warnings.append(warning)
 
 
 def _schedule_warnings(result: RunResult, target: float) -> list[str]:

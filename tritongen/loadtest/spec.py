@@ -24,7 +24,7 @@ from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
 from tritongen.server.affinity import CpuPlan
 
 Mode = Literal["concurrency", "rate"]
-Arrival = Literal["constant", "poisson"]
+Arrival = Literal["constant", "poisson", "gamma"]
 InputData = Literal["random", "zeros"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -55,6 +55,8 @@ class LoadSpec:
     mode: Mode = "concurrency"
     levels: tuple[float, ...] = (1,)
     arrival: Arrival = "constant"
+    arrival_cv: float | None = None
+    """``--arrival gamma:CV``: the coefficient of variation of the gaps between sends."""
     batch_size: int = 1
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     input_data: InputData | Path = "random"
@@ -158,6 +160,7 @@ class LoadSpec:
             raise ConfigError("--request-timeout must be positive", "e.g. --request-timeout 30s")
         if self.atol < 0 or self.rtol < 0:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
+        self._check_arrival()
         check_rounds(self.rounds)
         check_shared_memory(self.shared_memory, self.address, self.output_shared_memory_size)
         check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
@@ -168,6 +171,21 @@ class LoadSpec:
         if self.kind != AUTO_KIND and self.kind not in KINDS:
             raise ConfigError(
                 f"--load-kind {self.kind!r} is unknown", f"use one of {', '.join((AUTO_KIND, *KINDS))}"
+            )
+
+    def _check_arrival(self) -> None:
+        """Arrivals shape an open loop; a gamma schedule is one process's (see :mod:`.arrivals`)."""
+        if self.arrival == "constant":
+            return
+        if self.mode != "rate":
+            raise ConfigError(
+                f"--arrival {self.arrival} applies to open-loop runs (--rate), not --concurrency",
+                "give --rate levels, or leave --arrival out",
+            )
+        if self.arrival == "gamma" and ((self.processes or 1) > 1 or self.distributed is not None):
+            raise ConfigError(
+                "--arrival gamma sends from one process: several would average its bursts out",
+                "leave --processes and --workers out (one process sends up to about 3,000 requests/s)",
             )
 
     def _check_llm(self, llm: LlmLoad) -> None:

@@ -18,6 +18,7 @@ from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
 from tritongen.client.validation_data import DEFAULT_ATOL, DEFAULT_RTOL
 from tritongen.errors import ConfigError
 from tritongen.io.loadgen_shared import AUTO_KIND
+from tritongen.loadtest.arrivals import parse_arrival
 from tritongen.loadtest.distributed import DEFAULT_PORT, Distributed
 from tritongen.loadtest.kinds.registry import kind_names
 from tritongen.loadtest.llm.load import LlmLoad
@@ -239,9 +240,13 @@ class LoadFlags:
 class RunFlags:
     """How ``loadtest`` drives and judges each run (``tune`` takes its window and stability cap)."""
 
-    arrival: Annotated[str, typer.Option("--arrival", help="Open-loop arrivals: constant or poisson.")] = (
-        "constant"
-    )
+    arrival: Annotated[
+        str,
+        typer.Option(
+            "--arrival",
+            help="Open-loop arrivals: constant, poisson or gamma:CV (CV above 1: bursts), seeded by --seed.",
+        ),
+    ] = "constant"
     max_duration: MaxDuration = None
     window: MeasurementWindow = None
     request_timeout: RequestTimeout = "30s"
@@ -387,8 +392,7 @@ def load_spec(
     """
     plan = load.input_plan()
     mode, levels = load.levels()
-    if run.arrival not in ("constant", "poisson"):
-        raise ConfigError(f"--arrival {run.arrival!r} is unknown", "use constant or poisson")
+    arrival, arrival_cv = parse_arrival(run.arrival)
     if run.processes != "auto" and not run.processes.isdigit():
         raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")
     protocol = load.protocol.value
@@ -401,7 +405,8 @@ def load_spec(
         else ServerAddress.parse(given, protocol, run.metrics_url),
         mode=mode,  # type: ignore[arg-type]
         levels=levels,
-        arrival=run.arrival,  # type: ignore[arg-type]
+        arrival=arrival,  # type: ignore[arg-type]
+        arrival_cv=arrival_cv,
         batch_size=load.batch_size,
         shapes=parse_shape_overrides(load.shapes or []),
         input_data=plan.source,

@@ -96,6 +96,11 @@ def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:
     if workers < 1:
         raise ConfigError(f"--load-workers {workers} is below 1", "give 1 or more workers")
     _refuse_local_features(spec)
+    if spec.arrival == "gamma" and workers > 1:
+        raise ConfigError(
+            f"--arrival gamma sends from one process, not {workers} load workers: bursts would average out",
+            "give --load-workers 1, or another --arrival",
+        )
     level = spec.levels[0]
     users = _users(spec.mode, level, workers)
     args = LocustArgs(
@@ -112,6 +117,7 @@ def cluster_load(spec: LoadSpec, workers: int) -> ClusterLoad:
         inputs=Path("-"),
         user_rate=level / users if spec.mode == "rate" else 0.0,
         arrival=spec.arrival,
+        arrival_cv=spec.arrival_cv,
         max_inflight=spec.max_inflight,
         seed=spec.seed,
         timeout_s=spec.request_timeout_s,
