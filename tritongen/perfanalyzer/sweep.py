@@ -130,7 +130,8 @@ def sweep_spec(options: PaOptions, facts: ModelFacts, input_data: Path | str) ->
         address=options.address,
         mode=options.mode,  # type: ignore[arg-type]
         levels=tuple(options.levels()),
-        arrival=options.distribution,  # type: ignore[arg-type]
+        # perf_analyzer reads --request-distribution only for a request rate (beside a concurrency: unread)
+        arrival=options.distribution if options.mode == "rate" else "constant",  # type: ignore[arg-type]
         batch_size=options.batch_size,
         shapes=dict(options.shapes),
         input_data=input_data,  # type: ignore[arg-type]
