@@ -80,6 +80,7 @@ def test_a_load_whose_requests_all_fail_ends_with_the_servers_message(
     assert took < 45, took  # at the end of its warm-up, not after --max-duration
     (run,) = json.loads(out.read_text())["runs"]
     assert run["status"] == "aborted" and run["reason"] in line
+    assert run["requests"] >= 1 and run["errors"] == run["requests"], run  # the failures it ended on
     (kind,) = run["error_messages"]
     assert kind == ("http_500" if protocol == "http" else "grpc_internal")
     assert "NameError" in run["error_messages"][kind]

@@ -164,8 +164,8 @@ def test_a_cut_stream_is_a_stream_error_of_each_request(vllm: VllmServer, tmp_pa
         )  # fmt: skip
     assert code != 0 and document is not None, output
     (run,) = document["runs"]
-    assert run["requests"] >= 1 and run["errors"] == run["requests"], run
-    assert run["errors_by_kind"] == {"stream": run["requests"]}
+    assert run["requests"] >= 1 and run["errors"] == run["requests"], (run, output)
+    assert run["errors_by_kind"] == {"stream": run["requests"]}, output
 
 
 def test_a_server_that_goes_away_mid_run_ends_it_aborted_with_what_was_measured(

@@ -213,7 +213,8 @@ class ModelRun:
         """Why to stop a run none of whose requests succeeded: after its warm-up, or at its first timeout.
 
         A timeout is named as one only while the server is live and the model ready (else the
-        health checks name the server or the model).
+        health checks name the server or the model). The run then counts its failures from its
+        first request on, warm-up included: what it ends on is what it reports.
         """
         watch = self.watch
         if watch.succeeded or watch.measure_start is None or not self.spec.end_when_all_fail:
@@ -229,8 +230,12 @@ class ModelRun:
             watch.next_hung_check = time.monotonic() + 1.0
             if not (self.health.is_live() and self.health.is_model_ready(self.spec.model)):
                 return None
+            watch.measure_start = watch.log.first_active()
             return failing.hung_text(self.spec.model, self.spec.request_timeout_s)
-        return failing.text() if warmed else None
+        if not warmed:
+            return None
+        watch.measure_start = watch.log.first_active()
+        return failing.text()
 
     def _exit_reason(self) -> str | None:
         """Why the run ends when Locust has exited or ended the test on its own; None while it runs."""
