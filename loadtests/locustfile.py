@@ -51,6 +51,7 @@ from tritonload.master import MasterReport
 from tritonload.messages import feed_forever, report_forever, send_windows
 from tritonload.options import TritonOptions, add_options
 from tritonload.recording import Collector, Recorder
+from tritonload.request_ids import RequestIds
 from tritonload.run_clock import RunClock
 from tritonload.shared import MESSAGE
 from tritonload.state import ProcessState
@@ -95,6 +96,8 @@ def _on_test_start(environment: Any, **_: Any) -> None:
     options = TritonOptions.from_parsed(environment.parsed_options)
     feed = StatsFeed(stats_method(options), options.model)
     recorder = STATE.recorder = Recorder(options.t0 or time.time(), options.window, feed)
+    if options.trace_tag:
+        STATE.request_ids = RequestIds(options.trace_tag, options.results)
     STATE.reporter = gevent.spawn(report_forever, environment, recorder, STATE.reported)
     STATE.feeder = gevent.spawn(feed_forever, environment, recorder)
 
@@ -117,6 +120,8 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
         STATE.feeder = None
     if STATE.engine is not None:
         STATE.engine.stop()
+    if STATE.request_ids is not None:
+        STATE.request_ids.write()
     STATE.shm.close()
     # Locust's statistics get the last requests at the same moment as the last windows
     # (nothing yields in between), before a worker's final report to the master.

@@ -57,6 +57,8 @@ class EngineConnection:
     """When the first bytes of its response arrived (perf_counter)."""
     slot: Any = None
     """What it hands back to the transport when it closes."""
+    count: int = 0
+    """The id count of its request in flight (requests that carry ids)."""
 
 
 class HttpEngine:
@@ -78,6 +80,7 @@ class HttpEngine:
         self.address = (transport.host, transport.port)
         self.transport = transport
         self.validator = transport.validator
+        self.ids = transport.ids
         self.timeout = transport.timeout
         self.recorder = recorder
         self.batch = RequestBatch()
@@ -160,6 +163,8 @@ class HttpEngine:
         step = conn.sent = conn.step
         conn.step = step + 1 if step + 1 < len(conn.requests) else 0
         data = conn.requests[step]
+        if self.ids is not None:  # the connection's own copy: one request of it in flight
+            conn.count = self.ids.stamp(data, self.transport.id_offsets[step])  # type: ignore[arg-type]
         sent = conn.sock.send(data)
         conn.written = conn.first = time.perf_counter()
         if sent < len(data):  # a large payload: finish when the socket is writable
@@ -244,6 +249,8 @@ class HttpEngine:
                 if now >= batch.boundary:
                     self._next_batch(now)
                 batch.marks += (conn.start, conn.written, first, now, known[0])
+                if self.ids is not None:
+                    self.ids.mark(conn.count, conn.start, now)
                 self._send(conn)
                 return
             conn.first, whole = first, chunk
@@ -271,6 +278,8 @@ class HttpEngine:
         if now >= self.batch.boundary:
             self._next_batch(now)
         self.batch.marks += (conn.start, conn.written, conn.first, now, size)
+        if self.ids is not None:
+            self.ids.mark(conn.count, conn.start, now)
 
     def _next_batch(self, now: float) -> None:
         """Record the batch (its window or second is over) and start the one of ``now``."""
@@ -283,3 +292,5 @@ class HttpEngine:
         self.recorder.defer_split(conn.written - conn.start, conn.first - conn.written, now - conn.first)
         error = self.validator.check_http(conn.sent, received.last, now)  # counted in the request's window
         self.recorder.record(conn.start, now, error, received.last_size)
+        if error is None and self.ids is not None:
+            self.ids.mark(conn.count, conn.start, now)

@@ -117,6 +117,8 @@ class RawHttpConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.received = ResponseBuffer(keep)
         self.split = (0.0, 0.0, 0.0)
+        self.started = self.ended = 0.0
+        """When the last round trip began sending and when its response was complete (perf_counter)."""
 
     def roundtrip(self, request: bytes) -> int:
         """Send one request and consume its response; return the HTTP status.
@@ -136,7 +138,8 @@ class RawHttpConnection:
                 first = clock()
             self.received.add(chunk)
             status = self.received.next_status()
-        self.split = (sent - start, first - sent, clock() - first)
+        self.ended = clock()
+        self.started, self.split = start, (sent - start, first - sent, self.ended - first)
         return status
 
     def _recv(self) -> bytes:

@@ -78,6 +78,12 @@ OPTIONS = (
     _Option("streaming", 0, "1: a decoupled model, over gRPC streams (in flight until its final response)."),
     _Option("seed", 0),
     _Option(
+        "trace-tag",
+        "",
+        "6 letters or digits: each tensor request carries an id TAG+pid+count for the server's trace, "
+        "and each process writes its requests' ids and times beside --triton-results.",
+    ),
+    _Option(
         "shared-memory",
         "none",
         "system: tensors pass through system shared memory (a server on this host).",
@@ -133,6 +139,7 @@ class TritonOptions:
     timeout: float
     streaming: int
     seed: int
+    trace_tag: str
     shared_memory: str
     shm_prefix: str
     output_shm_size: int

@@ -145,10 +145,13 @@ def raw_bytes(array: Array) -> bytes:
     return b"".join(chunks)
 
 
-def http_body(arrays: dict[str, Array], outputs: list[str]) -> tuple[bytes, dict[str, str]]:
-    """A request in Triton's binary tensor extension: JSON header, then raw tensor bytes."""
+def http_body(
+    arrays: dict[str, Array], outputs: list[str], request_id: str | None = None
+) -> tuple[bytes, dict[str, str]]:
+    """A request in Triton's binary tensor extension: JSON header (its id first), then raw tensor bytes."""
     raws = {name: raw_bytes(array) for name, array in arrays.items()}
-    header = {
+    header: dict[str, Any] = {"id": request_id} if request_id is not None else {}
+    header |= {
         "inputs": [
             {
                 "name": name,
@@ -170,9 +173,16 @@ def http_body(arrays: dict[str, Array], outputs: list[str]) -> tuple[bytes, dict
     return body, headers
 
 
-def http_request(model: str, host: str, port: int, arrays: dict[str, Array], outputs: list[str]) -> bytes:
-    """The whole HTTP/1.1 inference request, head and body."""
-    body, headers = http_body(arrays, outputs)
+def http_request(
+    model: str,
+    host: str,
+    port: int,
+    arrays: dict[str, Array],
+    outputs: list[str],
+    request_id: str | None = None,
+) -> bytes:
+    """The whole HTTP/1.1 inference request, head and body (with ``request_id`` where given)."""
+    body, headers = http_body(arrays, outputs, request_id)
     head = f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: {host}:{port}\r\n"
     head += "".join(f"{key}: {value}\r\n" for key, value in headers.items())
     head += f"Content-Length: {len(body)}\r\n\r\n"

@@ -226,6 +226,7 @@ def _further_figures(
         "validation": collector.validation(),
         **llm_figures(collector, duration, users, ok),
         "llm_server": None,  # vLLM's figures: tritongen samples them, this report does not
+        "server_trace": None,  # the server's trace: tritongen joins it, this report does not
         "workers": worker_figures(collector),
     }
 

@@ -37,6 +37,8 @@ __all__ = [
     "STABILITY_WINDOWS",
     "SUMMARY_KEY",
     "SUMMED_FIGURES",
+    "TRACE_ID_WIDTHS",
+    "TRACE_MARKS_SUFFIX",
     "UTILISATION_METRICS",
     "VALIDATION_ERROR",
     "WEB_TOKEN_ENV",
@@ -315,6 +317,10 @@ MATCHED_COUNT = "validation_matched"
 ARRIVAL_GAPS = ("arrival_gaps", "arrival_gap_us", "arrival_gap_us2")
 """Counters of an open loop's sends that left on schedule: the gaps between them, their sum and their
 sum of squares in µs (the achieved inter-arrival CV comes from these)."""
+TRACE_ID_WIDTHS = (6, 7, 9)
+"""A traced request's id: a run's tag, its process's id and its count, each this wide (digits padded)."""
+TRACE_MARKS_SUFFIX = ".ids-"
+"""A load process writes its traced requests' times to ``RESULTS.ids-PID.npy`` (tritonload/request_ids.py)."""
 CLIENT_SPLIT = ("client_send_us", "client_wait_us", "client_recv_us")
 """Counters of a plain HTTP request's parts, summed in µs over the successful requests: writing the
 request, waiting for the response's first bytes, reading the rest."""

@@ -17,6 +17,7 @@ from .master import MasterReport
 from .messages import WorkerTotal
 from .options import TritonOptions
 from .recording import Collector, Recorder
+from .request_ids import RequestIds
 from .sequences import SequenceIds, process_sequence_ids
 from .shared_memory import ShmSessions
 from .transports import StepStarts
@@ -53,6 +54,8 @@ class ProcessState:
     """Where new users and connections start in the data steps."""
     user_numbers: Iterator[int] = field(default_factory=itertools.count)
     """Numbers the users of this process, in the order they start."""
+    request_ids: RequestIds | None = None
+    """This test's request ids and their times (``--triton-trace-tag``), written as it stops."""
 
     def new_run(self) -> None:
         """Start a test as a new process would: users numbered from 0, data steps and IDs afresh.
@@ -64,6 +67,7 @@ class ProcessState:
         self.user_numbers = itertools.count()
         self.step_starts = StepStarts()
         self.sequence_ids = None
+        self.request_ids = None
 
     def process_sequence_ids(self, environment: Any, options: TritonOptions) -> SequenceIds:
         """This process's correlation-ID allocator, created on first use."""

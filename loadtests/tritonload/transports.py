@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .http_wire import RawHttpConnection, error_text
@@ -17,6 +18,7 @@ from .options import TritonOptions
 from .payloads import ModelMeta, batch_rows, build_steps, grpc_request, http_request
 from .recording import Recorder
 from .request_data import Array
+from .request_ids import PLACEHOLDER, RequestIds, id_offset
 from .server_api import host_port, interface_grpc, interface_http
 from .shared import one_line
 from .validation import Validator, make_validator
@@ -108,7 +110,12 @@ class HttpTransport:
     recorder: Recorder | None = None
 
     def __init__(
-        self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None = None
+        self,
+        host: str,
+        options: TritonOptions,
+        starts: StepStarts,
+        recorder: Recorder | None = None,
+        ids: RequestIds | None = None,
     ) -> None:
         self.starts = starts
         self.timeout = options.timeout
@@ -116,9 +123,14 @@ class HttpTransport:
         meta, max_batch = interface_http(self.host, self.port, options.model)
         steps = build_steps(meta, max_batch, options)
         outputs = [t["name"] for t in meta["outputs"]]
+        request_id = PLACEHOLDER if ids is not None else None
         self.requests = [
-            http_request(options.model_path, self.host, self.port, arrays, outputs) for arrays in steps
+            http_request(options.model_path, self.host, self.port, arrays, outputs, request_id)
+            for arrays in steps
         ]
+        self.ids = ids
+        """Each request's id, written as it is sent (None: the requests carry none)."""
+        self.id_offsets = [id_offset(r) for r in self.requests] if ids is not None else []
         self.step = starts.first(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
         self.validator = make_validator(options, recorder)
@@ -132,15 +144,25 @@ class HttpTransport:
         """One round trip of the next step; a status other than 200 is the error kind ``http_<status>``."""
         step = self.step
         self.step = step + 1 if step + 1 < len(self.requests) else 0
-        status = connection.roundtrip(self.requests[step])
+        request, ids, count = self.requests[step], self.ids, 0
+        if ids is not None:  # a copy: an open loop's sends overlap
+            count, request = ids.stamped(request, self.id_offsets[step])
+        status = connection.roundtrip(request)
         if status != 200:
             return http_failure(status, connection.received.last)
+        if ids is not None:
+            ids.mark(count, connection.started, connection.ended)
         if self.recorder is not None:
             self.recorder.defer_split(*connection.split)
         return None if self.validator is None else self.validator.check_http(step, connection.received.last)
 
     def checkout(self) -> tuple[list[bytes], Any]:
-        """What a new engine connection sends (the steps, in turn) and hands back when it closes (nothing)."""
+        """What a new engine connection sends (the steps, in turn) and hands back when it closes (nothing).
+
+        Requests that carry ids are the connection's own copies, each id written in place as it is sent.
+        """
+        if self.ids is not None:
+            return [bytearray(request) for request in self.requests], None  # type: ignore[misc]
         return self.requests, None
 
     def checkin(self, slot: Any) -> None:
@@ -156,7 +178,12 @@ class GrpcTransport:
     validator: Validator | None = None
 
     def __init__(
-        self, host: str, options: TritonOptions, starts: StepStarts, recorder: Recorder | None = None
+        self,
+        host: str,
+        options: TritonOptions,
+        starts: StepStarts,
+        recorder: Recorder | None = None,
+        ids: RequestIds | None = None,
     ) -> None:
         import grpc
         from grpc.experimental import gevent as grpc_gevent
@@ -175,6 +202,7 @@ class GrpcTransport:
         self.step = starts.first(len(self.requests))
         self.rows = batch_rows(steps[0], max_batch)
         self.validator = make_validator(options, recorder)
+        self.ids = ids
 
     def build_steps(self, meta: ModelMeta, max_batch: int, options: TritonOptions) -> list[dict[str, Array]]:
         """The arrays of each step's request."""
@@ -193,10 +221,16 @@ class GrpcTransport:
         """One ``ModelInfer`` call of the next step; a failed call is the error kind ``grpc_<code>``."""
         step = self.step
         self.step = step + 1 if step + 1 < len(self.requests) else 0
+        request, ids, count = self.requests[step], self.ids, 0
+        if ids is not None:  # the message is written out as the call starts, before any other send
+            count = ids.proto_id(request)
+        start = time.perf_counter()
         try:
-            response = stub.ModelInfer(self.requests[step], timeout=self.timeout)
+            response = stub.ModelInfer(request, timeout=self.timeout)
         except self.grpc.RpcError as e:
             return grpc_failure(e, self.timeout)
+        if ids is not None:
+            ids.mark(count, start, time.perf_counter())
         return None if self.validator is None else self.validator.check_grpc(step, response)
 
 
@@ -205,5 +239,5 @@ def user_load(host: str, options: TritonOptions, process: ProcessState, environm
     from .loops import TransportLoad
 
     kind = GrpcTransport if options.protocol == "grpc" else HttpTransport
-    transport = kind(host, options, process.step_starts, process.recorder)
+    transport = kind(host, options, process.step_starts, process.recorder, process.request_ids)
     return TransportLoad(transport, options, process, environment)

@@ -55,12 +55,17 @@ def test_traced_requests_split_into_parts_that_add_up_and_the_settings_are_put_b
     for trace in (traces[f"split-{i}"] for i in range(REQUESTS)):
         split, total = trace.split_us(), trace.total_us
         assert trace.model == STEP_MODEL and total is not None and total > 0
-        assert all(split[part] is not None and (split[part] or 0) >= 0 for part in PARTS), (split, trace.ns)
+        assert split["steps"] is None  # no ensemble
+        own = [part for part in PARTS if part != "steps"]
+        assert all(split[part] is not None and (split[part] or 0) >= 0 for part in own), (split, trace.ns)
         assert sum(split[part] or 0.0 for part in PARTS) == pytest.approx(total, abs=0.01)
     ensemble = traces["split-ensemble"]
     assert ensemble.model == ENSEMBLE_MODEL and [s.model for s in ensemble.steps] == [PRE_MODEL, STEP_MODEL]
     assert all(s.parent_id == ensemble.id and s.total_us is not None for s in ensemble.steps)
     assert all(s.split_us()["http_recv"] is None for s in ensemble.steps)  # a step is no HTTP request
+    whole = ensemble.split_us()  # its time in the steps is a part of its own: the parts add up
+    assert whole["steps"] is not None and whole["steps"] > 0, whole
+    assert sum(v or 0.0 for v in whole.values()) == pytest.approx(ensemble.total_us, abs=0.01)
     median, slowest = split_at_ranks([traces[f"split-{i}"] for i in range(REQUESTS)])
     assert (median.label, median.requests) == ("median", 1) and (slowest.label, slowest.requests) == (
         "slowest 1%",

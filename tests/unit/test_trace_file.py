@@ -41,9 +41,9 @@ def test_numbered_files_are_read_in_order_and_entries_join_by_id(tmp_path: Path)
     a, b = traces
     assert a.total_us == pytest.approx(11.0) and b.total_us == pytest.approx(22.0)
     expected = {"http_recv": 1.0, "handling": 2.0, "queue": 1.0, "compute_input": 1.0, "infer": 1.0,
-                "compute_output": 1.0, "respond": 4.0}  # fmt: skip
+                "compute_output": 1.0, "steps": None, "respond": 4.0}  # fmt: skip
     assert a.split_us() == pytest.approx(expected) and list(expected) == list(PARTS)
-    assert sum(expected.values()) == a.total_us
+    assert sum(v or 0.0 for v in expected.values()) == a.total_us
 
 
 def test_a_step_is_nested_under_its_request_and_has_no_http_parts() -> None:
@@ -53,6 +53,20 @@ def test_a_step_is_nested_under_its_request_and_has_no_http_parts() -> None:
     (inner,) = top.steps
     assert inner.parent_id == 1 and inner.request_id is None
     assert inner.split_us()["http_recv"] is None and inner.split_us()["queue"] == pytest.approx(0.1)
+    assert top.split_us()["steps"] is None  # its own trace has queue and compute: they are its parts
+
+
+def test_an_ensemble_s_time_in_its_steps_is_a_part_of_its_own() -> None:
+    own = {
+        n: ns for n, ns in _even(0).items() if n.startswith(("HTTP", "REQUEST", "QUEUE", "INFER_RESPONSE"))
+    }
+    own["INFER_RESPONSE_COMPLETE"] = own["HTTP_RECV_END"] + 7000
+    step = {n: ns for n, ns in _even(2500, 100).items() if not n.startswith("HTTP")}
+    (top,) = collect(_request(1, "ens", own) + _request(2, "", step, parent=1))
+    split = top.split_us()
+    assert split["queue"] is None and split["handling"] == pytest.approx(2.0)
+    assert split["steps"] == pytest.approx(5.0)  # queue start to the response handed over
+    assert sum(v or 0.0 for v in split.values()) == pytest.approx(top.total_us)
 
 
 def test_an_edge_stamped_out_of_order_counts_from_the_one_before_it() -> None:
@@ -60,8 +74,8 @@ def test_an_edge_stamped_out_of_order_counts_from_the_one_before_it() -> None:
     at["INFER_RESPONSE_COMPLETE"] = at["HTTP_SEND_END"] + 5000  # stamped late by another thread
     (trace,) = collect(_request(1, "late", at))
     split = trace.split_us()
-    assert all(value is not None and value >= 0 for value in split.values())
-    assert split["respond"] == 0.0
+    assert all(value is not None and value >= 0 for part, value in split.items() if part != "steps")
+    assert split["respond"] == 0.0 and split["steps"] is None
 
 
 def test_the_median_and_the_slowest_percent() -> None:

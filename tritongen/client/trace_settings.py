@@ -59,27 +59,47 @@ class TraceSetting:
         }
 
 
+def _flat(answer: Any) -> Any:
+    """The gRPC API's answer (``{"settings": {key: {"value": [...]}}}``) as the HTTP API's."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("settings"), dict):
+        return answer
+    flat = {}
+    for key, entry in answer["settings"].items():
+        values = entry.get("value", []) if isinstance(entry, dict) else []
+        flat[key] = values if key == "trace_level" else (values[0] if values else None)
+    return flat
+
+
 class TraceControl:
-    """The trace API of one server (HTTP)."""
+    """The trace API of one server, over HTTP or gRPC."""
 
-    def __init__(self, url: str, admin_key: str | None = None) -> None:
+    def __init__(self, url: str, admin_key: str | None = None, protocol: str = "http") -> None:
         """Talk to the server at ``host:port`` (``admin_key`` for a server that restricts the trace API)."""
-        import tritonclient.http as httpclient
-
         self.url = normalise_url(url)
         self.headers = {ADMIN_HEADER: admin_key} if admin_key else None
-        self.client = httpclient.InferenceServerClient(
-            self.url, connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S
-        )
+        self.grpc = protocol == "grpc"
+        if self.grpc:
+            import tritonclient.grpc as grpcclient
+
+            self.client: Any = grpcclient.InferenceServerClient(self.url)
+        else:
+            import tritonclient.http as httpclient
+
+            self.client = httpclient.InferenceServerClient(
+                self.url, connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S
+            )
 
     def _call(self, body: dict[str, Any] | None = None) -> TraceSetting:
         from tritonclient.utils import InferenceServerException
 
+        extra: dict[str, Any] = {"as_json": True, "client_timeout": TIMEOUT_S} if self.grpc else {}
         try:
             if body is None:
-                answer = self.client.get_trace_settings(headers=self.headers)
+                answer = _flat(self.client.get_trace_settings(headers=self.headers, **extra))
             else:
-                answer = self.client.update_trace_settings(settings=body, headers=self.headers)
+                answer = _flat(
+                    self.client.update_trace_settings(settings=body, headers=self.headers, **extra)
+                )
         except InferenceServerException as e:
             message = (e.message() or str(e)).split("\n")[0]
             raise ServerError(

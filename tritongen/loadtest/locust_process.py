@@ -109,6 +109,8 @@ class LocustArgs:
     """An LLM load's ``--triton-llm-*`` options (empty for other loads)."""
     report: bool = True
     """Whether the master writes its report as the test ends (tritongen's own runs need none)."""
+    trace_tag: str = ""
+    """``--server-trace``: each request carries an id with this tag, its times written beside ``results``."""
 
     def argv(self) -> list[str]:
         """The command line."""
@@ -155,6 +157,7 @@ class LocustArgs:
                 "metrics-url": "none",
                 "report": "1" if self.report else "0",
                 "kind": self.kind,
+                "trace-tag": self.trace_tag,
             }
         )
         if self.user_rate > 0:

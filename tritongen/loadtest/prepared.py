@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.loadtest.kinds.base import LoadKind, Requests
 from tritongen.loadtest.kinds.registry import resolve_kind
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.metrics.prometheus import MetricsSampler
+
+if TYPE_CHECKING:
+    from tritongen.loadtest.server_trace import ServerTrace
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,8 @@ class LoadTest:
     """Where its runs write their windows and logs."""
     server_pid: int | None = None
     """The server's process when it runs on this machine (its tree's CPU is the run's own)."""
+    trace: ServerTrace | None = None
+    """``--server-trace``: the trace its runs' requests are joined to (None: no trace)."""
 
 
 def prepare_requests(spec: LoadSpec, endpoint: TritonEndpoint, folder: Path) -> tuple[LoadKind, Requests]:

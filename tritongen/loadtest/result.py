@@ -111,8 +111,7 @@ class RunResult:
     """Plain HTTP: the mean time of a successful request's parts on the client, ``send`` (writing
     it), ``wait`` (until the response's first bytes) and ``recv`` (reading the rest), in µs;
     None where the transport does not split them (gRPC, streams, shared memory)."""
-    latency_stddev_us: float | None = None
-    """Standard deviation of the requests' latency (µs), None when nothing succeeded."""
+    latency_stddev_us: float | None = None  # of the requests' latency (µs), None when none succeeded
     stability_latency_us: float | None = None
     """The run's latency on the figure its stability was judged on (P99 by default; the mean or
     another percentile where the load asked, e.g. ``tritongen perf-analyzer --percentile``)."""
@@ -141,16 +140,19 @@ class RunResult:
     llm_server: dict[str, Any] | None = None
     """An OpenAI-compatible load of a vLLM server: its ``/metrics`` over the measured span (see
     :mod:`tritongen.metrics.vllm`); None for other loads or servers."""
+    server_trace: dict[str, Any] | None = None
+    """``--server-trace``: the median and the slowest 1% requests' parts (:mod:`.server_trace`)."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
     ``histogram`` (base64 of its HDR latency histogram in µs); empty for local processes."""
 
     def to_json(self) -> dict[str, Any]:
-        """One run object of the ``tritongen.loadtest/1`` document (``error_messages`` where there are)."""
+        """One run object of the ``tritongen.loadtest/1`` document (``error_messages``: where there are)."""
         data = asdict(self)
-        if not self.error_messages:
-            del data["error_messages"]
+        for name in ("error_messages", "server_trace"):
+            if not data[name]:  # written where there are
+                del data[name]
         return data
 
     @classmethod

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tritongen.client.endpoint import TritonEndpoint
+from tritongen.errors import ConfigError
 from tritongen.loadtest.distributed import add_worker_figures
 from tritongen.loadtest.level import FollowHooks, LevelRun, Measurement
 from tritongen.loadtest.load_processes import load_processes
@@ -28,6 +29,7 @@ from tritongen.loadtest.progress import Progress, ProgressCallback
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.run_figures import run_result
 from tritongen.loadtest.server_counters import ServerCounters
+from tritongen.loadtest.server_trace import ServerTrace, server_tracing
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.sweep_rules import LevelSearch
 from tritongen.loadtest.validation import validation_figures
@@ -112,12 +114,19 @@ def run_plan(spec: LoadSpec, plan: LoadPlan, told: Told) -> LoadTestReport:
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
     server_pid = spec.address.listening_pid()
     tests: list[LoadTest] = []
+    trace = ServerTrace(spec.server_trace) if spec.server_trace is not None else None
     try:
         for index, model_spec in enumerate(plan.specs(endpoint)):  # one sampler: the first model's kind's
             sampler = tests[0].sampler if tests else None
-            tests.append(prepare_test(model_spec, endpoint, workdir / f"m{index}", server_pid, sampler))
+            test = prepare_test(model_spec, endpoint, workdir / f"m{index}", server_pid, sampler)
+            tests.append(replace(test, trace=trace))
+        check_traceable(tests)
         tests[0].sampler.start()
-        with pinned_server(server_pid, spec.cpus), load_processes():
+        with (
+            pinned_server(server_pid, spec.cpus),
+            load_processes(),
+            server_tracing(trace, spec.address.url, spec.protocol),
+        ):
             measure_levels(
                 spec,
                 report,
@@ -223,4 +232,23 @@ def run_level(test: LoadTest, level: float, number: int, told: Told) -> RunResul
         result.validation = validation_figures(everything, test.requests.expected)
     if test.spec.distributed is not None:
         add_worker_figures(result, part.watch.measured, part.watch.log, part.users(), part.watch.t0)
+    if test.trace is not None and run.start is not None:
+        end = run.start + len(part.watch.measured)
+        span = (run.t0 + run.start * part.window_s, run.t0 + end * part.window_s)
+        test.trace.add(result, part.results, part.processes, span)
     return result
+
+
+def check_traceable(tests: list[LoadTest]) -> None:
+    """``--server-trace`` joins tensor requests by their ids: a load of another kind is refused.
+
+    Raises:
+        ConfigError: a traced load whose kind's requests carry no id.
+    """
+    for test in tests:
+        if test.trace is not None and test.kind.name != "tensor":
+            raise ConfigError(
+                f"--server-trace does not apply to the {test.kind.name} load of '{test.spec.model}': "
+                "only tensor requests carry a request id here",
+                "drop --server-trace",
+            )

@@ -79,6 +79,11 @@ def loadtest_section(report: LoadTestReport, source: str) -> Section:
         if report.rounds > 1:
             caption = f"Latency against throughput: per level, median of {report.rounds} rounds and interval"
         section.figures.append(_figure(caption, latency_figure(report)))
+    if any(run.server_trace and run.server_trace["splits"] for run in report.runs):
+        from tritongen.report.trace_report import trace_figure
+
+        caption = "Where the time went (server trace): the median request and the slowest 1%, in µs"
+        section.figures.append(_figure(caption, trace_figure(report)))
     if is_llm_report(report):
         caption = (
             "Time to first token and inter-token latency (P50, P99), and output tokens/s, against the load"

@@ -18,6 +18,7 @@ from tritongen.report.table_data import (
     run_style,
     us_cell,
 )
+from tritongen.report.trace_report import server_trace_table
 
 
 def loadtest_report_tables(report: LoadTestReport) -> list[TableData]:
@@ -28,6 +29,7 @@ def loadtest_report_tables(report: LoadTestReport) -> list[TableData]:
         sequence_table(report),
         loadtest_models_table(report),
         server_models_table(report),
+        server_trace_table(report),
     ]
     return [loadtest_table(report), *(table for table in found if table is not None)]
 

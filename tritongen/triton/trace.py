@@ -9,10 +9,12 @@ server's steady clock, the clock a client on the same machine reads with ``time.
 
 A request's time inside the server splits into its parts:
 
-- ``http_recv``: reading the request (``HTTP_RECV_START`` → ``HTTP_RECV_END``; gRPC: ``GRPC_WAITREAD``);
+- ``http_recv``: reading the request (``HTTP_RECV_START`` → ``HTTP_RECV_END``; gRPC: 0, from
+  ``GRPC_WAITREAD_END``: its read is posted before the request comes, so its start is no send);
 - ``handling``: from the request read to its queue (parsing, the model looked up);
 - ``queue``: waiting for a model instance (``QUEUE_START`` → ``COMPUTE_START``);
 - ``compute_input``, ``infer``, ``compute_output``: the backend's three steps;
+- ``steps``: an ensemble's time in its steps (the request's own trace has no compute there);
 - ``respond``: from the backend's end to the response written (``COMPUTE_END`` → ``HTTP_SEND_END``).
 """
 
@@ -25,11 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PARTS = ("http_recv", "handling", "queue", "compute_input", "infer", "compute_output", "respond")
-"""The parts of a request's time in the server, in order; they add up to its whole time there."""
+_TIMED = ("http_recv", "handling", "queue", "compute_input", "infer", "compute_output", "respond")
+"""The parts between two of the trace's own timestamps (:data:`_EDGES`)."""
+PARTS = (*_TIMED[:6], "steps", "respond")
+"""The parts of a request's time in the server, in order; they add up to its whole time there.
+``steps``: an ensemble's or a BLS model's time in its steps, where its own trace has no queue
+and compute timestamps (the steps' own traces split it further); None for other models."""
 
 _EDGES: tuple[tuple[str, ...], ...] = (
-    ("HTTP_RECV_START", "GRPC_WAITREAD_START", "REQUEST_START"),
+    ("HTTP_RECV_START", "GRPC_WAITREAD_END", "REQUEST_START"),
     ("HTTP_RECV_END", "GRPC_WAITREAD_END"),
     ("QUEUE_START",),
     ("COMPUTE_START",),
@@ -41,7 +47,7 @@ _EDGES: tuple[tuple[str, ...], ...] = (
 """The edges between :data:`PARTS`, each the first of its names the trace has. The response is
 ready when the backend hands it over (``INFER_RESPONSE_COMPLETE``), which may come before the
 backend's own ``COMPUTE_END``: the server can be sending it by then."""
-_FIRST = ("HTTP_RECV_START", "GRPC_WAITREAD_START", "REQUEST_START")
+_FIRST = ("HTTP_RECV_START", "GRPC_WAITREAD_END", "REQUEST_START")
 _LAST = ("HTTP_SEND_END", "GRPC_SEND_END", "REQUEST_END")
 
 
@@ -87,17 +93,21 @@ class RequestTrace:
         no part is negative and the parts add up to :attr:`total_us`.
         """
         edges = [next((self.ns[n] for n in names if n in self.ns), None) for names in _EDGES]
-        split: dict[str, float | None] = {}
+        timed: dict[str, float | None] = {}
         last = edges[0]
-        for part, (start, end) in zip(PARTS, itertools.pairwise(edges), strict=True):
+        for part, (start, end) in zip(_TIMED, itertools.pairwise(edges), strict=True):
             if start is None or end is None or last is None:
-                split[part] = None
+                timed[part] = None
                 last = end if end is not None else last
                 continue
             begin = max(start, last)
             finish = max(end, begin)
-            split[part] = (finish - begin) / 1000.0
+            timed[part] = (finish - begin) / 1000.0
             last = finish
+        split = {part: timed.get(part) for part in PARTS}
+        total = self.total_us
+        if self.steps and total is not None and all(timed[p] is None for p in _TIMED[3:6]):
+            split["steps"] = max(0.0, total - sum(v for v in timed.values() if v is not None))
         return split
 
 

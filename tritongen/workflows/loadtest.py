@@ -73,6 +73,8 @@ class LoadTestRequest:
             warning = loopback_warning(self.spec.address)
             warnings += [warning] if warning is not None else []
         self.mix.check(self.spec.mode, self.spec.levels)
+        if self.spec.server_trace is not None and self.mix.mixed:
+            raise ConfigError("--server-trace traces one model's load", "drop --mix, or --server-trace")
         if self.calibrate:
             if self.mix.mixed:
                 raise ConfigError("--calibrate measures one model's load", "drop --mix, or --calibrate")
@@ -172,5 +174,5 @@ def calibration_spec(spec: LoadSpec) -> LoadSpec:
     return replace(
         spec, kind="null", batch_size=1, input_data="random", shapes={}, input_values={},
         duration_s=CALIBRATION_S, warmup_s=CALIBRATION_WARMUP_S, max_duration_s=CALIBRATION_S, rounds=1,
-        window_s=None, count_window_requests=0, stop_at=None,
+        window_s=None, count_window_requests=0, stop_at=None, server_trace=None,
     )  # fmt: skip

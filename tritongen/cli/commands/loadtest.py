@@ -64,7 +64,7 @@ class ServeFlags:
 
 @dataclass(frozen=True)
 class GateFlags:
-    """How a load test is judged: its CI gates, and the client's floor its figures are read against."""
+    """How a load test is judged: its CI gates; the client floor and server trace beside its figures."""
 
     slo_p99_ms: Annotated[
         float | None, reworded(SloP99, "Exit 1 when any run's P99 exceeds this (a CI gate).")
@@ -86,6 +86,20 @@ class GateFlags:
             "3 s each), and say where a run's P50 is within 3x of it.",
         ),
     ] = False
+    server_trace: Annotated[
+        bool,
+        typer.Option(
+            "--server-trace",
+            help="Trace requests in the server (its trace API; its settings put back after) and split the "
+            "median and slowest 1% requests into client send, HTTP, queue, compute and client receive.",
+        ),
+    ] = False
+    trace_rate: Annotated[
+        int | None,
+        typer.Option(
+            "--trace-rate", min=1, help="With --server-trace: trace one request in N (default 1: all)."
+        ),
+    ] = None
 
 
 @option_groups(
@@ -153,8 +167,11 @@ def _request(
     spec = load_spec(
         model, url, load, run, rounds=rounds.count(default=1), llm=llm.load(), stop_at=saturation
     )
+    if gates.trace_rate is not None and not gates.server_trace:
+        raise ConfigError("--trace-rate applies with --server-trace", "add --server-trace, or drop it")
+    traced = (gates.trace_rate or 1) if gates.server_trace else None
     return LoadTestRequest(
-        spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1),  # 1: failures are measured
+        spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1, server_trace=traced),
         mix=Mix.parse(model, run.mix),
         gates=settings(Gates, gates),
         serve=serving.serve,
