@@ -162,3 +162,16 @@ def test_server_trace_is_refused_where_requests_carry_no_id() -> None:
         LoadSpec(model="m", address=address, server_trace=0)
     assert LoadSpec(model="m", address=address, server_trace=10).server_trace == 10
     np.testing.assert_equal(len(PLACEHOLDER), ID_WIDTH)
+
+
+def test_the_html_page_draws_a_stacked_bar_per_rank(tmp_path: Path) -> None:
+    from tritongen.report.html import render_report
+
+    run = _run()
+    keys = ("p50", "p90", "p95", "p99", "p999", "max", "mean")
+    run.latency_us = {key: 1000.0 + 100 * i for i, key in enumerate(keys)}
+    trace = RequestTrace(1, ns={"HTTP_RECV_START": 100_000, "HTTP_SEND_END": 600_000})
+    joined = [JoinedRequest(start=0.0, end=(i + 1) * 1e-3, trace=trace) for i in range(3)]
+    run.server_trace = breakdown(joined, rate=1, recorded=3)
+    page = render_report([("run.json", LoadTestReport(model="m", protocol="http", url="u", runs=[run]))])
+    assert "Where the time went (server trace)" in page and "c=2 top 1%" in page

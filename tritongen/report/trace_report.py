@@ -55,14 +55,7 @@ def server_trace_table(report: LoadTestReport) -> TableData | None:
         "to the response complete on the client. P50: the median request by client latency; top 1%: "
         "the mean of the slowest 1%"
     ]
-    notes += [note for label, _, split in rows if (note := _steps_note(label, split.get("steps_us") or {}))]
-    for run in report.runs:
-        if run.server_trace:
-            trace = run.server_trace
-            notes.append(
-                f"{run_label(run, report.rounds)}: {trace['joined']:,} of {trace['recorded']:,} measured "
-                f"requests traced by the server (1 in {trace['rate']})"
-            )
+    notes += trace_lines(report)
     return TableData(
         title="Where the time went (server trace; µs, means over the requests at each rank)",
         headers=headers,
@@ -70,6 +63,21 @@ def server_trace_table(report: LoadTestReport) -> TableData | None:
         right=(False, *(True,) * (len(headers) - 1)),
         notes=notes,
     )
+
+
+def trace_lines(report: LoadTestReport) -> list[str]:
+    """What the trace table's rows do not hold: each rank's steps (ensembles, BLS), each run's count."""
+    lines = [
+        note for label, _, split in traced_rows(report) if (note := _steps_note(label, split["steps_us"]))
+    ]
+    for run in report.runs:
+        if run.server_trace:
+            trace = run.server_trace
+            lines.append(
+                f"{run_label(run, report.rounds)}: {trace['joined']:,} of {trace['recorded']:,} measured "
+                f"requests traced by the server (1 in {trace['rate']})"
+            )
+    return lines
 
 
 def _steps_note(label: str, steps: dict[str, dict[str, float | None]]) -> str | None:

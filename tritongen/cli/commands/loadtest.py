@@ -216,10 +216,13 @@ def _print_report(report: LoadTestReport) -> None:
     from tritongen.report.kind_tables import llm_line
     from tritongen.report.loadtest_tables import gpu_line, loadtest_report_tables
     from tritongen.report.table_data import to_rich
+    from tritongen.report.trace_report import trace_lines
 
     if any(run.latency_us for run in report.runs):  # else a table of dashes: the errors say why
         for table in loadtest_report_tables(report):
             console.print(to_rich(table))
+        for line in trace_lines(report):
+            say(line)
     for run in report.runs:
         if run.errors_by_kind:
             say(f"{run_label(run)} errors: {run.errors_by_kind}")
