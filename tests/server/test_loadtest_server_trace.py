@@ -2,9 +2,13 @@
 
 Over HTTP every measured request is traced (rate 1) and joined by its id; the median's and the
 slowest 1%'s parts add up to their latency on the client; the server's trace settings are
-as found afterwards. Over gRPC at one in five, about a fifth are. An ensemble's time in its
-steps is a part of its own, each step model's parts beside. What cannot be traced is refused
-in one line.
+as found afterwards. Over gRPC at one in five, about a fifth are. An open loop's requests are
+joined too. An ensemble's time in its steps is a part of its own, each step model's parts
+beside. What cannot be traced is refused in one line.
+
+The embedded Triton (2.51) can crash while it traces requests that overlap
+(:data:`tritongen.loadtest.server_trace.FIXED_IN`): these loads keep one request in flight
+(the open loop's requests overlap rarely at 30/s), and the run says so where they would not.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def test_every_measured_http_request_is_joined_and_its_parts_add_up(
     control = TraceControl(triton_server.http_url)
     try:
         before = control.read()
-        run, stdout = _traced(tmp_path, triton_server.http_url, STEP_MODEL, "--concurrency", "2")
+        run, stdout = _traced(tmp_path, triton_server.http_url, STEP_MODEL, "--concurrency", "1")
         after = control.read()
     finally:
         control.close()
@@ -70,21 +74,13 @@ def test_every_measured_http_request_is_joined_and_its_parts_add_up(
     _check_adds_up(trace)
     median = trace["splits"][0]["parts_us"]
     assert all(median[p] is not None for p in CLIENT_PARTS if p != "steps") and median["steps"] is None
-    assert "Where the time went" in stdout and "c=2 top 1%" in stdout
+    assert "Where the time went" in stdout and "c=1 top 1%" in stdout
+    assert not any("can crash" in warning for warning in run["warnings"])  # one request in flight
 
 
-def test_a_sampled_grpc_open_loop_is_joined_in_part(triton_server: LocalTritonServer, tmp_path: Path) -> None:
-    run, _ = _traced(
-        tmp_path,
-        triton_server.grpc_url,
-        STEP_MODEL,
-        "--protocol",
-        "grpc",
-        "--rate",
-        "200",
-        "--trace-rate",
-        "5",
-    )
+def test_a_sampled_grpc_load_is_joined_in_part(triton_server: LocalTritonServer, tmp_path: Path) -> None:
+    args = ["--protocol", "grpc", "--concurrency", "1", "--trace-rate", "5"]
+    run, _ = _traced(tmp_path, triton_server.grpc_url, STEP_MODEL, *args)
     trace = run["server_trace"]
     assert trace["rate"] == 5 and trace["recorded"] >= 300
     assert 0.1 <= trace["joined"] / trace["recorded"] <= 0.35, (
@@ -92,6 +88,17 @@ def test_a_sampled_grpc_open_loop_is_joined_in_part(triton_server: LocalTritonSe
     )  # one in five, give or take a window's edge
     _check_adds_up(trace)
     assert trace["splits"][0]["parts_us"]["http_recv"] == 0.0  # gRPC's read counts from the request read
+
+
+def test_an_open_loop_s_requests_are_joined_and_the_crash_is_said(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    run, _ = _traced(tmp_path, triton_server.http_url, STEP_MODEL, "--rate", "30")
+    trace = run["server_trace"]
+    assert trace["joined"] == trace["recorded"] >= 60
+    _check_adds_up(trace)
+    (said,) = [warning for warning in run["warnings"] if "can crash" in warning]
+    assert "Triton 2.51" in said and "--concurrency 1" in said
 
 
 def test_an_ensemble_s_steps_are_a_part_with_each_step_s_own_beside(

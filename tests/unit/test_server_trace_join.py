@@ -175,3 +175,13 @@ def test_the_html_page_draws_a_stacked_bar_per_rank(tmp_path: Path) -> None:
     run.server_trace = breakdown(joined, rate=1, recorded=3)
     page = render_report([("run.json", LoadTestReport(model="m", protocol="http", url="u", runs=[run]))])
     assert "Where the time went (server trace)" in page and "c=2 top 1%" in page
+
+
+def test_a_triton_that_can_crash_while_tracing_is_named() -> None:
+    from tritongen.loadtest.server_trace import crash_warning
+
+    said = crash_warning("2.51.0", overlapping=True)
+    assert said is not None and "Triton 2.51.0 can crash" in said and "#7795" in said
+    assert crash_warning("2.51.0", overlapping=False) is None  # one request at a time
+    assert crash_warning("2.58.0", overlapping=True) is None and crash_warning("3.0.1", True) is None
+    assert crash_warning(None, True) is None and crash_warning("dev", True) is None

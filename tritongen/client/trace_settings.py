@@ -117,6 +117,16 @@ class TraceControl:
         """Close the connection."""
         self.client.close()
 
+    def server_version(self) -> str | None:
+        """The server's version (its metadata), None when it does not say."""
+        try:
+            extra: dict[str, Any] = {"as_json": True} if self.grpc else {}
+            metadata = self.client.get_server_metadata(headers=self.headers, **extra)
+        except Exception:  # the trace settings' own calls say what is wrong with the server
+            return None
+        version = metadata.get("version") if isinstance(metadata, dict) else None
+        return str(version) if version else None
+
     def read(self) -> TraceSetting:
         """The server's trace settings now.
 

@@ -125,7 +125,7 @@ def run_plan(spec: LoadSpec, plan: LoadPlan, told: Told) -> LoadTestReport:
         with (
             pinned_server(server_pid, spec.cpus),
             load_processes(),
-            server_tracing(trace, spec.address.url, spec.protocol),
+            server_tracing(trace, spec.address.url, spec.protocol, overlapping=spec.overlapping),
         ):
             measure_levels(
                 spec,

@@ -33,6 +33,11 @@ CLIENT_PARTS = ("client_send", *PARTS, "client_receive")
 """The parts of a traced request's latency on the client, in order."""
 STEP_PARTS = ("queue", "compute_input", "infer", "compute_output")
 """The parts of an ensemble's step or a BLS call (it has no HTTP of its own)."""
+FIXED_IN = (2, 58)
+"""Triton before 2.58 (25.05) can crash while it traces requests that overlap: a trace's mutex was
+deleted while held (triton-inference-server/server#7795, fixed by #8144). Measured here on the
+embedded 2.51: at rate 1, one run in three of 6,000 requests at concurrency 2 corrupted a
+response or killed the server; none at concurrency 1."""
 MARKS_WAIT_S = 5.0
 """How long a run's load processes may take to write their requests' ids once it has stopped."""
 _, PID_WIDTH, COUNT_WIDTH = TRACE_ID_WIDTHS
@@ -166,6 +171,8 @@ class ServerTrace:
     runs: list[_TracedRun] = field(default_factory=list)
     unavailable: str | None = None
     """Why the server traced nothing (no trace API, no trace file): the runs go on without."""
+    warning: str | None = None
+    """What to know of the server's tracing (a version that can crash while tracing), said once."""
 
     def add(self, result: RunResult, results: Path, processes: int, span: tuple[float, float]) -> None:
         """A run whose requests the trace covers, its windows at ``results``, measured over ``span``."""
@@ -179,6 +186,8 @@ class ServerTrace:
         """
         if not self.runs:
             return
+        if self.warning is not None:
+            self.runs[0].result.warnings.append(f"--server-trace: {self.warning}")
         if self.unavailable is not None or trace_file is None:
             self.runs[0].result.warnings.append(f"--server-trace: {self.unavailable or 'no trace file'}")
             return
@@ -217,8 +226,25 @@ class ServerTrace:
             )
 
 
+def crash_warning(version: str | None, overlapping: bool) -> str | None:
+    """Why tracing may kill this server (a version before :data:`FIXED_IN`, overlapping requests)."""
+    try:
+        release = tuple(int(part) for part in (version or "").split(".")[:2])
+    except ValueError:
+        return None
+    if not overlapping or len(release) < 2 or release >= FIXED_IN:
+        return None
+    return (
+        f"Triton {version} can crash while it traces requests that overlap (fixed in 2.58, 25.05: "
+        "triton-inference-server/server#7795); trace at --concurrency 1, or with a high --trace-rate, "
+        "or on a newer Triton"
+    )
+
+
 @contextlib.contextmanager
-def server_tracing(trace: ServerTrace | None, url: str, protocol: str = "http") -> Iterator[None]:
+def server_tracing(
+    trace: ServerTrace | None, url: str, protocol: str = "http", overlapping: bool = True
+) -> Iterator[None]:
     """Trace the server's requests while the block runs, then join them to the runs' (``trace`` None: off).
 
     A server that cannot trace (no trace API, no trace file) is noted on the first run; the
@@ -237,6 +263,8 @@ def server_tracing(trace: ServerTrace | None, url: str, protocol: str = "http") 
                 path = stack.enter_context(control.timestamps(trace.rate))
             except TritongenError as e:
                 trace.unavailable = e.one_line()
+            if trace.unavailable is None:
+                trace.warning = crash_warning(control.server_version(), overlapping)
             yield
     finally:
         control.close()

@@ -134,6 +134,11 @@ class LoadSpec:
         self.check()
 
     @property
+    def overlapping(self) -> bool:
+        """Whether requests may be in flight together: an open loop, or a concurrency above 1."""
+        return self.mode == "rate" or max(self.levels) > 1
+
+    @property
     def protocol(self) -> Protocol:
         """What the requests go over (the address's)."""
         return self.address.protocol
