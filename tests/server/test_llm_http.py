@@ -3,24 +3,31 @@
 The text model answers with a known timing (first token after ``FIRST_MS``, then one every
 ``GAP_MS``), so the client's first-token time and gaps are checked against the truth: never
 earlier than the model sent them, and within 5% plus a fixed overhead of this path
-(HTTP, the server, the Python backend's stub: ``OVERHEAD_MS``).
+(HTTP, the server, the Python backend's stub: ``OVERHEAD_MS``). A copy of the model stamps
+each token with its send time on the steady clock every process here reads: against it the
+client's gaps and first tokens are held to 1 ms + 5% at the mean, the median and P99 (the
+path's delivery measured on the same answers), and a reader made late every other token is
+caught by that bound.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tritongen.loadtests import __file__ as loadtests_file
 
 from tritongen.server.local import LocalTritonServer
 
-from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL, whole_text_model
+from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL, stamped_text_model, whole_text_model
 
 sys.path.insert(0, str(__import__("pathlib").Path(loadtests_file).parent))
-from tritonload.llm_http import LlmHttpClient, event_text, request_path, usage_tokens
+from tritonload.llm_http import Answer, LlmHttpClient, event_text, read_events, request_path, usage_tokens
 
 pytestmark = pytest.mark.slow
 OVERHEAD_MS = 15.0
@@ -69,6 +76,92 @@ def test_a_whole_answer_from_generate_is_one_event_at_its_end(
     due_ms = FIRST_MS + 5 * GAP_MS
     first_ms = statistics.median((a.first_token_s or 0) * 1000 for a in answers)
     assert due_ms <= first_ms <= due_ms * (1 + TOLERANCE) + OVERHEAD_MS, first_ms
+
+
+GAP_BOUND_MS, GAP_BOUND_SHARE = 1.0, 0.05
+"""The client's gaps against the model's own: within 1 ms + 5% at the mean, the median and P99."""
+
+
+def _sent(answer: Answer) -> list[float]:
+    """When the stamped model sent each token (``word@SECONDS``, the steady clock of every process here)."""
+    return [float(text.strip().rsplit("@", 1)[1]) for text in answer.texts]
+
+
+def _p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
+def bound_misses(answers: list[Answer]) -> list[str]:
+    """Where the client's times miss the model's own by more than 1 ms + 5%: gaps and time to first token.
+
+    The first token's truth is the model's send less the client's start, plus the path's delivery
+    (its tokens' median of client arrival less model send), measured on these same answers.
+    """
+    client = [g * 1000 for a in answers for g in a.gaps_s]
+    model = [(b - a) * 1000 for answer in answers for a, b in itertools.pairwise(_sent(answer))]
+    delivery = statistics.median(
+        (e - s) * 1000 for a in answers for e, s in zip(a.events, _sent(a), strict=True)
+    )
+    first = [(a.first_token_s or 0.0) * 1000 for a in answers]
+    due = [(_sent(a)[0] - a.start) * 1000 + delivery for a in answers]
+    misses = []
+    for figure, reading, truth in (("gap", client, model), ("first token", first, due)):
+        for name, stat in (("mean", statistics.fmean), ("median", statistics.median), ("P99", _p99)):
+            allowed = GAP_BOUND_MS + GAP_BOUND_SHARE * stat(truth)
+            if abs(stat(reading) - stat(truth)) > allowed:
+                said = f"{figure} {name}: client {stat(reading):.2f} ms, model {stat(truth):.2f} ms"
+                misses.append(f"{said} (allowed ±{allowed:.2f})")
+    return misses
+
+
+class _LateReader(LlmHttpClient):
+    """A client that reads every other event ``late_s`` late: its gaps alternate short and long."""
+
+    late_s = 0.004
+
+    def _read_events(self, response: Any, answer: Answer) -> None:
+        lines = itertools.count()
+
+        def readline() -> bytes:
+            line: bytes = response.readline()
+            if line.startswith(b"data:") and next(lines) % 2:
+                time.sleep(self.late_s)
+            return line
+
+        read_events(readline, self.api, answer)
+
+
+def _stamped_answers(client: LlmHttpClient) -> list[Answer]:
+    request = {"text_input": "the quick brown fox", "max_tokens": 8}
+    client.send(request, stream=True)  # the new model's first request, not timed
+    answers = [client.send(request, stream=True) for _ in range(12)]
+    client.close()
+    assert [a.error for a in answers] == [None] * 12 and {len(a.events) for a in answers} == {8}
+    return answers
+
+
+@pytest.mark.quiet
+def test_streamed_gaps_and_first_tokens_are_within_1_ms_and_5_percent_of_the_model_s(
+    triton_server: LocalTritonServer, served_repository: Path
+) -> None:
+    """The model stamps each token with its send time: the client's 84 gaps of 15 ms and 12 first
+    tokens are held to 1 ms + 5% at the mean, the median and P99, the path's delivery measured here.
+    """
+    with stamped_text_model(triton_server, served_repository) as model:
+        answers = _stamped_answers(_client(triton_server, model=model))
+    assert bound_misses(answers) == []
+
+
+@pytest.mark.quiet
+def test_the_bound_catches_a_reader_that_is_late(
+    triton_server: LocalTritonServer, served_repository: Path
+) -> None:
+    """The same answers read 4 ms late every other token: the gaps' P99 is off by 4 ms, and caught."""
+    with stamped_text_model(triton_server, served_repository) as model:
+        host, port = triton_server.http_url.rsplit(":", 1)
+        answers = _stamped_answers(_LateReader(host, int(port), "triton-generate", model, timeout_s=10))
+    misses = bound_misses(answers)
+    assert any(miss.startswith("gap P99") for miss in misses), misses
 
 
 def test_an_unknown_model_is_an_http_error(triton_server: LocalTritonServer) -> None:

@@ -25,6 +25,8 @@ from tritongen.triton.render import render_config
 TEXT_MODEL = "text_tokens"
 WHOLE_TEXT_MODEL = "text_whole"
 """The text model answering each request in one response (:func:`whole_text_model`)."""
+STAMPED_TEXT_MODEL = "text_stamped"
+"""The text model whose every token says when it was sent: ``word@SECONDS`` (:func:`stamped_text_model`)."""
 DEFAULT_TOKENS = 8
 FIRST_MS, GAP_MS = 40, 15
 
@@ -45,6 +47,7 @@ class TritonPythonModel:
         self.first_s = float(parameters["first_ms"]["string_value"]) / 1000
         self.gap_s = float(parameters["gap_ms"]["string_value"]) / 1000
         self.whole = parameters["whole"]["string_value"] == "1"
+        self.stamp = parameters["stamp"]["string_value"] == "1"
 
     def execute(self, requests):
         for request in requests:
@@ -66,7 +69,9 @@ class TritonPythonModel:
                 time.sleep(wait)
             if sender.is_cancelled():
                 break
-            word = f"{{words[index % len(words)]}} ".encode()
+            word = words[index % len(words)]
+            # the send's time on the steady clock every process on this machine reads
+            word = (f"{{word}}@{{time.perf_counter():.7f}} " if self.stamp else f"{{word}} ").encode()
             output = pb_utils.Tensor("text_output", np.array([word], dtype=np.object_))
             sender.send(pb_utils.InferenceResponse([output]))
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -82,7 +87,7 @@ class TritonPythonModel:
 
 
 def write_text_model(
-    model_dir: Path, first_ms: int = FIRST_MS, gap_ms: int = GAP_MS, whole: bool = False
+    model_dir: Path, first_ms: int = FIRST_MS, gap_ms: int = GAP_MS, whole: bool = False, stamp: bool = False
 ) -> Path:
     """The text model: decoupled, no batching, one instance (requests overlap in threads).
 
@@ -101,7 +106,12 @@ def write_text_model(
         ],
         output=[ModelOutput(name="text_output", data_type="TYPE_STRING", dims=[1])],
         instance_group=[InstanceGroup(count=1, kind="KIND_CPU")],
-        parameters={"first_ms": str(first_ms), "gap_ms": str(gap_ms), "whole": "1" if whole else "0"},
+        parameters={
+            "first_ms": str(first_ms),
+            "gap_ms": str(gap_ms),
+            "whole": "1" if whole else "0",
+            "stamp": "1" if stamp else "0",
+        },
         passthrough="model_transaction_policy {\n  decoupled: true\n}",
     )
     (model_dir / "config.pbtxt").write_text(render_config(config))
@@ -114,12 +124,24 @@ def whole_text_model(server: LocalTritonServer, repository: Path) -> Iterator[st
 
     Loaded only where a test needs it: the shared server keeps one Python stub fewer.
     """
-    model_dir = write_text_model(repository / WHOLE_TEXT_MODEL, whole=True)
+    with _served(server, write_text_model(repository / WHOLE_TEXT_MODEL, whole=True)) as name:
+        yield name
+
+
+@contextmanager
+def stamped_text_model(server: LocalTritonServer, repository: Path) -> Iterator[str]:
+    """The text model whose tokens carry their send time, served for the block, then removed."""
+    with _served(server, write_text_model(repository / STAMPED_TEXT_MODEL, stamp=True)) as name:
+        yield name
+
+
+@contextmanager
+def _served(server: LocalTritonServer, model_dir: Path) -> Iterator[str]:
     try:
-        server.load_model(WHOLE_TEXT_MODEL)
-        yield WHOLE_TEXT_MODEL
+        server.load_model(model_dir.name)
+        yield model_dir.name
     finally:
         try:
-            server.unload_model(WHOLE_TEXT_MODEL)
+            server.unload_model(model_dir.name)
         finally:
             shutil.rmtree(model_dir)
