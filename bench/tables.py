@@ -793,6 +793,37 @@ def render_validation(doc: Document) -> list[str]:
     return lines
 
 
+TRACE_LABELS = {"untraced": "no trace", "traced_1": "every request traced", "traced_10": "one in 10 traced"}
+
+
+def render_server_trace(doc: Document) -> list[str]:
+    """The same load untraced and with ``--server-trace`` at two rates: the cost of tracing."""
+    settings = doc.get("settings") or {}
+    caption = (
+        f"The example MLP (`{doc.get('model')}`) over HTTP at concurrency {settings.get('concurrency')}, "
+        f"{settings.get('rounds')} interleaved rounds of {settings.get('duration_s', 0):g} s per contender; "
+        "median [95% CI] over rounds; traced / untraced paired by round (an interval holding 1 is a tie)."
+    )
+    rows = []
+    for name, data in (doc.get("contenders") or {}).items():
+        summary = data.get("summary") or {}
+        ratios = (doc.get("paired") or {}).get(name) or {}
+        joined = [r.get("joined") for r in data.get("rounds", [])]
+        rows.append(
+            [
+                TRACE_LABELS.get(name, name),
+                _interval(summary.get("infer_per_s"), _num),
+                _interval(summary.get("p50_us"), _ms),
+                _interval(summary.get("p99_us"), _ms),
+                _paired(ratios.get("infer_per_s")) if ratios else "–",
+                _paired(ratios.get("p50_us")) if ratios else "–",
+                f"{sum(j for j in joined if j):,}" if any(joined) else "–",
+            ]
+        )
+    header = ["contender", "infer/s", "P50 ms", "P99 ms", "infer/s ratio", "P50 ratio", "requests joined"]
+    return [caption, "", *_table(header, rows)]
+
+
 @dataclass(frozen=True)
 class Block:
     """One block of the page: the result file ``bench/results/{name}.json`` and its renderer."""
@@ -823,6 +854,7 @@ BLOCKS = (
     Block("llm", "bench/llm.py", render_llm),
     Block("loadgen-engine", "bench/loadgen.py", render_loadgen),
     Block("near_ties", "bench/near_ties.py", render_near_ties),
+    Block("server_trace", "bench/server_trace.py", render_server_trace),
 )
 
 
