@@ -25,6 +25,7 @@ from typing import Any
 from .batches import FIELDS, MAX_REQUESTS, RequestBatch
 from .http_wire import RECV_BYTES, ResponseBuffer
 from .recording import Recorder, real_lock
+from .request_ids import RequestIds
 from .transports import HttpTransport, error_kind, http_failure, timed_out
 
 EPOLL_READ = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
@@ -80,7 +81,9 @@ class HttpEngine:
         self.address = (transport.host, transport.port)
         self.transport = transport
         self.validator = transport.validator
-        self.ids = transport.ids
+        self.ids: RequestIds | None = getattr(transport, "ids", None)
+        """Request ids written as each request is sent (``--triton-trace-tag``; tensor requests only)."""
+        self.id_offsets: list[int] = getattr(transport, "id_offsets", [])
         self.timeout = transport.timeout
         self.recorder = recorder
         self.batch = RequestBatch()
@@ -164,7 +167,7 @@ class HttpEngine:
         conn.step = step + 1 if step + 1 < len(conn.requests) else 0
         data = conn.requests[step]
         if self.ids is not None:  # the connection's own copy: one request of it in flight
-            conn.count = self.ids.stamp(data, self.transport.id_offsets[step])  # type: ignore[arg-type]
+            conn.count = self.ids.stamp(data, self.id_offsets[step])  # type: ignore[arg-type]
         sent = conn.sock.send(data)
         conn.written = conn.first = time.perf_counter()
         if sent < len(data):  # a large payload: finish when the socket is writable

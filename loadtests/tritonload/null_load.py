@@ -35,6 +35,7 @@ class NullTransport(HttpTransport):
         self.step = 0
         self.rows = 1
         self.recorder = recorder
+        self.id_offsets: list[int] = []  # its requests carry no id (--server-trace is the tensor kind's)
 
 
 def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> TransportLoad:

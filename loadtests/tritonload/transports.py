@@ -108,6 +108,7 @@ class HttpTransport:
 
     validator: Validator | None = None
     recorder: Recorder | None = None
+    ids: RequestIds | None = None
 
     def __init__(
         self,
