@@ -43,7 +43,7 @@ def _traced(tmp_path: Path, url: str, model: str, *args: str) -> tuple[dict[str,
     return run, cli.stdout()
 
 
-def _check_adds_up(trace: dict[str, Any]) -> None:
+def _check_adds_up(trace: dict[str, Any], tiles: bool = True) -> None:
     median, slowest = trace["splits"]
     assert median["label"] == "median" and slowest["label"] == "slowest 1%"
     assert median["requests"] == 1 and slowest["requests"] == max(1, trace["joined"] // 100)
@@ -52,8 +52,11 @@ def _check_adds_up(trace: dict[str, Any]) -> None:
         parts = split["parts_us"]
         assert list(parts) == list(CLIENT_PARTS)
         assert all(value is None or value >= 0 for value in parts.values()), parts
-        # the server's clock is the client's: the parts tile the client's latency
-        assert sum(v or 0.0 for v in parts.values()) == pytest.approx(split["latency_us"], rel=0.02), split
+        # the server's clock is the client's: the parts tile the client's latency (over gRPC the
+        # server stamps its send's end after the client may already hold the response: no tiling)
+        if tiles:
+            tiled = sum(v or 0.0 for v in parts.values())
+            assert tiled == pytest.approx(split["latency_us"], rel=0.02), split
 
 
 def test_every_measured_http_request_is_joined_and_its_parts_add_up(
@@ -86,7 +89,7 @@ def test_a_sampled_grpc_load_is_joined_in_part(triton_server: LocalTritonServer,
     assert 0.1 <= trace["joined"] / trace["recorded"] <= 0.35, (
         trace
     )  # one in five, give or take a window's edge
-    _check_adds_up(trace)
+    _check_adds_up(trace, tiles=False)
     assert trace["splits"][0]["parts_us"]["http_recv"] == 0.0  # gRPC's read counts from the request read
 
 
