@@ -5,8 +5,8 @@ list goes into the process's :class:`~.recording.Recorder` at once, as arrays, w
 window or a wall-clock second ends (or the batch is full), so every request of a batch
 falls in the same window and the same second of Locust's statistics. The figures are those
 of recording the requests one by one: :func:`add_values` fills an HDR histogram as its
-``record_value`` would, value by value, and the latencies, the send/wait/receive split and
-the milliseconds Locust counts are computed from the same timestamps the same way.
+``record_value`` would, value by value, and the latencies (the client's and the kernel's), the
+send/wait/receive split and the milliseconds Locust counts come from the same timestamps the same way.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from hdrh.histogram import HdrHistogram
 from .request_data import Array
 from .shared import HIGHEST_US, LOWEST_US
 
-FIELDS = 5
+FIELDS = 6
 """What a request adds to a batch: send start, request written, first response bytes, response
-complete (perf_counter seconds) and response bytes."""
+complete (perf_counter seconds), response bytes, and when the kernel received the response's last
+bytes (the socket's receive timestamp on the perf_counter scale; NaN: the kernel gave none)."""
 MAX_REQUESTS = 8192
 """A batch holding this many requests goes into the Recorder without waiting for its boundary."""
 
@@ -56,6 +57,14 @@ def split_us(rows: Array) -> tuple[int, int, int]:
     wait = ((rows[:, 2] - rows[:, 1]) * 1e6).astype(np.int64).sum()
     receive = ((rows[:, 3] - rows[:, 2]) * 1e6).astype(np.int64).sum()
     return int(send), int(wait), int(receive)
+
+
+def kernel_latencies_us(rows: Array) -> Array:
+    """Each request's latency up to the kernel's receipt of its response (whole µs), where stamped."""
+    stamped = rows[np.isfinite(rows[:, 5])]
+    elapsed = (stamped[:, 5] - stamped[:, 0]) * 1e6
+    clipped: Array = np.clip(elapsed.astype(np.int64), LOWEST_US, HIGHEST_US)
+    return clipped
 
 
 def milliseconds(rows: Array) -> dict[int, int]:

@@ -22,12 +22,13 @@ from hdrh.histogram import HdrHistogram
 from locust.runners import MasterRunner
 from locust.stats import RequestStats
 
-from .batches import RequestBatch, add_values, latencies_us, milliseconds, split_us
+from .batches import RequestBatch, add_values, kernel_latencies_us, latencies_us, milliseconds, split_us
 from .locust_stats import StatsFeed
 from .shared import (
     CLIENT_SPLIT,
     DIGITS,
     HIGHEST_US,
+    KERNEL_LATENCY,
     LOWEST_US,
     MATCHED_COUNT,
     MISMATCHED_PREFIX,
@@ -76,6 +77,13 @@ class OpenWindow:
     mismatches: dict[str, Mismatch] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)  # each error kind's first, where it first failed
 
+    def extra_histogram(self, name: str) -> HdrHistogram:
+        """The histogram of the further latency ``name``, new where there was none."""
+        hist = self.extra.get(name)
+        if hist is None:
+            hist = self.extra[name] = new_histogram()
+        return hist
+
     def record(self, final: bool) -> WindowRecord:
         """The window as sent to the master."""
         ok = self.hist.get_total_count()
@@ -114,8 +122,7 @@ class Recorder:
         """Where every recorded request also goes, for Locust's own statistics."""
         self.first_send: float | None = None  # epoch of this process's first request of the test
         self.told: set[str] = set()  # error kinds whose first message is in a window already
-        self.deferred: dict[int, dict[str, int]] = {}
-        """Counts waiting for the request a greenlet records next (see :meth:`defer_count`)."""
+        self.deferred: dict[int, dict[str, int]] = {}  # counts for a greenlet's next record (defer_count)
         # The HTTP engine records from an OS thread; the reporter drains from the hub.
         self.lock = real_lock()
 
@@ -172,6 +179,8 @@ class Recorder:
                 self.first_send = float(rows[:, 0].min()) + self.wall_offset
             window = self._window(end)
             add_values(window.hist, values)
+            if len(kernel := kernel_latencies_us(rows)):
+                add_values(window.extra_histogram(KERNEL_LATENCY), kernel)
             for name, amount in zip(CLIENT_SPLIT, split, strict=True):
                 window.counts[name] = window.counts.get(name, 0) + amount
             if self.feed is not None:
@@ -180,11 +189,8 @@ class Recorder:
     def record_extra(self, name: str, end: float, value_s: float) -> None:
         """Count one value of a further latency (e.g. time to first response), in the window of ``end``."""
         with self.lock:
-            window = self._window(end)
-            hist = window.extra.get(name)
-            if hist is None:
-                hist = window.extra[name] = new_histogram()
-            hist.record_value(min(max(int(value_s * 1e6), LOWEST_US), HIGHEST_US))
+            value = min(max(int(value_s * 1e6), LOWEST_US), HIGHEST_US)
+            self._window(end).extra_histogram(name).record_value(value)
 
     def defer_count(self, name: str, amount: int) -> None:
         """Add to a counter in the window where this greenlet's next ``record`` counts its request.
@@ -312,27 +318,21 @@ class Collector:
         self.extra: dict[str, HdrHistogram] = {}
         self.counts: dict[str, int] = {}
         self.mismatches: dict[str, Mismatch] = {}
-        self.messages: dict[str, str] = {}
-        """The first message of each error kind, as the workers sent them."""
+        self.messages: dict[str, str] = {}  # each error kind's first message, as the workers sent it
         self.workers: dict[str, int] = {}  # requests (ok and failed) by worker
         self.parts: dict[str, WorkerPart] = {}
-        self.finals: set[str] = set()
-        """Workers whose last windows (sent as their test stopped) have arrived."""
-        self.lost: dict[str, float] = {}
-        """Workers the master lost (and not back), with the epoch it noticed."""
+        self.finals: set[str] = set()  # workers whose last windows (sent as their test stopped) came
+        self.lost: dict[str, float] = {}  # workers the master lost (and not back): when it noticed
         self.open_windows: dict[int, MergedWindow] = {}
         self.kept: dict[int, dict[str, float | None]] = {}
         """Each window's figures once merged: ``index``, ``qps``, ``p99_us``, ``errors``."""
-        self.partial: set[int] = set()
-        """Windows cut short by the test's stop."""
+        self.partial: set[int] = set()  # windows cut short by the test's stop
         self.started = time.monotonic()
         self.started_at = time.time()
-        self.first_send: float | None = None
-        """Epoch of the run's first request, the earliest any process reported (None before)."""
+        self.first_send: float | None = None  # epoch of the run's first request, the earliest reported
         self.stopped: float | None = None
         self.last_final: float | None = None
-        self.interrupted = False
-        """The process was told to quit while the test ran."""
+        self.interrupted = False  # the process was told to quit while the test ran
         self.printed = False
 
     def receive(self, environment: Any, msg: Any, **_: Any) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "CONFIDENCE",
     "DIGITS",
     "HIGHEST_US",
+    "KERNEL_LATENCY",
     "LATENCY_KEYS",
     "LOWEST_US",
     "MASTER_SILENT_ENV",
@@ -324,6 +325,9 @@ TRACE_MARKS_SUFFIX = ".ids-"
 CLIENT_SPLIT = ("client_send_us", "client_wait_us", "client_recv_us")
 """Counters of a plain HTTP request's parts, summed in µs over the successful requests: writing the
 request, waiting for the response's first bytes, reading the rest."""
+KERNEL_LATENCY = "kernel"
+"""The further latency of a plain HTTP request up to the kernel's receipt of its response's last bytes
+(the socket's receive timestamp): its latency less the client's own time after the bytes came."""
 MISMATCHED_PREFIX = "mismatched/"
 """``mismatched/OUTPUT``: the counter of responses whose output OUTPUT differed."""
 

@@ -21,7 +21,7 @@ from hdrh.histogram import HdrHistogram
 from tritonload.batches import RequestBatch, add_values
 from tritonload.locust_stats import StatsFeed
 from tritonload.recording import Recorder
-from tritonload.shared import CLIENT_SPLIT, DIGITS, HIGHEST_US, LOWEST_US
+from tritonload.shared import CLIENT_SPLIT, DIGITS, HIGHEST_US, KERNEL_LATENCY, LOWEST_US
 
 rng = np.random.default_rng(7)
 values = np.concatenate([
@@ -47,8 +47,15 @@ for n in range(500):
     if end >= batch.boundary:
         batched.record_batch(batch)
         batch.boundary = batched.boundary_after(end)
-    batch.marks += (t0, written, first, end, 100 + n)
+    batch.marks += (t0, written, first, end, 100 + n, float("nan"))
 batched.record_batch(batch)
+
+stamped, kernel_batch = Recorder(0.0, 1.0), RequestBatch()
+for n in range(200):  # every other request has the kernel's receive time: 250 µs before it was complete
+    t0 = start + n * 0.001
+    kernel_batch.marks += (t0, t0, t0, t0 + 0.001, 10, (t0 + 0.00075) if n % 2 else float("nan"))
+stamped.record_batch(kernel_batch)
+kernel = [w.extra.get(KERNEL_LATENCY) for w in stamped.windows.values()]
 
 def windows(recorder):
     return [{k: v for k, v in w.items() if k != "final"} for w in recorder.drain(everything=True)]
@@ -64,6 +71,9 @@ print(json.dumps({
     "windows_equal": windows(each) == windows(batched),
     "tallies_equal": tallies(each) == tallies(batched),
     "seconds": len(tallies(each)),
+    "kernel_counts": [h.get_total_count() if h else 0 for h in kernel],
+    "kernel_p50": [h.get_value_at_percentile(50) for h in kernel if h],
+    "all_counts": sum(w.hist.get_total_count() for w in stamped.windows.values()),
     "split": all(name in w["counts"] for w in windows(batched) for name in CLIENT_SPLIT),
 }))
 """
@@ -89,3 +99,10 @@ def test_batched_requests_give_the_windows_and_locust_figures_of_requests_record
     assert probe["tallies_equal"]
     assert probe["seconds"] == 3  # the requests span three seconds and three windows
     assert probe["split"]
+
+
+def test_a_batch_keeps_the_kernel_latency_of_the_requests_the_kernel_stamped() -> None:
+    probe = _probe()
+    assert probe["all_counts"] == 200
+    assert sum(probe["kernel_counts"]) == 100  # the unstamped half is not in it
+    assert all(abs(p50 - 750) <= 1 for p50 in probe["kernel_p50"])

@@ -197,7 +197,7 @@ class ModelRun:
             cpus=spec.cpus.load if spec.cpus else None,
             # the windows are read here; a distributed run's master reports as it is stopped
             report=spec.distributed is not None,
-            trace_tag=self.test.trace.tag if self.test.trace is not None else "",
+            trace_tag=self.test.id_tag,
         )
 
     def check(self) -> str | None:

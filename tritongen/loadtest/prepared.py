@@ -15,6 +15,7 @@ from tritongen.metrics.prometheus import MetricsSampler
 
 if TYPE_CHECKING:
     from tritongen.loadtest.server_trace import ServerTrace
+    from tritongen.loadtest.wire.check import WireCheck
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,13 @@ class LoadTest:
     """The server's process when it runs on this machine (its tree's CPU is the run's own)."""
     trace: ServerTrace | None = None
     """``--server-trace``: the trace its runs' requests are joined to (None: no trace)."""
+    wire: WireCheck | None = None
+    """``--wire``: the capture its runs' requests are checked against (None: none)."""
+
+    @property
+    def id_tag(self) -> str:
+        """The tag of its requests' ids (``--server-trace``, ``--wire``: one tag); empty: no ids."""
+        return self.trace.tag if self.trace is not None else self.wire.tag if self.wire is not None else ""
 
 
 def prepare_requests(spec: LoadSpec, endpoint: TritonEndpoint, folder: Path) -> tuple[LoadKind, Requests]:

@@ -60,15 +60,13 @@ class RunResult:
     """Open loop: sends the generator itself sent more than 1 ms after their scheduled time."""
     max_send_lag_us: float = 0.0
     held_back_sends: int = 0
-    """Open loop: sends held back because the requests in flight had reached the cap; each
-    went out as soon as one finished, its latency counted from its scheduled time (those
-    still waiting when the run ended are counted here but have no latency)."""
+    """Open loop: sends held back because the requests in flight had reached the cap; each went out as
+    soon as one finished, its latency from its scheduled time (those waiting at the end have none)."""
     max_hold_us: float = 0.0
     """Open loop: the longest a held-back send waited for a free slot."""
     warnings: list[str] = field(default_factory=list)
     error_messages: dict[str, str] = field(default_factory=dict)
-    """The first message of each error kind of the run (the server's text, e.g. Triton's ``error``;
-    ``timeout``: how long it waited), warm-up included, by kind."""
+    """The first message of each error kind of the run, warm-up included (the server's text)."""
     windows: list[dict[str, float | None]] = field(default_factory=list)
     round: int = 1
     """Which round of its level this run is (levels are measured round-robin)."""
@@ -83,13 +81,13 @@ class RunResult:
     request), ``executions``, ``inferences``, ``requests``, ``avg_batch``, and ``parent``, the
     model it sits under in the tree (``None`` for the top model)."""
     latencies_us: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Further latencies by name, each P50…P99.9, mean and max in µs (streaming:
-    ``first_response``, ``between_responses``; sequences: ``sequence``)."""
+    """Further latencies by name, each P50…P99.9, mean and max in µs (streaming: ``first_response``,
+    ``between_responses``; sequences: ``sequence``; plain HTTP: ``kernel``, see client_overhead_us)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Further counters over the measured time by name (streaming: ``responses``)."""
     streaming: bool = False
     """A decoupled model over gRPC streams: ``latency_us`` is each request's total time (send to
-    final response); ``latencies_us`` has ``first_response`` and ``between_responses``."""
+    final response)."""
     responses_per_s: float | None = None
     """Streaming: responses with outputs received per second (the final flag alone not counted)."""
     responses_per_request: float | None = None
@@ -111,6 +109,10 @@ class RunResult:
     """Plain HTTP: the mean time of a successful request's parts on the client, ``send`` (writing
     it), ``wait`` (until the response's first bytes) and ``recv`` (reading the rest), in µs;
     None where the transport does not split them (gRPC, streams, shared memory)."""
+    client_overhead_us: dict[str, float] | None = None
+    """Plain HTTP: the client's own time in its latency at P50, P90, P99, P999 (µs): the latency less
+    ``latencies_us["kernel"]``, the latency up to the kernel's receipt of the response's last bytes
+    (the socket's receive timestamp); None where the kernel did not stamp every response."""
     latency_stddev_us: float | None = None  # of the requests' latency (µs), None when none succeeded
     stability_latency_us: float | None = None
     """The run's latency on the figure its stability was judged on (P99 by default; the mean or
@@ -142,6 +144,8 @@ class RunResult:
     :mod:`tritongen.metrics.vllm`); None for other loads or servers."""
     server_trace: dict[str, Any] | None = None
     """``--server-trace``: the median and the slowest 1% requests' parts (:mod:`.server_trace`)."""
+    wire: dict[str, Any] | None = None
+    """``--wire``: the measured requests' latency on the client and on the wire (:mod:`.wire.check`)."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
@@ -150,7 +154,7 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """One run object of the ``tritongen.loadtest/1`` document (``error_messages``: where there are)."""
         data = asdict(self)
-        for name in ("error_messages", "server_trace"):
+        for name in ("error_messages", "server_trace", "client_overhead_us", "wire"):
             if not data[name]:  # written where there are
                 del data[name]
         return data
@@ -202,7 +206,6 @@ STREAMING_COLUMNS = ["streaming", "responses_per_s", "responses_per_request"] + 
     f"{name}_{key}_us" for name in STREAMING_LATENCIES for key in LATENCY_KEYS
 ]
 """CSV columns of a streaming run (empty for other runs)."""
-
 
 LLM_LATENCIES = ("ttft", "itl", "tpot")
 LLM_COLUMNS = [f"{name}_{key}_us" for name in LLM_LATENCIES for key in ("p50", "p90", "p99", "mean")] + [
@@ -371,10 +374,7 @@ class LoadTestReport:
         return level_summaries(self.runs, self.confidence)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``tritongen.loadtest/1`` document (``levels``: each level's figures over rounds).
-
-        ``client_floor`` only with ``--calibrate``.
-        """
+        """The ``tritongen.loadtest/1`` document (``levels`` over rounds; ``client_floor``: --calibrate)."""
         document = {
             "schema": SCHEMA,
             "tritongen_version": self.tritongen_version,

@@ -11,6 +11,7 @@ Mixes (:mod:`.mix`), background loads (:mod:`.background`) and interleaved round
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 import threading
@@ -34,6 +35,7 @@ from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.sweep_rules import LevelSearch
 from tritongen.loadtest.validation import validation_figures
 from tritongen.loadtest.windows import merge
+from tritongen.loadtest.wire.check import WireCheck, wire_checking
 from tritongen.server.affinity import pinned_server
 
 __all__ = [
@@ -114,18 +116,21 @@ def run_plan(spec: LoadSpec, plan: LoadPlan, told: Told) -> LoadTestReport:
     workdir = Path(tempfile.mkdtemp(prefix="tritongen-load-"))
     server_pid = spec.address.listening_pid()
     tests: list[LoadTest] = []
-    trace = ServerTrace(spec.server_trace) if spec.server_trace is not None else None
+    tag = secrets.token_hex(3)  # the requests' ids, for the server's trace and the wire alike
+    trace = ServerTrace(spec.server_trace, tag=tag) if spec.server_trace is not None else None
+    wire = WireCheck(workdir / "wire.pcap", spec.address.port, tag=tag) if spec.wire else None
     try:
         for index, model_spec in enumerate(plan.specs(endpoint)):  # one sampler: the first model's kind's
             sampler = tests[0].sampler if tests else None
             test = prepare_test(model_spec, endpoint, workdir / f"m{index}", server_pid, sampler)
-            tests.append(replace(test, trace=trace))
+            tests.append(replace(test, trace=trace, wire=wire))
         check_traceable(tests)
         tests[0].sampler.start()
         with (
             pinned_server(server_pid, spec.cpus),
             load_processes(),
             server_tracing(trace, spec.address.url, spec.protocol, overlapping=spec.overlapping),
+            wire_checking(wire),
         ):
             measure_levels(
                 spec,
@@ -232,23 +237,26 @@ def run_level(test: LoadTest, level: float, number: int, told: Told) -> RunResul
         result.validation = validation_figures(everything, test.requests.expected)
     if test.spec.distributed is not None:
         add_worker_figures(result, part.watch.measured, part.watch.log, part.users(), part.watch.t0)
-    if test.trace is not None and run.start is not None:
+    if run.start is not None:  # the requests' ids over the measured span: the server's trace, the wire
         end = run.start + len(part.watch.measured)
         span = (run.t0 + run.start * part.window_s, run.t0 + end * part.window_s)
-        test.trace.add(result, part.results, part.processes, span)
+        for joined in (test.trace, test.wire):
+            if joined is not None:
+                joined.add(result, part.results, part.processes, span)
     return result
 
 
 def check_traceable(tests: list[LoadTest]) -> None:
-    """``--server-trace`` joins tensor requests by their ids: a load of another kind is refused.
+    """``--server-trace`` and ``--wire`` join tensor requests by their ids: a load of another kind is refused.
 
     Raises:
         ConfigError: a traced load whose kind's requests carry no id.
     """
     for test in tests:
-        if test.trace is not None and test.kind.name != "tensor":
+        option = "--server-trace" if test.trace is not None else "--wire" if test.wire is not None else None
+        if option is not None and test.kind.name != "tensor":
             raise ConfigError(
-                f"--server-trace does not apply to the {test.kind.name} load of '{test.spec.model}': "
+                f"{option} does not apply to the {test.kind.name} load of '{test.spec.model}': "
                 "only tensor requests carry a request id here",
-                "drop --server-trace",
+                f"drop {option}",
             )

@@ -128,6 +128,8 @@ class LoadSpec:
     server_trace: int | None = None
     """``--server-trace``: the server traces one request in this many, joined to the client's
     record (:mod:`.server_trace`); None: no trace."""
+    wire: bool = False
+    """``--wire``: the loopback traffic captured, each run checked against it (:mod:`.wire.check`)."""
 
     def __post_init__(self) -> None:
         """A spec is checked as it is made, once: what exists is legal (``replace`` makes a new one)."""
@@ -169,7 +171,15 @@ class LoadSpec:
         if self.atol < 0 or self.rtol < 0:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         self._check_arrival()
-        self._check_server_trace()
+        self._check_request_ids("--server-trace", self.server_trace is not None)
+        self._check_request_ids("--wire", self.wire)
+        if self.server_trace is not None and self.server_trace < 1:
+            raise ConfigError("--trace-rate must be at least 1", "e.g. --trace-rate 1 (every request)")
+        if self.wire and not self.address.on_this_machine:
+            raise ConfigError(
+                f"--wire captures this machine's loopback: the server at {self.address.url} is elsewhere",
+                "run the load test on the server's machine, or drop --wire",
+            )
         check_rounds(self.rounds)
         check_shared_memory(self.shared_memory, self.address, self.output_shared_memory_size)
         check_sequence_settings(self.sequences, self.mode, self.sequence_length, self.sequence_id_range)
@@ -197,23 +207,19 @@ class LoadSpec:
                 "leave --processes and --workers out (one process sends up to about 3,000 requests/s)",
             )
 
-    def _check_server_trace(self) -> None:
-        """The trace joins tensor requests sent from this machine to a server whose trace file is here."""
-        if self.server_trace is None:
+    def _check_request_ids(self, option: str, given: bool) -> None:
+        """``option`` joins tensor requests sent from this machine by their ids (a server trace, the wire)."""
+        if not given:
             return
-        if self.server_trace < 1:
-            raise ConfigError("--trace-rate must be at least 1", "e.g. --trace-rate 1 (every request)")
         refused = [
             ("--master", self.distributed is not None, "load workers elsewhere keep their requests' times"),
             ("--api", self.llm is not None, "a language model's requests carry no request id here"),
             ("--sequences", self.sequences, "a sequence's requests carry no request id here"),
             ("--shared-memory system", self.shared_memory != "none", "its requests carry no request id"),
         ]
-        for option, given, why in refused:
-            if given:
-                raise ConfigError(
-                    f"--server-trace does not apply with {option}: {why}", "drop --server-trace"
-                )
+        for other, clash, why in refused:
+            if clash:
+                raise ConfigError(f"{option} does not apply with {other}: {why}", f"drop {option}")
 
     def _check_llm(self, llm: LlmLoad) -> None:
         """An LLM load goes over its API's protocol from local load processes, one prompt per request."""

@@ -100,6 +100,14 @@ class GateFlags:
             "--trace-rate", min=1, help="With --server-trace: trace one request in N (default 1: all)."
         ),
     ] = None
+    wire: Annotated[
+        bool,
+        typer.Option(
+            "--wire",
+            help="Capture the loopback traffic (tcpdump; root or CAP_NET_RAW) and check each run's P50-P99.9 "
+            "against the same requests' wire latency plus the client's own time.",
+        ),
+    ] = False
 
 
 @option_groups(
@@ -171,7 +179,7 @@ def _request(
         raise ConfigError("--trace-rate applies with --server-trace", "add --server-trace, or drop it")
     traced = (gates.trace_rate or 1) if gates.server_trace else None
     return LoadTestRequest(
-        spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1, server_trace=traced),
+        spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1, server_trace=traced, wire=gates.wire),
         mix=Mix.parse(model, run.mix),
         gates=settings(Gates, gates),
         serve=serving.serve,
