@@ -11,7 +11,7 @@ EXAMPLES := build/examples
 PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
-.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus wrk cross-aarch64 gpu-wheels vllm-env test-vllm aiperf-env clean
+.PHONY: install demo test lint typecheck pytest example-repository bench-tables browser prometheus wire wrk cross-aarch64 gpu-wheels vllm-env test-vllm aiperf-env clean
 
 install: $(STAMP)
 
@@ -112,6 +112,15 @@ prometheus:
 		$$SUDO apt-get update -qq && \
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
+
+# Debian's tcpdump, for loadtest --wire and the tests that check the client's timing against the
+# loopback capture (skipped without it; capturing needs root or CAP_NET_RAW).
+wire:
+	@command -v tcpdump >/dev/null || test -x /usr/sbin/tcpdump || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tcpdump >/dev/null; }
+	@PATH="$$PATH:/usr/sbin" tcpdump --version 2>&1 | head -1
 
 # Debian's wrk, the reference HTTP load generator of bench/loadgen.py.
 wrk:

@@ -126,7 +126,7 @@ def test_an_ensemble_s_steps_are_a_part_with_each_step_s_own_beside(
         (
             f"{STEP_MODEL},{PRE_MODEL}",
             ["--server-trace", "--mix", "1:1", "--concurrency", "2"],
-            "--server-trace traces one model's",
+            "--server-trace joins one model's",
         ),
     ],
 )

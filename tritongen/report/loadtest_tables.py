@@ -19,6 +19,7 @@ from tritongen.report.table_data import (
     us_cell,
 )
 from tritongen.report.trace_report import server_trace_table
+from tritongen.report.wire_report import client_time_notes, wire_table
 
 
 def loadtest_report_tables(report: LoadTestReport) -> list[TableData]:
@@ -30,6 +31,7 @@ def loadtest_report_tables(report: LoadTestReport) -> list[TableData]:
         loadtest_models_table(report),
         server_models_table(report),
         server_trace_table(report),
+        wire_table(report),
     ]
     return [loadtest_table(report), *(table for table in found if table is not None)]
 
@@ -76,6 +78,7 @@ def _run_notes(run: RunResult, level: str) -> list[str]:
     notes = [f"{level} errors: {run.errors_by_kind}"] if run.errors_by_kind else []
     notes += [f"{level} {line}" for line in validation_lines(run.validation)]
     notes += [f"{level} {line}" for line in llm_notes(run)]
+    notes += client_time_notes(run, level)
     return notes + [f"{level}: {w}" for w in run.warnings]
 
 

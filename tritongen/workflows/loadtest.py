@@ -73,8 +73,12 @@ class LoadTestRequest:
             warning = loopback_warning(self.spec.address)
             warnings += [warning] if warning is not None else []
         self.mix.check(self.spec.mode, self.spec.levels)
-        if self.spec.server_trace is not None and self.mix.mixed:
-            raise ConfigError("--server-trace traces one model's load", "drop --mix, or --server-trace")
+        for option, given in (
+            ("--server-trace", self.spec.server_trace is not None),
+            ("--wire", self.spec.wire),
+        ):
+            if given and self.mix.mixed:
+                raise ConfigError(f"{option} joins one model's requests", f"drop --mix, or {option}")
         if self.calibrate:
             if self.mix.mixed:
                 raise ConfigError("--calibrate measures one model's load", "drop --mix, or --calibrate")

@@ -45,7 +45,7 @@ class Connection:
         """Add a segment unless all its data was seen already (a retransmission)."""
         seen = self.next_seq.get(segment.to_server)
         end = (seq + len(segment.data)) % 2**32
-        if seen is not None and (end - seen) % 2**32 >= 2**31:  # ends at or before what was seen
+        if seen is not None and (end == seen or (end - seen) % 2**32 >= 2**31):  # ends at or before it
             return
         if seen is None or (end - seen) % 2**32 < 2**31:
             self.next_seq[segment.to_server] = end

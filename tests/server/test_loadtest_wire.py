@@ -1,0 +1,113 @@
+"""``loadtest --wire`` on the real embedded server: each run's figures checked against the loopback capture.
+
+tcpdump captures the server port's traffic while the load runs; each measured request is
+found on the wire by the id it carries. Over plain HTTP the run's P50, P90, P99 and P99.9 are
+the wire's plus the client's own time after the response arrived (``client_overhead_us``,
+from the kernel's receive stamps) within max(2%, 100 µs); over gRPC, whose client library owns
+the socket, each request's client latency holds its wire latency. Capturing needs tcpdump
+(``make wire``) and root: without either the module is skipped, unless
+``TRITONGEN_REQUIRE_WIRE`` is set (CI), where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tritongen.server.local import LocalTritonServer
+
+from support.composing_models import STEP_MODEL
+from support.processes import start_cli
+
+pytestmark = pytest.mark.slow
+SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "0.5s", "--max-duration", "3s"]
+FIGURES = ("p50", "p90", "p99", "p999")
+
+_TCPDUMP = shutil.which("tcpdump") or next((p for p in ("/usr/sbin/tcpdump",) if Path(p).exists()), None)
+_WHY_NOT = (
+    "tcpdump is not installed (`make wire` installs Debian's)"
+    if _TCPDUMP is None
+    else "capturing the loopback needs root"
+    if os.geteuid() != 0
+    else None
+)
+if _WHY_NOT is not None:
+    if os.environ.get("TRITONGEN_REQUIRE_WIRE"):
+        raise RuntimeError(f"the wire tests are required here: {_WHY_NOT}")
+    pytest.skip(_WHY_NOT, allow_module_level=True)
+
+
+def _checked(tmp_path: Path, url: str, *args: str) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "run.json"
+    cli = start_cli(tmp_path / "cli", "loadtest", STEP_MODEL, "--url", url, *SHORT, "--wire", *args,
+                    "--json", out)  # fmt: skip
+    try:
+        code = cli.wait(180)
+    finally:
+        cli.kill()
+    assert code == 0, cli.stderr()
+    (run,) = json.loads(out.read_text())["runs"]
+    return run, cli.stdout()
+
+
+def test_an_http_run_is_the_wire_plus_the_client_s_own_time(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    run, stdout = _checked(tmp_path, triton_server.http_url, "--concurrency", "4")
+    wire = run["wire"]
+    assert wire["recorded"] == run["requests"] - run["errors"] >= 1000
+    assert wire["matched"] == wire["recorded"]  # every measured request found on the wire by its id
+    overhead = run["client_overhead_us"]
+    assert set(overhead) == set(FIGURES) and all(value >= 0 for value in overhead.values())
+    assert run["latencies_us"]["kernel"]["p50"] <= run["latency_us"]["p50"]
+    for key in FIGURES:
+        row = wire["agreement"][key]
+        assert row["within"], (key, row)
+        assert wire["wire_us"][key] <= run["latency_us"][key]
+    assert wire["client_minus_wire_us"]["p50"] > 0  # the client's span holds the wire's
+    assert "Checked against the wire" in stdout
+    assert not [warning for warning in run["warnings"] if "--wire" in warning]
+
+
+def test_a_grpc_run_s_requests_are_found_on_the_wire_inside_the_client_s_time(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    args = ["--protocol", "grpc", "--concurrency", "2"]
+    run, _ = _checked(tmp_path, triton_server.grpc_url, *args)
+    wire = run["wire"]
+    assert wire["recorded"] >= 300
+    assert wire["matched"] >= 0.99 * wire["recorded"]  # HTTP/2 frames read, ids found in the messages
+    assert run.get("client_overhead_us") is None  # the gRPC library owns the socket
+    assert wire["agreement"] is None
+    assert wire["client_minus_wire_us"]["p50"] > 0
+    assert all(wire["wire_us"][key] <= wire["client_us"][key] for key in FIGURES)
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--wire", "--shared-memory", "system"], "--wire does not apply with --shared-memory"),
+        (["--wire", "--sequences", "1"], "--wire does not apply with --sequences"),
+        (["--wire", "--api", "triton-generate", "--prompts", "p.jsonl"], "--wire does not apply with --api"),
+        (["--wire", "--url", "http://192.0.2.1:8000"], "--wire captures this machine's loopback"),
+    ],
+)
+def test_what_the_wire_cannot_check_is_refused_in_one_line(
+    triton_server: LocalTritonServer, tmp_path: Path, args: list[str], said: str
+) -> None:
+    (tmp_path / "p.jsonl").write_text('{"text": "x"}\n')
+    args = [str(tmp_path / arg) if arg == "p.jsonl" else arg for arg in args]
+    url = [] if "--url" in args else ["--url", triton_server.http_url]
+    cli = start_cli(tmp_path / "cli", "loadtest", STEP_MODEL, *url, *SHORT, *args)
+    try:
+        code = cli.wait(60)
+    finally:
+        cli.kill()
+    assert code != 0
+    (line,) = cli.error_lines()
+    assert said in line, line
