@@ -24,9 +24,11 @@ from .recording import Collector
 from .request_data import split_step
 from .shared import (
     CONFIDENCE,
+    KERNEL_LATENCY,
     LATENCY_KEYS,
     SCHEMA,
     SERVER_KEYS,
+    client_overhead,
     histogram_moments,
     is_stable_figures,
     latency_figures,
@@ -221,12 +223,14 @@ def _further_figures(
         "other_cpu_max": None,
         "busy": False,
         "client_us": None,
+        "client_overhead_us": client_overhead(collector.total, collector.extra.get(KERNEL_LATENCY)),
         "latency_stddev_us": histogram_moments(collector.total)[1] if ok else None,
         "stability_latency_us": float(collector.total.get_value_at_percentile(99.0)) if ok else None,
         "validation": collector.validation(),
         **llm_figures(collector, duration, users, ok),
         "llm_server": None,  # vLLM's figures: tritongen samples them, this report does not
         "server_trace": None,  # the server's trace: tritongen joins it, this report does not
+        "wire": None,  # loadtest --wire: tritongen captures the wire and checks it, this report does not
         "workers": worker_figures(collector),
     }
 

@@ -50,6 +50,7 @@ __all__ = [
     "LostLine",
     "Mismatch",
     "WindowLine",
+    "client_overhead",
     "earliest_mismatches",
     "histogram_moments",
     "is_stable_figures",
@@ -221,6 +222,10 @@ class Histogram(Protocol):
         """The largest value."""
         ...
 
+    def get_total_count(self) -> int:
+        """How many values it holds."""
+        ...
+
     def get_value_from_index(self, index: int) -> int:
         """The value counted at ``index`` of ``counts``."""
         ...
@@ -270,6 +275,22 @@ def latency_figures(histogram: Histogram) -> dict[str, float]:
     """P50, P90, P95, P99, P99.9, mean and max in µs."""
     figures = {key: float(histogram.get_value_at_percentile(p)) for key, p in PERCENTILES.items()}
     return figures | {"mean": histogram_moments(histogram)[0], "max": float(histogram.get_max_value())}
+
+
+def client_overhead(latency: Histogram, kernel: Histogram | None) -> dict[str, float] | None:
+    """The client's own time at P50, P90, P99, P99.9 (µs): the latency's percentile less the kernel's.
+
+    ``kernel`` holds the same requests' latency up to the kernel's receipt of the response's last
+    bytes; None (the result) unless it holds every request of ``latency``.
+    """
+    ok = latency.get_total_count()
+    if not ok or kernel is None or kernel.get_total_count() != ok:
+        return None
+    return {
+        key: float(latency.get_value_at_percentile(p) - kernel.get_value_at_percentile(p))
+        for key, p in PERCENTILES.items()
+        if key != "p95"
+    }
 
 
 OPENAI_PATHS = {"openai-chat": "/v1/chat/completions", "openai-completions": "/v1/completions"}

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritongen.io.loadgen_shared import ARRIVAL_GAPS, CLIENT_SPLIT, KERNEL_LATENCY, histogram_moments
+from tritongen.io.loadgen_shared import (
+    ARRIVAL_GAPS,
+    CLIENT_SPLIT,
+    KERNEL_LATENCY,
+    client_overhead,
+    histogram_moments,
+)
 from tritongen.loadtest.arrivals import achieved_cv, cv_warning
 from tritongen.loadtest.failures import first_messages
 from tritongen.loadtest.kinds.base import RunView
@@ -67,7 +73,7 @@ def run_result(
         server_models=counters.models(spec.model, start_index, end_index) if counters and measured else {},
         stable=judge_stability(spec, measured, window_s)[0],
         client_us=client_split(total),
-        client_overhead_us=client_overhead(total),
+        client_overhead_us=client_overhead(total.histogram, total.extra.get(KERNEL_LATENCY)),
         latency_stddev_us=histogram_moments(total.histogram)[1] if total.ok else None,
         stability_latency_us=window_latency(total, spec.stability_percentile),
         gpu=_gpu_figures(run.test.sampler, span),
@@ -116,23 +122,6 @@ def client_split(total: Window) -> dict[str, float] | None:
         return None
     return {
         key: float(value or 0) / total.ok for key, value in zip(("send", "wait", "recv"), sums, strict=True)
-    }
-
-
-OVERHEAD_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
-
-
-def client_overhead(total: Window) -> dict[str, float] | None:
-    """The client's own time at each percentile: the latency's less the kernel's (see ``client_overhead_us``).
-
-    None unless the kernel stamped the receipt of every successful request's response.
-    """
-    kernel = total.extra.get(KERNEL_LATENCY)
-    if not total.ok or kernel is None or kernel.get_total_count() != total.ok:
-        return None
-    return {
-        key: float(total.histogram.get_value_at_percentile(p) - kernel.get_value_at_percentile(p))
-        for key, p in OVERHEAD_PERCENTILES.items()
     }
 
 
