@@ -824,6 +824,39 @@ def render_server_trace(doc: Document) -> list[str]:
     return [caption, "", *_table(header, rows)]
 
 
+def render_wire(doc: Document) -> list[str]:
+    """``loadtest --wire``: the reported latency against the wire's plus the client's own time."""
+    settings = doc.get("settings") or {}
+    ratio = doc.get("captured_throughput_ratio")
+    caption = (
+        f"The example MLP (`{doc.get('model')}`) at concurrency {settings.get('concurrency')}, "
+        f"{settings.get('rounds')} interleaved rounds of {settings.get('duration_s', 0):g} s each; µs, "
+        "median [95% CI] over rounds. Client: its own time after the response arrived (kernel receive "
+        "stamps; over gRPC the library owns the socket: reported - wire); gap: reported - (wire + client), "
+        "within max(2%, 100 µs) in the rounds counted"
+        + (f"; HTTP throughput captured / uncaptured {_paired(ratio)}." if ratio else ".")
+    )
+    rows = []
+    for name, label in (("http", "HTTP"), ("grpc", "gRPC")):
+        summary = ((doc.get("contenders") or {}).get(name) or {}).get("summary") or {}
+        matched = [(r.get("matched") or 0, r.get("recorded") or 0) for r in doc["contenders"][name]["rounds"]]
+        for key, figure in (("p50", "P50"), ("p99", "P99")):
+            client = summary.get(f"client_{key}_us") or summary.get(f"reported_minus_wire_{key}_us")
+            rows.append(
+                [
+                    f"{label} {figure}",
+                    _interval(summary.get(f"reported_{key}_us"), _num),
+                    _interval(summary.get(f"wire_{key}_us"), _num),
+                    _interval(client, _num),
+                    _interval(summary.get(f"gap_{key}_us"), _num),
+                    summary.get(f"within_{key}") or "–",
+                    f"{sum(m for m, _ in matched):,} of {sum(r for _, r in matched):,}",
+                ]
+            )
+    header = ["run", "reported", "wire", "client", "gap", "within", "requests on the wire"]
+    return [caption, "", *_table(header, rows)]
+
+
 @dataclass(frozen=True)
 class Block:
     """One block of the page: the result file ``bench/results/{name}.json`` and its renderer."""
@@ -855,6 +888,7 @@ BLOCKS = (
     Block("loadgen-engine", "bench/loadgen.py", render_loadgen),
     Block("near_ties", "bench/near_ties.py", render_near_ties),
     Block("server_trace", "bench/server_trace.py", render_server_trace),
+    Block("wire", "bench/wire.py", render_wire),
 )
 
 
