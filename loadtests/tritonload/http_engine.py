@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import select
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .batches import FIELDS, MAX_REQUESTS, RequestBatch
 from .http_wire import RECV_BYTES, ResponseBuffer
+from .kernel_stamps import NO_STAMP, STAMP_BYTES, KernelClock
+from .kernel_stamps import enable as enable_stamps
 from .recording import Recorder, real_lock
 from .request_ids import RequestIds
 from .transports import HttpTransport, error_kind, http_failure, timed_out
@@ -33,13 +34,6 @@ EPOLL_READ = select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP
 EPOLL_READ_WRITE = EPOLL_READ | select.EPOLLOUT
 POLL_S = 0.05
 """The longest wait for an event: how often the engine looks at its connections and timeouts."""
-SO_TIMESTAMPNS = 35
-"""Linux's socket option (and control message) for each read's kernel receive time (``struct timespec``);
-the ``socket`` module does not name it."""
-NO_STAMP = float("nan")
-"""A read's receive time where the kernel gave none."""
-STAMP_BYTES = 64
-"""Room for the control message that carries the receive time."""
 
 
 @dataclass(slots=True)
@@ -96,8 +90,7 @@ class HttpEngine:
         """Request ids written as each request is sent (``--triton-trace-tag``; tensor requests only)."""
         self.id_offsets: list[int] = getattr(transport, "id_offsets", [])
         self.timeout = transport.timeout
-        self.kernel_offset = time.clock_gettime(time.CLOCK_REALTIME) - time.perf_counter()
-        """The kernel's receive times (the real-time clock) less this are on the perf_counter scale."""
+        self.kernel_clock = KernelClock()
         self.recorder = recorder
         self.batch = RequestBatch()
         self.known: dict[int, tuple[int, bytes]] = {}
@@ -156,8 +149,7 @@ class HttpEngine:
             self._reopen_later()
             return
         sock.setsockopt(sock_mod.IPPROTO_TCP, sock_mod.TCP_NODELAY, 1)
-        with contextlib.suppress(OSError):  # each read then says when the kernel received its bytes
-            sock.setsockopt(sock_mod.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        enable_stamps(sock)  # each read then says when the kernel received its bytes
         sock.setblocking(False)
         requests, slot = self.transport.checkout()
         conn = EngineConnection(
@@ -257,7 +249,7 @@ class HttpEngine:
     def _receive(self, conn: EngineConnection) -> None:
         chunk, stamps, _, _ = conn.sock.recvmsg(RECV_BYTES, STAMP_BYTES)
         first = time.perf_counter()
-        conn.arrived = self._kernel_time(stamps)
+        conn.arrived = self.kernel_clock.read_time(stamps)
         received = conn.received
         whole = b""
         if not received.size:
@@ -299,14 +291,6 @@ class HttpEngine:
         self.batch.marks += (conn.start, conn.written, conn.first, now, size, conn.arrived)
         if self.ids is not None:
             self.ids.mark(conn.count, conn.start, now)
-
-    def _kernel_time(self, stamps: list[tuple[int, int, bytes]]) -> float:
-        """When the kernel received a read's bytes (perf_counter scale), from its control messages."""
-        for level, kind, data in stamps:
-            if kind == SO_TIMESTAMPNS and level == self.socket_module.SOL_SOCKET and len(data) >= 16:
-                seconds, nanoseconds = struct.unpack_from("qq", data)
-                return float(seconds + nanoseconds * 1e-9 - self.kernel_offset)
-        return NO_STAMP
 
     def _next_batch(self, now: float) -> None:
         """Record the batch (its window or second is over) and start the one of ``now``."""

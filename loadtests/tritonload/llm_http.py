@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .kernel_stamps import StampedConnection
 from .shared import OPENAI_PATHS
 
 DONE = b"[DONE]"
@@ -210,7 +211,7 @@ class LlmHttpClient:
             "Content-Type": "application/json",
             **({"Authorization": f"Bearer {key}"} if key else {}),
         }
-        self.connection: http.client.HTTPConnection | None = None
+        self.connection: StampedConnection | None = None
 
     def send(self, payload: dict[str, Any], stream: bool) -> Answer:
         """Send one request and read its whole answer.
@@ -230,7 +231,7 @@ class LlmHttpClient:
         answered = False
         try:
             if self.connection is None:
-                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+                self.connection = StampedConnection(self.host, self.port, timeout=self.timeout_s)
             self.connection.request("POST", request_path(self.api, self.model, stream), body, self.headers)
             response = self.connection.getresponse()
             answered = True
@@ -253,7 +254,10 @@ class LlmHttpClient:
 
     def _read_events(self, response: http.client.HTTPResponse, answer: Answer) -> None:
         """Server-sent events until the end: ``[DONE]`` (OpenAI) or the body's end (Triton)."""
-        read_events(response.readline, self.api, answer)
+        stamps = self.connection.stamps if self.connection is not None else None
+        read_events(
+            response.readline, self.api, answer, stamps.now if stamps is not None else time.perf_counter
+        )
 
     def _read_whole(self, response: http.client.HTTPResponse, answer: Answer) -> None:
         """One answer: its tokens arrive at once (first token = the end).

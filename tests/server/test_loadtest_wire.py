@@ -23,6 +23,7 @@ from tritongen.server.local import LocalTritonServer
 
 from support.composing_models import STEP_MODEL
 from support.processes import start_cli
+from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL
 
 pytestmark = pytest.mark.slow
 SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "0.5s", "--max-duration", "3s"]
@@ -42,9 +43,9 @@ if _WHY_NOT is not None:
     pytest.skip(_WHY_NOT, allow_module_level=True)
 
 
-def _checked(tmp_path: Path, url: str, *args: str) -> tuple[dict[str, Any], str]:
+def _checked(tmp_path: Path, url: str, *args: str, model: str = STEP_MODEL) -> tuple[dict[str, Any], str]:
     out = tmp_path / "run.json"
-    cli = start_cli(tmp_path / "cli", "loadtest", STEP_MODEL, "--url", url, *SHORT, "--wire", *args,
+    cli = start_cli(tmp_path / "cli", "loadtest", model, "--url", url, *SHORT, "--wire", *args,
                     "--json", out)  # fmt: skip
     try:
         code = cli.wait(180)
@@ -88,12 +89,42 @@ def test_a_grpc_run_s_requests_are_found_on_the_wire_inside_the_client_s_time(
     assert all(wire["wire_us"][key] <= wire["client_us"][key] for key in FIGURES)
 
 
+def test_a_streamed_llm_run_s_first_tokens_and_gaps_are_the_wire_s(
+    triton_server: LocalTritonServer, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"text": "the quick brown fox"}\n')
+    args = [
+        "--api",
+        "triton-generate",
+        "--prompts",
+        str(prompts),
+        "--output-tokens",
+        "6",
+        "--concurrency",
+        "2",
+    ]
+    run, _ = _checked(tmp_path, triton_server.http_url, *args, model=TEXT_MODEL)
+    wire = run["wire"]
+    assert wire["streams"] >= 20 and abs(wire["streams"] - wire["client_streams"]) <= 2  # a window's edge
+    assert wire["events"] == 6 * wire["streams"]  # every token's event found on the wire
+    for name, due_ms in (("ttft_us", FIRST_MS), ("itl_us", GAP_MS)):
+        for key, row in wire[name].items():
+            assert row["within"], (name, key, row)
+            assert row["wire"] >= due_ms * 1000 * 0.95  # the model's own timing, on the wire too
+    assert wire["same_segment_share"] == 0  # one token per 15 ms: never two in one segment
+    assert not [warning for warning in run["warnings"] if "--wire" in warning]
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
         (["--wire", "--shared-memory", "system"], "--wire does not apply with --shared-memory"),
         (["--wire", "--sequences", "1"], "--wire does not apply with --sequences"),
-        (["--wire", "--api", "triton-generate", "--prompts", "p.jsonl"], "--wire does not apply with --api"),
+        (
+            ["--wire", "--api", "triton-generate", "--prompts", "p.jsonl", "--no-stream"],
+            "--wire checks an LLM load's streams over HTTP",
+        ),
         (["--wire", "--url", "http://192.0.2.1:8000"], "--wire captures this machine's loopback"),
     ],
 )

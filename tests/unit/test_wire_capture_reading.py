@@ -260,6 +260,29 @@ def test_http1_server_sent_events_each_data_line_at_its_segment_time(tmp_path: P
     assert (stream.first_ns, stream.last_ns) == (_at(0), _at(240))
 
 
+def test_an_openai_stream_s_events_with_text_only_and_a_cut_stream_left_out(tmp_path: Path) -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    role = b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+    token = b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n'
+    usage = b'data: {"choices":[],"usage":{"completion_tokens":2}}\n\n'
+    request = b"POST /v1/chat/completions HTTP/1.1\r\n\r\n{}"
+    packets = _sequenced(
+        [
+            (_at(0), True, request),
+            (_at(100), False, head + b"40\r\n" + role + b"\r\n"),
+            (_at(200), False, b"30\r\n" + token[:20]),  # an event split across segments: whole at 260
+            (_at(260), False, token[20:] + b"\r\n"),
+            (_at(300), False, token + usage + b"data: [DONE]\n\n" + b"0\r\n\r\n"),
+            (_at(1000), True, request),  # the next stream, cut before its end
+            (_at(1100), False, head + b"30\r\n" + token + b"\r\n"),
+        ]
+    )
+    (connection,) = read_connections(write_connection(tmp_path / "openai.pcap", packets), SERVER_PORT)
+    (stream,) = http1_requests(connection)
+    assert stream.events_ns == [_at(260), _at(300)]  # the role, the usage and [DONE] carry no text
+    assert stream.last_ns == _at(300)
+
+
 # --- request ids --------------------------------------------------------------------------------------
 
 

@@ -118,7 +118,8 @@ def run_plan(spec: LoadSpec, plan: LoadPlan, told: Told) -> LoadTestReport:
     tests: list[LoadTest] = []
     tag = secrets.token_hex(3)  # the requests' ids, for the server's trace and the wire alike
     trace = ServerTrace(spec.server_trace, tag=tag) if spec.server_trace is not None else None
-    wire = WireCheck(workdir / "wire.pcap", spec.address.port, tag=tag) if spec.wire else None
+    streams = spec.llm is not None  # an LLM load's streams are checked, not its requests' ids
+    wire = WireCheck(workdir / "wire.pcap", spec.address.port, tag, streams=streams) if spec.wire else None
     try:
         for index, model_spec in enumerate(plan.specs(endpoint)):  # one sampler: the first model's kind's
             sampler = tests[0].sampler if tests else None
@@ -246,6 +247,10 @@ def run_level(test: LoadTest, level: float, number: int, told: Told) -> RunResul
     return result
 
 
+STREAMED_KINDS = ("openai", "triton-llm")
+"""LLM kinds ``--wire`` checks by their streams (their requests carry no id)."""
+
+
 def check_traceable(tests: list[LoadTest]) -> None:
     """``--server-trace`` and ``--wire`` join tensor requests by their ids: a load of another kind is refused.
 
@@ -254,6 +259,8 @@ def check_traceable(tests: list[LoadTest]) -> None:
     """
     for test in tests:
         option = "--server-trace" if test.trace is not None else "--wire" if test.wire is not None else None
+        if option == "--wire" and test.kind.name in STREAMED_KINDS:  # checked by their streams
+            continue
         if option is not None and test.kind.name != "tensor":
             raise ConfigError(
                 f"{option} does not apply to the {test.kind.name} load of '{test.spec.model}': "

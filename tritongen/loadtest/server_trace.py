@@ -127,7 +127,9 @@ class ClientMarks:
 
     @classmethod
     def read(cls, results: Path, tag: str, span: tuple[float, float]) -> ClientMarks:
-        """The marks written beside ``results``, of the requests that began in ``span`` (epoch seconds).
+        """The marks written beside ``results``, of the requests that ended in ``span`` (epoch seconds).
+
+        A request counts in the window its response completed in, as the run's figures count it.
 
         A file's first row holds its process's ``time.time() - time.perf_counter()``.
         """
@@ -138,7 +140,7 @@ class ClientMarks:
             offset, rows = float(rows[0, 0]), rows[1:]
             prefix = f"{tag}{pid % 10**PID_WIDTH:0{PID_WIDTH}d}"
             for count, start, end in rows.tolist():
-                if span[0] <= start + offset < span[1]:
+                if span[0] <= end + offset < span[1]:
                     times[f"{prefix}{int(count):0{COUNT_WIDTH}d}"] = (start, end)
         return cls(times)
 

@@ -172,7 +172,12 @@ class LoadSpec:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         self._check_arrival()
         self._check_request_ids("--server-trace", self.server_trace is not None)
-        self._check_request_ids("--wire", self.wire)
+        self._check_request_ids("--wire", self.wire and self.llm is None)  # an LLM load: its streams
+        if self.wire and self.llm is not None and (self.protocol == "grpc" or not self.llm.stream):
+            raise ConfigError(
+                "--wire checks an LLM load's streams over HTTP (OpenAI's API, Triton's generate_stream)",
+                "drop --wire, or load over HTTP with streaming",
+            )
         if self.server_trace is not None and self.server_trace < 1:
             raise ConfigError("--trace-rate must be at least 1", "e.g. --trace-rate 1 (every request)")
         if self.wire and not self.address.on_this_machine:

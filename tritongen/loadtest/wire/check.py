@@ -26,18 +26,25 @@ from tritongen.loadtest.wire.http1 import http1_requests
 from tritongen.loadtest.wire.http2 import PREFACE, http2_requests
 from tritongen.loadtest.wire.packets import CaptureFileError, Connection, dpkt_module, read_connections
 from tritongen.loadtest.wire.requests import WireRequest, name_requests
+from tritongen.loadtest.wire.streams import stream_figures, stream_warnings
 
 QUANTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 AGREEMENT = (0.02, 100.0)
 """A run's latency agrees with the wire's (plus the client's own time) within the larger of 2% and 100 µs."""
 
 
-def wire_requests(connections: list[Connection], tag: str) -> dict[str, WireRequest]:
-    """The captured requests that carried one of ``tag``'s ids, by id (HTTP/1.1 and HTTP/2 connections)."""
+def read_requests(connections: list[Connection]) -> list[WireRequest]:
+    """Every answered request of the capture's connections (HTTP/1.1 and HTTP/2), in order per connection."""
     found: list[WireRequest] = []
     for connection in connections:
         first = next((s.data for s in connection.segments if s.to_server), b"")
         found += http2_requests(connection) if first.startswith(PREFACE[:8]) else http1_requests(connection)
+    return found
+
+
+def wire_requests(connections: list[Connection], tag: str) -> dict[str, WireRequest]:
+    """The captured requests that carried one of ``tag``'s ids, by id (HTTP/1.1 and HTTP/2 connections)."""
+    found = read_requests(connections)
     name_requests(found, tag)
     return {request.request_id: request for request in found if request.request_id}
 
@@ -95,6 +102,8 @@ class WireCheck:
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     runs: list[_CheckedRun] = field(default_factory=list)
     outcome: CaptureOutcome = field(default_factory=CaptureOutcome)
+    streams: bool = False
+    """An LLM load: its streams are checked (TTFT, gaps between tokens), not ids' latencies."""
 
     def add(self, result: RunResult, results: Path, processes: int, span: tuple[float, float]) -> None:
         """A run whose requests the capture covers, its windows at ``results``, measured over ``span``."""
@@ -111,10 +120,17 @@ class WireCheck:
                 "some requests are not on it"
             )
         try:
-            wire = wire_requests(read_connections(self.capture, self.port), self.tag)
+            requests = read_requests(read_connections(self.capture, self.port))
         except (CaptureFileError, OSError) as e:
             first.warnings.append(f"--wire: the capture cannot be read: {e}")
             return
+        if self.streams:
+            for run in self.runs:
+                run.result.wire = stream_figures(run.result, requests, run.span)
+                run.result.warnings += stream_warnings(run.result.wire)
+            return
+        name_requests(requests, self.tag)
+        wire = {request.request_id: request for request in requests if request.request_id}
         for run in self.runs:
             if wait_for_marks(run.results, run.processes) < run.processes:
                 run.result.warnings.append(
