@@ -15,7 +15,10 @@ Per run, besides each generator's own figures:
 - the generator's CPU-seconds (its whole process tree, as ``getrusage`` of the waited
   children gives it) per 1000 output tokens the server produced during the run;
 - its time to first request: from launching its command to the first request the server
-  counts (``/metrics`` polled every 50 ms).
+  counts (``/metrics`` polled every 50 ms);
+- tritongen's runs with ``--wire`` (tcpdump on the loopback; root): the same streams' TTFT and
+  gaps between events on the wire at P50 and P99, and the share of events that shared a TCP
+  segment (tokens the server wrote together): where tokens bunch, and whose TTFT is the wire's.
 
 Compared, medians over rounds: TTFT P50, the time between tokens (tritongen's TPOT P50: an
 answer's time after its first token over the tokens after it, which is what AIPerf calls
@@ -198,6 +201,7 @@ def tritongen_run(
         "--api-key-env", KEY_ENV, "--prompts", str(prompts), "--tokenizer", str(model_dir),
         "--concurrency", str(args.concurrency), "--duration", f"{args.seconds}s",
         "--max-duration", f"{args.seconds}s", "--warmup", "2s", "--json", str(out), "--max-error-rate", "0.2",
+        "--wire",
     ]  # fmt: skip
     measured = run_measured(argv, url, key, {**os.environ, KEY_ENV: key})
     (run,) = json.loads(out.read_text())["runs"]
@@ -210,7 +214,20 @@ def tritongen_run(
         "requests": run["requests"],
         "errors": run["errors"],
         "output_token_source": run["output_token_source"],
+        "wire": _wire_ms(run.get("wire") or {}),
     }
+
+
+def _wire_ms(wire: dict[str, Any]) -> dict[str, Any]:
+    """The run's streams on the wire (``loadtest --wire``): TTFT and gaps, client and wire, in ms."""
+    found: dict[str, Any] = {
+        "streams": wire.get("streams"),
+        "same_segment_share": wire.get("same_segment_share"),
+    }
+    for name in ("ttft", "itl"):
+        for key, row in (wire.get(f"{name}_us") or {}).items():
+            found[f"{name}_{key}_ms"] = {"client": row["client"] / 1000, "wire": row["wire"] / 1000}
+    return found
 
 
 def aiperf_run(args: Any, url: str, key: str, folder: Path, prompts: Path, model_dir: Path) -> dict[str, Any]:
@@ -341,11 +358,18 @@ def main() -> None:
 
 def _line(run: dict[str, Any]) -> str:
     ttft, rate = run.get("ttft_p50_ms"), run.get("output_tokens_per_s")
+    if ttft is None or rate is None:
+        return str(run)
+    wire = run.get("wire") or {}
+    on_wire = (
+        f"; wire TTFT P50 {wire['ttft_p50_ms']['wire']:.1f} ms, gap P50 {wire['itl_p50_ms']['wire']:.3f} ms, "
+        f"{wire['same_segment_share']:.0%} of gaps within one segment"
+        if wire.get("ttft_p50_ms") and wire.get("itl_p50_ms") and wire.get("same_segment_share") is not None
+        else ""
+    )
     return (
         f"TTFT P50 {ttft:.1f} ms, {rate:.0f} tokens/s, server TTFT {run['server_ttft_ms'] or 0:.1f} ms, "
-        f"{run['cpu_s']:.1f} CPU-s, first request after {run['first_request_s'] or 0:.1f} s"
-        if ttft is not None and rate is not None
-        else str(run)
+        f"{run['cpu_s']:.1f} CPU-s, first request after {run['first_request_s'] or 0:.1f} s{on_wire}"
     )
 
 
