@@ -12,8 +12,6 @@ the socket, each request's client latency holds its wire latency. Capturing need
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +22,13 @@ from tritongen.server.local import LocalTritonServer
 from support.composing_models import STEP_MODEL
 from support.processes import start_cli
 from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL
+from support.wire import skip_without_capture
 
 pytestmark = pytest.mark.slow
 SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "0.5s", "--max-duration", "3s"]
 FIGURES = ("p50", "p90", "p99", "p999")
 
-_TCPDUMP = shutil.which("tcpdump") or next((p for p in ("/usr/sbin/tcpdump",) if Path(p).exists()), None)
-_WHY_NOT = (
-    "tcpdump is not installed (`make wire` installs Debian's)"
-    if _TCPDUMP is None
-    else "capturing the loopback needs root"
-    if os.geteuid() != 0
-    else None
-)
-if _WHY_NOT is not None:
-    if os.environ.get("TRITONGEN_REQUIRE_WIRE"):
-        raise RuntimeError(f"the wire tests are required here: {_WHY_NOT}")
-    pytest.skip(_WHY_NOT, allow_module_level=True)
+skip_without_capture()
 
 
 def _checked(tmp_path: Path, url: str, *args: str, model: str = STEP_MODEL) -> tuple[dict[str, Any], str]:

@@ -23,6 +23,7 @@ from tritongen.metrics.vllm import parse_vllm_metrics
 from support.cli_output import error_line
 from support.cutting_proxy import cutting_proxy, relay
 from support.vllm_server import KEY_ENV, SERVED_MODEL, VllmServer
+from support.wire import check_streams_on_the_wire, wire_args
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 runner = CliRunner()
@@ -58,11 +59,12 @@ def test_chat_streamed_counts_the_servers_tokens_and_samples_its_figures(
     code, document, output = _loadtest(
         vllm, tmp_path, "openai-chat", "--tokenizer", str(tiny_llama), "--input-tokens", "24:4",
         "--output-tokens", str(OUTPUT_TOKENS), "--concurrency", "2", "--slo", "ttft=60000,itl=60000",
-        "--csv", str(tmp_path / "run.csv"), "--html", str(tmp_path / "run.html"),
+        "--csv", str(tmp_path / "run.csv"), "--html", str(tmp_path / "run.html"), *wire_args(),
     )  # fmt: skip
     assert code == 0, output
     assert document is not None
     (run,) = document["runs"]
+    check_streams_on_the_wire(run)  # the real server's streams: first tokens and gaps as on the wire
     assert run["errors"] == 0 and run["requests"] >= 2, run
     assert run["output_token_source"] == "usage"
     assert run["counts"]["output_tokens"] == OUTPUT_TOKENS * run["requests"]

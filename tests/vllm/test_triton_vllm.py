@@ -27,6 +27,7 @@ from tritongen.metrics.vllm import parse_vllm_metrics
 
 from support.triton_llm import ServedLlm, served_llm
 from support.vllm_server import VLLM_TRITON_ENV
+from support.wire import check_streams_on_the_wire, wire_args
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1800)]
 runner = CliRunner()
@@ -176,8 +177,9 @@ def test_loadtest_measures_it_token_by_token(
         "--metrics-url",
         f"http://127.0.0.1:{served.metrics_port}/metrics",
     ]  # not beside the default 8000
+    checked = wire_args() if api == "triton-generate" else []  # --wire reads HTTP streams
     code, document, output = _loadtest(
-        tmp_path, tiny_llama, "--api", api, "--slo", "ttft=60000,itl=60000", *where
+        tmp_path, tiny_llama, "--api", api, "--slo", "ttft=60000,itl=60000", *where, *checked
     )
     assert code == 0, output
     (run,) = document["runs"]
@@ -190,6 +192,8 @@ def test_loadtest_measures_it_token_by_token(
     server = run["llm_server"]  # the engine's figures, read from Triton's metrics endpoint
     assert server is not None and server["samples"] >= 1 and server["prefix_cache_queries"] > 0, run
     assert "vLLM: running" in output
+    if checked:  # a real causal LM inside Triton: its first tokens and gaps are those on the wire
+        check_streams_on_the_wire(run)
 
 
 def test_a_model_whose_engine_does_not_start_says_the_engine_s_last_error(served: ServedLlm) -> None:

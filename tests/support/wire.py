@@ -1,0 +1,51 @@
+"""Whether this machine can capture the loopback for ``loadtest --wire``, and the check of a stream's figures.
+
+Capturing needs tcpdump (``make wire``) and root; where either is missing the wire checks are
+skipped, unless ``TRITONGEN_REQUIRE_WIRE`` is set (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TCPDUMP = shutil.which("tcpdump") or next((p for p in ("/usr/sbin/tcpdump",) if Path(p).exists()), None)
+WHY_NOT = (
+    "tcpdump is not installed (`make wire` installs Debian's)"
+    if TCPDUMP is None
+    else "capturing the loopback needs root"
+    if os.geteuid() != 0
+    else None
+)
+"""Why the loopback cannot be captured here (None: it can)."""
+
+
+def skip_without_capture() -> None:
+    """Skip (fail where the wire is required) when the loopback cannot be captured here."""
+    if WHY_NOT is not None:
+        if os.environ.get("TRITONGEN_REQUIRE_WIRE"):
+            raise RuntimeError(f"the wire checks are required here: {WHY_NOT}")
+        pytest.skip(WHY_NOT, allow_module_level=True)
+
+
+def wire_args() -> list[str]:
+    """``["--wire"]`` where the loopback can be captured (a check rides along), else none."""
+    if WHY_NOT is not None and os.environ.get("TRITONGEN_REQUIRE_WIRE"):
+        raise RuntimeError(f"the wire checks are required here: {WHY_NOT}")
+    return [] if WHY_NOT is not None else ["--wire"]
+
+
+def check_streams_on_the_wire(run: dict[str, Any]) -> None:
+    """A streamed run's TTFT and gaps at P50 and P99 within 1 ms of its streams' on the wire (if checked)."""
+    wire = run.get("wire")
+    if WHY_NOT is not None:
+        assert wire is None
+        return
+    assert wire is not None and wire["streams"] >= 1, run.get("warnings")
+    for name in ("ttft_us", "itl_us"):
+        for key, row in wire[name].items():
+            assert row["within"], (name, key, row)
