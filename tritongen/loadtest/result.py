@@ -17,6 +17,7 @@ from tritongen.io.loadgen_shared import LATENCY_KEYS, SCHEMA, SERVER_KEYS
 from tritongen.loadtest.client_floor import ClientFloor
 from tritongen.loadtest.run_readers import ServerModelFigures, ServerTimes, server_model_figures
 from tritongen.loadtest.sequences import SEQUENCE_COLUMNS, sequence_figures
+from tritongen.loadtest.sweep_stop import FoundMax, SweepStop
 from tritongen.loadtest.validation import first_mismatch_text
 from tritongen.metrics.prometheus import UtilisationSummary
 
@@ -315,36 +316,6 @@ def level_summaries(runs: list[RunResult], confidence: float = DEFAULT_CONFIDENC
     return summaries
 
 
-@dataclass(frozen=True)
-class SweepStop:
-    """Why and where a sweep stopped, and which levels it left out."""
-
-    rule: str
-    """``slo`` (a level missed ``--slo-p99-ms``) or ``saturation``."""
-    level: float
-    text: str
-    skipped: tuple[float, ...] = ()
-
-    def summary(self) -> str:
-        """The line the console and reports show."""
-        left = f"; not measured: {', '.join(f'{level:g}' for level in self.skipped)}" if self.skipped else ""
-        return f"Sweep stopped ({'P99 limit' if self.rule == 'slo' else 'saturation'}): {self.text}{left}"
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"rule", "level", "text", "skipped"}``."""
-        return {"rule": self.rule, "level": self.level, "text": self.text, "skipped": list(self.skipped)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SweepStop:
-        """Read what :meth:`to_json` wrote (levels as written: a level written as 16 stays 16)."""
-        return cls(
-            rule=data["rule"],
-            level=data["level"],
-            text=str(data.get("text", "")),
-            skipped=tuple(data.get("skipped") or ()),
-        )
-
-
 @dataclass
 class LoadTestReport:
     """All runs of one ``tritongen loadtest`` call."""
@@ -362,6 +333,8 @@ class LoadTestReport:
     """``--cpus``: the cores of the server's tree and of the load processes (None: not pinned)."""
     sweep_stop: SweepStop | None = None
     """``--stop-at-saturation``: the level the sweep stopped at, the rule, and the levels left out."""
+    find_max: FoundMax | None = None
+    """``--find-max``: the highest level that met the SLO and the lowest that missed it."""
     client_floor: ClientFloor | None = None
     """``--calibrate``: the client's own floor at each level (the null kind's runs)."""
     tritongen_version: str = __version__
@@ -388,12 +361,14 @@ class LoadTestReport:
             "cpus": self.cpus,
             "sweep_stop": None if self.sweep_stop is None else self.sweep_stop.to_json(),
             "client_floor": None if self.client_floor is None else self.client_floor.to_json(),
+            "find_max": None if self.find_max is None else self.find_max.to_json(),
             "host": dict(self.host),
             "runs": [run.to_json() for run in self.runs],
             "levels": [level.to_json() for level in self.levels()],
         }
-        if self.client_floor is None:
-            del document["client_floor"]
+        for name in ("client_floor", "find_max"):  # written where there is one
+            if document[name] is None:
+                del document[name]
         return document
 
     @classmethod
@@ -411,6 +386,7 @@ class LoadTestReport:
             cpus=document.get("cpus"),
             sweep_stop=SweepStop.from_json(document["sweep_stop"]) if document.get("sweep_stop") else None,
             client_floor=ClientFloor.from_json(floor) if (floor := document.get("client_floor")) else None,
+            find_max=FoundMax.from_json(found) if (found := document.get("find_max")) else None,
             tritongen_version=str(document.get("tritongen_version", __version__)),
             host={str(k): str(v) for k, v in (document.get("host") or host_facts()).items()},
         )

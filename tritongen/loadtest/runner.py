@@ -22,6 +22,7 @@ from pathlib import Path
 from tritongen.client.endpoint import TritonEndpoint
 from tritongen.errors import ConfigError
 from tritongen.loadtest.distributed import add_worker_figures
+from tritongen.loadtest.find_max import MaxSearch
 from tritongen.loadtest.level import FollowHooks, LevelRun, Measurement
 from tritongen.loadtest.load_processes import load_processes
 from tritongen.loadtest.model_run import Launch, ModelRun
@@ -171,6 +172,14 @@ def measure_levels(
             if searched is None:
                 return
             levels = searched
+            if isinstance(spec.search, MaxSearch):
+                report.find_max = spec.search.outcome(
+                    [
+                        (level, spec.search.passes(r, ""))
+                        for level, r in zip(levels, report.runs, strict=True)
+                    ],
+                    report.runs,
+                )
             continue
         previous: RunResult | None = None
         for index, level in enumerate(levels):

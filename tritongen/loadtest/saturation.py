@@ -23,7 +23,8 @@ import statistics
 from dataclasses import dataclass
 
 from tritongen.intervals import DEFAULT_CONFIDENCE, t_quantile
-from tritongen.loadtest.result import RunResult, SweepStop, run_level
+from tritongen.loadtest.result import RunResult, run_level
+from tritongen.loadtest.sweep_stop import SweepStop
 
 NO_INTERVAL_RISE = 0.10
 """Without windows to judge the noise by, a rise counts when above this (twice the ~5% quiet-machine

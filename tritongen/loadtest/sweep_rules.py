@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from tritongen.loadtest.result import RunResult, SweepStop, run_level
+from tritongen.loadtest.result import RunResult, run_level
+from tritongen.loadtest.sweep_stop import SweepStop
 
 
 class SweepRule(Protocol):

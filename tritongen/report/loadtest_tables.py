@@ -63,6 +63,8 @@ def loadtest_table(report: LoadTestReport) -> TableData:
     notes += _gpu_figures_note(report.runs)
     if report.sweep_stop is not None:
         notes.append(report.sweep_stop.summary())
+    if report.find_max is not None:
+        notes.append(report.find_max.summary())
     return TableData(
         title=f"{report.model} over {report.protocol} ({report.url}), latency in ms",
         headers=headers,

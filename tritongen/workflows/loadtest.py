@@ -6,10 +6,11 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tritongen.errors import ConfigError
+from tritongen.errors import ConfigError, ServerError
 from tritongen.intervals import DEFAULT_CONFIDENCE
 from tritongen.loadtest.client_floor import CALIBRATION_S, client_floor
 from tritongen.loadtest.distributed import loopback_warning
+from tritongen.loadtest.find_max import MaxSearch
 from tritongen.loadtest.mix import Mix, run_mix_test
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import ProgressCallback, run_load_test
@@ -79,6 +80,8 @@ class LoadTestRequest:
         ):
             if given and self.mix.mixed:
                 raise ConfigError(f"{option} joins one model's requests", f"drop --mix, or {option}")
+        if isinstance(self.spec.search, MaxSearch) and self.mix.mixed:
+            raise ConfigError("--find-max searches one model's load", "drop --mix, or --find-max")
         if self.calibrate:
             if self.mix.mixed:
                 raise ConfigError("--calibrate measures one model's load", "drop --mix, or --calibrate")
@@ -142,6 +145,10 @@ def loadtest_verdict(report: LoadTestReport, gates: Gates) -> Verdict:
     early = ended_early(report, "load test")
     if early is not None:
         return early
+    if report.find_max is not None:  # the search measured levels past the SLO on purpose
+        found = report.find_max
+        missed = None if found.meets is not None else ServerError(found.summary(), "start --find-max lower")
+        return Verdict(failure=first_failure(validation_failure(report.runs, run_label), missed))
     failure = first_failure(
         validation_failure(report.runs, run_label),
         error_rate_failure(report.runs, gates.max_error_rate, run_label),

@@ -10,6 +10,7 @@ import typer
 from tritongen.cli.boundary import stop_on_signals, user_errors
 from tritongen.cli.console import console, err_console, say
 from tritongen.cli.load_worker import given_options, run_worker_mode
+from tritongen.cli.options.given import refuse_given
 from tritongen.cli.options.groups import Pick, option_groups, reworded
 from tritongen.cli.options.llm import LlmFlags
 from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
@@ -23,10 +24,12 @@ from tritongen.cli.verdict import finish
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_confidence
 from tritongen.loadtest.client_floor import floor_lines
+from tritongen.loadtest.find_max import DEFAULT_CAP, DEFAULT_PRECISION, MaxSearch, SloObjective
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.mix import Mix
 from tritongen.loadtest.result import LoadTestReport
 from tritongen.loadtest.saturation import SaturationRule
+from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.validation import validation_lines
 from tritongen.metrics.vllm import vllm_text
 from tritongen.workflows.loadtest import (
@@ -99,6 +102,24 @@ class GateFlags:
         typer.Option(
             "--trace-rate", min=1, help="With --server-trace: trace one request in N (default 1: all)."
         ),
+    ] = None
+    find_max: Annotated[
+        bool,
+        typer.Option(
+            "--find-max",
+            help="Search for the most load within the SLO (--slo-p99-ms, or --slo for an LLM load): from the "
+            "level given, doubling, then bisecting; reports the bracket [met, missed).",
+        ),
+    ] = False
+    max_level: Annotated[
+        float | None,
+        typer.Option(
+            "--max-level", min=0.0, help="With --find-max: the highest level searched (256; 20000/s)."
+        ),
+    ] = None
+    precision: Annotated[
+        float | None,
+        typer.Option("--precision", help="With --find-max: stop once missed/met is within 1 + this (0.1)."),
     ] = None
     wire: Annotated[
         bool,
@@ -178,8 +199,16 @@ def _request(
     if gates.trace_rate is not None and not gates.server_trace:
         raise ConfigError("--trace-rate applies with --server-trace", "add --server-trace, or drop it")
     traced = (gates.trace_rate or 1) if gates.server_trace else None
+    search = max_search(spec, gates, run.stop_at_saturation)
     return LoadTestRequest(
-        spec=replace(spec, end_when_all_fail=gates.max_error_rate < 1, server_trace=traced, wire=gates.wire),
+        spec=replace(
+            spec,
+            end_when_all_fail=gates.max_error_rate < 1
+            and search is None,  # a search goes past failing levels
+            server_trace=traced,
+            wire=gates.wire,
+            search=search or spec.search,
+        ),
         mix=Mix.parse(model, run.mix),
         gates=settings(Gates, gates),
         serve=serving.serve,
@@ -187,6 +216,41 @@ def _request(
         load_timeout_s=serving.load_timeout,
         confidence=rounds.confidence,
         calibrate=gates.calibrate,
+    )
+
+
+def max_search(spec: LoadSpec, gates: GateFlags, saturation: bool) -> MaxSearch | None:
+    """``--find-max``'s search from the one level given (None without it).
+
+    Raises:
+        ConfigError: --max-level or --precision without --find-max, several levels, or --stop-at-saturation.
+    """
+    if not gates.find_max:
+        given = [
+            flag
+            for flag, value in (("--max-level", gates.max_level), ("--precision", gates.precision))
+            if value
+        ]
+        refuse_given(given, "applies with --find-max", "add --find-max, or drop it")
+        return None
+    if len(spec.levels) != 1 or saturation:
+        raise ConfigError(
+            "--find-max chooses its own levels from one to start at",
+            "give one --concurrency or --rate, and leave --stop-at-saturation out",
+        )
+    slo = spec.llm.slo if spec.llm is not None else None
+    objective = SloObjective(
+        p99_ms=gates.slo_p99_ms,
+        ttft_ms=slo.ttft_ms if slo else None,
+        itl_ms=slo.itl_ms if slo else None,
+        e2e_ms=slo.e2e_ms if slo else None,
+    )
+    return MaxSearch(
+        start=spec.levels[0],
+        cap=gates.max_level or DEFAULT_CAP[spec.mode],
+        objective=objective,
+        precision=DEFAULT_PRECISION if gates.precision is None else gates.precision,
+        whole=spec.mode == "concurrency",
     )
 
 
@@ -252,6 +316,8 @@ def _print_report(report: LoadTestReport) -> None:
             say(f"{run_label(run)} {vllm_text(run.llm_server)}")
     if report.sweep_stop is not None:
         say(report.sweep_stop.summary())
+    if report.find_max is not None:
+        say(report.find_max.summary())
     if report.client_floor is not None:
         for line in floor_lines(report.client_floor, report.runs, run_label):
             say(line)
