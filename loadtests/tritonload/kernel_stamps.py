@@ -5,7 +5,8 @@ kernel's receive time of each read says when they arrived, so a latency can coun
 the client's own time after it is known. The timestamps are the real-time clock's; a
 :class:`KernelClock` puts them on ``time.perf_counter``'s scale, the one the requests are timed
 on. :class:`StampedConnection` is ``http.client``'s connection whose reads keep the receive time
-of the latest one (the LLM client times its stream's events with it).
+of the latest one, a line at a time (the LLM client times its stream's events with it: a busy
+client reading late still times each event at its arrival).
 """
 
 from __future__ import annotations
@@ -52,7 +53,13 @@ class KernelClock:
 
 
 class _StampedReader(io.RawIOBase):
-    """A socket's reads for one response, each keeping its receive time on the socket's wrapper."""
+    """A socket's reads for one response, a line at most each, keeping its receive time on the wrapper.
+
+    A read of TCP data gets the receive time of the last packet it took bytes from. A client that
+    reads late finds several events waiting: read whole, they would all get the last one's time.
+    So each read takes what waits only up to its first line's end (seen with ``MSG_PEEK``), and
+    each line keeps the time its own last byte arrived.
+    """
 
     def __init__(self, owner: StampedSocket) -> None:
         self.owner = owner
@@ -61,7 +68,13 @@ class _StampedReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer: Any) -> int:
-        size, ancillary, _, _ = self.owner.sock.recvmsg_into([buffer], STAMP_BYTES)
+        sock = self.owner.sock
+        waiting = sock.recv(len(buffer), socket.MSG_PEEK)
+        if not waiting:
+            return 0
+        end = waiting.find(b"\n")
+        take = end + 1 if end >= 0 else len(waiting)
+        size, ancillary, _, _ = sock.recvmsg_into([memoryview(buffer)[:take]], STAMP_BYTES)
         if size:
             self.owner.arrived = self.owner.clock.read_time(ancillary)
         return int(size)

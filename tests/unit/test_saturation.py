@@ -8,10 +8,10 @@ import pytest
 
 from tritongen.client.address import ServerAddress
 from tritongen.loadtest.result import LoadTestReport, RunResult
-from tritongen.loadtest.sweep_stop import SweepStop
 from tritongen.loadtest.runner import measure_levels
 from tritongen.loadtest.saturation import SaturationRule, throughput_gain
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.loadtest.sweep_stop import SweepStop
 
 
 def _run(
