@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -375,6 +376,31 @@ def render_llm(doc: Document) -> list[str]:
         *_table(header, rows),
         "",
         *_table(["measured beside each run", "during tritongen's runs", "during AIPerf's runs"], extra),
+        *_llm_wire_line(doc),
+    ]
+
+
+def _llm_wire_line(doc: Document) -> list[str]:
+    """The streams of the tritongen runs on the loopback capture (``--wire``), medians over rounds."""
+    walls = [((r.get("tritongen") or {}).get("wire") or {}) for r in doc.get("rounds") or []]
+    walls = [w for w in walls if w.get("ttft_p50_ms")]
+    if not walls:
+        return []
+
+    def median(figure: str, side: str) -> float:
+        return float(statistics.median(w[figure][side] for w in walls))
+
+    parts = [
+        f"{label} {median(figure, 'wire'):.1f} ms (tritongen {median(figure, 'client'):.1f})"
+        for label, figure in (("TTFT P50", "ttft_p50_ms"), ("P99", "ttft_p99_ms"),
+                              ("gap P50", "itl_p50_ms"), ("P99", "itl_p99_ms"))
+    ]  # fmt: skip
+    shared = statistics.median(w.get("same_segment_share") or 0.0 for w in walls)
+    return [
+        "",
+        "On the wire during tritongen's runs (`--wire`, medians over rounds): "
+        + ", ".join(parts)
+        + f"; {shared:.1%} of the gaps between events were within one TCP segment.",
     ]
 
 
