@@ -77,22 +77,17 @@ def test_a_grpc_run_s_requests_are_found_on_the_wire_inside_the_client_s_time(
     assert all(wire["wire_us"][key] <= wire["client_us"][key] for key in FIGURES)
 
 
+@pytest.mark.parametrize("api", ["triton-generate", "triton-grpc"])
 def test_a_streamed_llm_run_s_first_tokens_and_gaps_are_the_wire_s(
-    triton_server: LocalTritonServer, tmp_path: Path
+    triton_server: LocalTritonServer, tmp_path: Path, api: str
 ) -> None:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"text": "the quick brown fox"}\n')
-    args = [
-        "--api",
-        "triton-generate",
-        "--prompts",
-        str(prompts),
-        "--output-tokens",
-        "6",
-        "--concurrency",
-        "2",
-    ]
-    run, _ = _checked(tmp_path, triton_server.http_url, *args, model=TEXT_MODEL)
+    grpc = api == "triton-grpc"
+    args = ["--api", api, "--prompts", str(prompts), "--output-tokens", "6", "--concurrency", "2"]
+    args += ["--protocol", "grpc"] if grpc else []
+    url = triton_server.grpc_url if grpc else triton_server.http_url
+    run, _ = _checked(tmp_path, url, *args, model=TEXT_MODEL)
     wire = run["wire"]
     assert wire["streams"] >= 20 and abs(wire["streams"] - wire["client_streams"]) <= 2  # a window's edge
     assert wire["events"] == 6 * wire["streams"]  # every token's event found on the wire
@@ -111,7 +106,7 @@ def test_a_streamed_llm_run_s_first_tokens_and_gaps_are_the_wire_s(
         (["--wire", "--sequences", "1"], "--wire does not apply with --sequences"),
         (
             ["--wire", "--api", "triton-generate", "--prompts", "p.jsonl", "--no-stream"],
-            "--wire checks an LLM load's streams over HTTP",
+            "--wire checks an LLM load's streams (",
         ),
         (["--wire", "--url", "http://192.0.2.1:8000"], "--wire captures this machine's loopback"),
     ],

@@ -19,6 +19,7 @@ import pytest
 
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.wire.check import QUANTILES, agreement, wire_figures, wire_requests
+from tritongen.loadtest.wire.grpc_streams import grpc_stream_requests
 from tritongen.loadtest.wire.http1 import http1_requests
 from tritongen.loadtest.wire.http2 import PREFACE, http2_requests
 from tritongen.loadtest.wire.packets import CaptureFileError, Connection, Segment, read_connections
@@ -479,3 +480,44 @@ def test_wire_figures_without_matches_has_only_the_counts() -> None:
     run = _run(dict.fromkeys(QUANTILES, 100.0), dict.fromkeys(QUANTILES, 10.0))
     figures = wire_figures(run, {_request_id(1): (1.0, 1.001)}, {_request_id(2): WireRequest(first_ns=1)})
     assert figures == {"recorded": 1, "matched": 0}
+
+
+# --- Triton's gRPC streams ---------------------------------------------------------------------
+
+
+def _stream_response(text: bytes | None, final: bool) -> bytes:
+    """A ``ModelStreamInferResponse`` as a gRPC message: its output's text, or the final flag alone."""
+    from tritonclient.grpc import service_pb2
+
+    message = service_pb2.ModelStreamInferResponse()
+    if text is not None:
+        message.infer_response.raw_output_contents.append(len(text).to_bytes(4, "little") + text)
+    if final:
+        message.infer_response.parameters["triton_final_response"].bool_param = True
+    body = message.SerializeToString()
+    return b"\x00" + len(body).to_bytes(4, "big") + body
+
+
+def test_a_grpc_stream_carries_requests_one_after_another_each_ended_by_its_final_flag(
+    tmp_path: Path,
+) -> None:
+    request = b"\x00" + (3).to_bytes(4, "big") + b"abc"
+    token, final = _stream_response(b"tok", final=False), _stream_response(None, final=True)
+    split = len(token) // 2
+    packets = _sequenced(
+        [
+            (_at(0), True, PREFACE + _h2(HEADERS, 0x4, 1, b"h") + _h2(DATA, 0, 1, request)),
+            (_at(100), False, _h2(HEADERS, 0x4, 1, b"h") + _h2(DATA, 0, 1, token[:split])),
+            (_at(130), False, _h2(DATA, 0, 1, token[split:])),  # the first token whole at 130
+            (_at(200), False, _h2(DATA, 0, 1, token + final)),
+            (_at(500), True, _h2(DATA, 0, 1, request)),  # the next request on the same stream
+            (_at(600), False, _h2(DATA, 0, 1, token)),
+            (_at(700), False, _h2(DATA, 0, 1, final)),
+            (_at(900), True, _h2(DATA, 0, 1, request)),  # a third, never finished
+            (_at(950), False, _h2(DATA, 0, 1, token)),
+        ]
+    )
+    (connection,) = read_connections(write_connection(tmp_path / "streams.pcap", packets), SERVER_PORT)
+    first, second = grpc_stream_requests(connection)
+    assert (first.first_ns, first.events_ns, first.last_ns) == (_at(0), [_at(130), _at(200)], _at(200))
+    assert (second.first_ns, second.events_ns, second.last_ns) == (_at(500), [_at(600)], _at(700))

@@ -177,7 +177,7 @@ def test_loadtest_measures_it_token_by_token(
         "--metrics-url",
         f"http://127.0.0.1:{served.metrics_port}/metrics",
     ]  # not beside the default 8000
-    checked = wire_args() if api == "triton-generate" else []  # --wire reads HTTP streams
+    checked = wire_args()  # a real causal LM inside Triton: its streams against the wire
     code, document, output = _loadtest(
         tmp_path, tiny_llama, "--api", api, "--slo", "ttft=60000,itl=60000", *where, *checked
     )

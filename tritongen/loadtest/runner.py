@@ -120,7 +120,10 @@ def run_plan(spec: LoadSpec, plan: LoadPlan, told: Told) -> LoadTestReport:
     tag = secrets.token_hex(3)  # the requests' ids, for the server's trace and the wire alike
     trace = ServerTrace(spec.server_trace, tag=tag) if spec.server_trace is not None else None
     streams = spec.llm is not None  # an LLM load's streams are checked, not its requests' ids
-    wire = WireCheck(workdir / "wire.pcap", spec.address.port, tag, streams=streams) if spec.wire else None
+    wire = None
+    if spec.wire:
+        grpc = streams and spec.protocol == "grpc"
+        wire = WireCheck(workdir / "wire.pcap", spec.address.port, tag, streams=streams, grpc_streams=grpc)
     try:
         for index, model_spec in enumerate(plan.specs(endpoint)):  # one sampler: the first model's kind's
             sampler = tests[0].sampler if tests else None

@@ -173,10 +173,10 @@ class LoadSpec:
         self._check_arrival()
         self._check_request_ids("--server-trace", self.server_trace is not None)
         self._check_request_ids("--wire", self.wire and self.llm is None)  # an LLM load: its streams
-        if self.wire and self.llm is not None and (self.protocol == "grpc" or not self.llm.stream):
+        if self.wire and self.llm is not None and not self.llm.stream:
             raise ConfigError(
-                "--wire checks an LLM load's streams over HTTP (OpenAI's API, Triton's generate_stream)",
-                "drop --wire, or load over HTTP with streaming",
+                "--wire checks an LLM load's streams (OpenAI's, Triton's generate_stream, gRPC streams)",
+                "drop --wire, or --no-stream",
             )
         if self.server_trace is not None and self.server_trace < 1:
             raise ConfigError("--trace-rate must be at least 1", "e.g. --trace-rate 1 (every request)")

@@ -22,6 +22,7 @@ import numpy as np
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.server_trace import ClientMarks, wait_for_marks
 from tritongen.loadtest.wire.capture import CaptureOutcome, captured
+from tritongen.loadtest.wire.grpc_streams import grpc_stream_requests
 from tritongen.loadtest.wire.http1 import http1_requests
 from tritongen.loadtest.wire.http2 import PREFACE, http2_requests
 from tritongen.loadtest.wire.packets import CaptureFileError, Connection, dpkt_module, read_connections
@@ -33,12 +34,19 @@ AGREEMENT = (0.02, 100.0)
 """A run's latency agrees with the wire's (plus the client's own time) within the larger of 2% and 100 µs."""
 
 
-def read_requests(connections: list[Connection]) -> list[WireRequest]:
-    """Every answered request of the capture's connections (HTTP/1.1 and HTTP/2), in order per connection."""
+def read_requests(connections: list[Connection], grpc_streams: bool = False) -> list[WireRequest]:
+    """Every answered request of the capture's connections, in order per connection.
+
+    HTTP/1.1 exchanges, or HTTP/2 streams (one request each; ``grpc_streams``: Triton's gRPC
+    streams, each carrying one request after another).
+    """
     found: list[WireRequest] = []
     for connection in connections:
         first = next((s.data for s in connection.segments if s.to_server), b"")
-        found += http2_requests(connection) if first.startswith(PREFACE[:8]) else http1_requests(connection)
+        if not first.startswith(PREFACE[:8]):
+            found += http1_requests(connection)
+        else:
+            found += grpc_stream_requests(connection) if grpc_streams else http2_requests(connection)
     return found
 
 
@@ -104,6 +112,8 @@ class WireCheck:
     outcome: CaptureOutcome = field(default_factory=CaptureOutcome)
     streams: bool = False
     """An LLM load: its streams are checked (TTFT, gaps between tokens), not ids' latencies."""
+    grpc_streams: bool = False
+    """Its streams are Triton's gRPC streams (one HTTP/2 stream per user, requests one after another)."""
 
     def add(self, result: RunResult, results: Path, processes: int, span: tuple[float, float]) -> None:
         """A run whose requests the capture covers, its windows at ``results``, measured over ``span``."""
@@ -120,7 +130,7 @@ class WireCheck:
                 "some requests are not on it"
             )
         try:
-            requests = read_requests(read_connections(self.capture, self.port))
+            requests = read_requests(read_connections(self.capture, self.port), self.grpc_streams)
         except (CaptureFileError, OSError) as e:
             first.warnings.append(f"--wire: the capture cannot be read: {e}")
             return

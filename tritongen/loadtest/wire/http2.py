@@ -34,7 +34,7 @@ class Frame:
     payload: bytes
 
 
-def _frames(connection: Connection, to_server: bool) -> Iterator[Frame]:
+def frames(connection: Connection, to_server: bool) -> Iterator[Frame]:
     """One side's frames in order (a frame cut off by the capture's end is left out)."""
     pieces = [segment for segment in connection.segments if segment.to_server == to_server]
     data = b"".join(segment.data for segment in pieces)
@@ -63,12 +63,12 @@ def _frames(connection: Connection, to_server: bool) -> Iterator[Frame]:
 def http2_requests(connection: Connection) -> list[WireRequest]:
     """The connection's requests (client streams) whose responses ended, in the order they began."""
     requests: dict[int, WireRequest] = {}
-    for frame in _frames(connection, to_server=True):
+    for frame in frames(connection, to_server=True):
         if frame.stream and frame.kind in (DATA, HEADERS):
             request = requests.setdefault(frame.stream, WireRequest(first_ns=frame.first_ns))
             if frame.kind == DATA:
                 request.take_head(frame.payload)
-    for frame in _frames(connection, to_server=False):
+    for frame in frames(connection, to_server=False):
         answered = requests.get(frame.stream)
         if answered is None or frame.kind not in (DATA, HEADERS):
             continue
