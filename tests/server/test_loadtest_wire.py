@@ -22,7 +22,7 @@ from tritongen.server.local import LocalTritonServer
 from support.composing_models import STEP_MODEL
 from support.processes import start_cli
 from support.text_model import FIRST_MS, GAP_MS, TEXT_MODEL
-from support.wire import skip_without_capture
+from support.wire import check_streams_on_the_wire, skip_without_capture
 
 pytestmark = pytest.mark.slow
 SHORT = ["--duration", "3s", "--warmup", "1s", "--window", "0.5s", "--max-duration", "3s"]
@@ -91,12 +91,13 @@ def test_a_streamed_llm_run_s_first_tokens_and_gaps_are_the_wire_s(
     wire = run["wire"]
     assert wire["streams"] >= 20 and abs(wire["streams"] - wire["client_streams"]) <= 2  # a window's edge
     assert wire["events"] == 6 * wire["streams"]  # every token's event found on the wire
+    check_streams_on_the_wire(run, grpc=grpc)
     for name, due_ms in (("ttft_us", FIRST_MS), ("itl_us", GAP_MS)):
-        for key, row in wire[name].items():
-            assert row["within"], (name, key, row)
+        for row in wire[name].values():
             assert row["wire"] >= due_ms * 1000 * 0.95  # the model's own timing, on the wire too
     assert wire["same_segment_share"] == 0  # one token per 15 ms: never two in one segment
-    assert not [warning for warning in run["warnings"] if "--wire" in warning]
+    warned = [warning for warning in run["warnings"] if "--wire" in warning]
+    assert all("P50" not in warning for warning in warned), warned  # a P99 over the wire's is said
 
 
 @pytest.mark.parametrize(

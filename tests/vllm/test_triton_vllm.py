@@ -193,7 +193,7 @@ def test_loadtest_measures_it_token_by_token(
     assert server is not None and server["samples"] >= 1 and server["prefix_cache_queries"] > 0, run
     assert "vLLM: running" in output
     if checked:  # a real causal LM inside Triton: its first tokens and gaps are those on the wire
-        check_streams_on_the_wire(run)
+        check_streams_on_the_wire(run, grpc=api == "triton-grpc")
 
 
 def test_a_model_whose_engine_does_not_start_says_the_engine_s_last_error(served: ServedLlm) -> None:
