@@ -231,6 +231,7 @@ def _further_figures(
         "llm_server": None,  # vLLM's figures: tritongen samples them, this report does not
         "server_trace": None,  # the server's trace: tritongen joins it, this report does not
         "wire": None,  # loadtest --wire: tritongen captures the wire and checks it, this report does not
+        "timeslices": [],  # --timeslice: tritongen slices the windows it reads, this report does not
         "workers": worker_figures(collector),
     }
 

@@ -147,6 +147,8 @@ class RunResult:
     """``--server-trace``: the median and the slowest 1% requests' parts (:mod:`.server_trace`)."""
     wire: dict[str, Any] | None = None
     """``--wire``: the measured requests' latency on the client and on the wire (:mod:`.wire.check`)."""
+    timeslices: list[dict[str, Any]] = field(default_factory=list)
+    """``--timeslice``: the run's figures per slice of its measured time (:mod:`.timeslices`)."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
@@ -155,7 +157,7 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """One run object of the ``tritongen.loadtest/1`` document (``error_messages``: where there are)."""
         data = asdict(self)
-        for name in ("error_messages", "server_trace", "client_overhead_us", "wire"):
+        for name in ("error_messages", "server_trace", "client_overhead_us", "wire", "timeslices"):
             if not data[name]:  # written where there are
                 del data[name]
         return data

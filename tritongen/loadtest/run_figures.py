@@ -24,6 +24,7 @@ from tritongen.loadtest.model_run import ModelRun, judge_stability
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.spec import LoadSpec
+from tritongen.loadtest.timeslices import timeslice_figures
 from tritongen.loadtest.windows import Window, extra_summaries, latency_summary, merge, window_latency
 from tritongen.metrics.other_cpu import OtherCpu
 from tritongen.metrics.prometheus import MetricsSampler
@@ -87,6 +88,8 @@ def run_result(
             for w in measured
         ],
     )
+    if spec.timeslice_s is not None:
+        result.timeslices = timeslice_figures(measured, window_s, spec.timeslice_s)
     _add_figures(run, result, total, span)
     return result
 

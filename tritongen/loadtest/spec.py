@@ -20,6 +20,7 @@ from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 from tritongen.loadtest.sweep_rules import LevelSearch, SweepRule
+from tritongen.loadtest.timeslices import slice_windows
 from tritongen.metrics.other_cpu import DEFAULT_LIMIT_CORES
 from tritongen.server.affinity import CpuPlan
 
@@ -130,6 +131,8 @@ class LoadSpec:
     record (:mod:`.server_trace`); None: no trace."""
     wire: bool = False
     """``--wire``: the loopback traffic captured, each run checked against it (:mod:`.wire.check`)."""
+    timeslice_s: float | None = None
+    """``--timeslice``: each run's figures per slice of this many seconds too (:mod:`.timeslices`)."""
 
     def __post_init__(self) -> None:
         """A spec is checked as it is made, once: what exists is legal (``replace`` makes a new one)."""
@@ -171,6 +174,10 @@ class LoadSpec:
         if self.atol < 0 or self.rtol < 0:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         self._check_arrival()
+        if self.timeslice_s is not None:
+            if self.timeslice_s <= 0:
+                raise ConfigError("--timeslice must be positive", "e.g. --timeslice 10s")
+            slice_windows(self.timeslice_s, self.effective_window_s)
         self._check_request_ids("--server-trace", self.server_trace is not None)
         self._check_request_ids("--wire", self.wire and self.llm is None)  # an LLM load: its streams
         if self.wire and self.llm is not None and not self.llm.stream:
@@ -257,10 +264,13 @@ class LoadSpec:
 
     @property
     def effective_window_s(self) -> float:
-        """The measurement window in seconds."""
+        """The measurement window in seconds (with ``--timeslice`` and no ``--window``: one dividing it)."""
         if self.window_s is not None:
             return self.window_s
-        return min(5.0, max(1.0, self.duration_s / 6))
+        window = min(5.0, max(1.0, self.duration_s / 6))
+        if self.timeslice_s is not None:
+            return self.timeslice_s / math.ceil(self.timeslice_s / window - 1e-9)
+        return window
 
     def run_seconds(self, longest: bool = False) -> float:
         """Roughly what one run costs: warm-up, measured time (``longest``: until stable), overhead."""

@@ -18,6 +18,7 @@ from tritongen.report.table_data import (
     run_style,
     us_cell,
 )
+from tritongen.report.timeslice_report import timeslice_table
 from tritongen.report.trace_report import server_trace_table
 from tritongen.report.wire_report import client_time_notes, wire_table
 
@@ -32,6 +33,7 @@ def loadtest_report_tables(report: LoadTestReport) -> list[TableData]:
         server_models_table(report),
         server_trace_table(report),
         wire_table(report),
+        timeslice_table(report),
     ]
     return [loadtest_table(report), *(table for table in found if table is not None)]
 

@@ -32,6 +32,7 @@ from tritongen.loadtest.saturation import SaturationRule
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.loadtest.validation import validation_lines
 from tritongen.metrics.vllm import vllm_text
+from tritongen.report.timeslice_report import plot_timeslices, write_timeslices_csv
 from tritongen.workflows.loadtest import (
     DEFAULT_MAX_ERROR_RATE,
     Gates,
@@ -270,10 +271,12 @@ def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | Non
         report.write_json(output.json_path)
     if output.csv_path is not None:
         report.write_csv(output.csv_path)
+        write_timeslices_csv(report, output.csv_path)
     if output.plot_path is not None and any(r.latency_us for r in report.runs):
         from tritongen.report.llm_plots import is_llm_report, plot_tokens
         from tritongen.report.plots import plot_latency_vs_throughput
 
+        plot_timeslices(report, output.plot_path)  # beside it: PLOT.timeslices.png, where there are slices
         if is_llm_report(report):  # an LLM load: its token latencies and tokens/s against the load
             plot_tokens(report, output.plot_path)
         else:

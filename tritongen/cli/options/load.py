@@ -249,6 +249,14 @@ class RunFlags:
     ] = "constant"
     max_duration: MaxDuration = None
     window: MeasurementWindow = None
+    timeslice: Annotated[
+        str | None,
+        typer.Option(
+            "--timeslice",
+            help="Also report each run's figures per slice of this long (e.g. 10s; a whole number of "
+            "windows): throughput, P50-P99, errors (TTFT and ITL for an LLM load) over time.",
+        ),
+    ] = None
     request_timeout: RequestTimeout = "30s"
     other_cpu_limit: OtherCpuLimit = "25%"
     processes: Annotated[
@@ -418,6 +426,7 @@ def load_spec(
         warmup_s=load.warmup_s(),
         max_duration_s=parse_duration(run.max_duration, "--max-duration") if run.max_duration else None,
         window_s=parse_duration(run.window, "--window") if run.window else None,
+        timeslice_s=parse_duration(run.timeslice, "--timeslice") if run.timeslice else None,
         processes=None if run.processes == "auto" else int(run.processes),
         request_timeout_s=parse_duration(run.request_timeout, "--request-timeout"),
         other_cpu_limit=parse_other_cpu_limit(run.other_cpu_limit),
