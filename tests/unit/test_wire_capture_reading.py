@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import dpkt
 import numpy as np
@@ -485,39 +486,76 @@ def test_wire_figures_without_matches_has_only_the_counts() -> None:
 # --- Triton's gRPC streams ---------------------------------------------------------------------
 
 
-def _stream_response(text: bytes | None, final: bool) -> bytes:
-    """A ``ModelStreamInferResponse`` as a gRPC message: its output's text, or the final flag alone."""
-    from tritonclient.grpc import service_pb2
-
-    message = service_pb2.ModelStreamInferResponse()
-    if text is not None:
-        message.infer_response.raw_output_contents.append(len(text).to_bytes(4, "little") + text)
-    if final:
-        message.infer_response.parameters["triton_final_response"].bool_param = True
+def _grpc(message: Any) -> bytes:
+    """A protobuf message as a gRPC message: no compression, its length, its bytes."""
     body = message.SerializeToString()
     return b"\x00" + len(body).to_bytes(4, "big") + body
 
 
-def test_a_grpc_stream_carries_requests_one_after_another_each_ended_by_its_final_flag(
-    tmp_path: Path,
-) -> None:
-    request = b"\x00" + (3).to_bytes(4, "big") + b"abc"
-    token, final = _stream_response(b"tok", final=False), _stream_response(None, final=True)
-    split = len(token) // 2
+def _stream_request(request_id: str) -> bytes:
+    from tritonclient.grpc import service_pb2
+
+    return _grpc(service_pb2.ModelInferRequest(model_name="text", id=request_id))
+
+
+def _stream_response(request_id: str, text: bytes | None, final: bool = False, error: str = "") -> bytes:
+    """A ``ModelStreamInferResponse``: its output's text, or the final flag alone, or an error."""
+    from tritonclient.grpc import service_pb2
+
+    message = service_pb2.ModelStreamInferResponse(error_message=error)
+    message.infer_response.id = request_id
+    if text is not None:
+        message.infer_response.raw_output_contents.append(len(text).to_bytes(4, "little") + text)
+    if final:
+        message.infer_response.parameters["triton_final_response"].bool_param = True
+    return _grpc(message)
+
+
+def test_a_grpc_stream_s_requests_get_their_own_responses_by_id(tmp_path: Path) -> None:
+    token_a, final_a = _stream_response("a", b"tok"), _stream_response("a", None, final=True)
+    split = len(token_a) // 2
     packets = _sequenced(
         [
-            (_at(0), True, PREFACE + _h2(HEADERS, 0x4, 1, b"h") + _h2(DATA, 0, 1, request)),
-            (_at(100), False, _h2(HEADERS, 0x4, 1, b"h") + _h2(DATA, 0, 1, token[:split])),
-            (_at(130), False, _h2(DATA, 0, 1, token[split:])),  # the first token whole at 130
-            (_at(200), False, _h2(DATA, 0, 1, token + final)),
-            (_at(500), True, _h2(DATA, 0, 1, request)),  # the next request on the same stream
-            (_at(600), False, _h2(DATA, 0, 1, token)),
-            (_at(700), False, _h2(DATA, 0, 1, final)),
-            (_at(900), True, _h2(DATA, 0, 1, request)),  # a third, never finished
-            (_at(950), False, _h2(DATA, 0, 1, token)),
+            (_at(0), True, PREFACE + _h2(HEADERS, 0x4, 1, b"h") + _h2(DATA, 0, 1, _stream_request("a"))),
+            (_at(50), True, _h2(DATA, 0, 1, _stream_request("b"))),  # in flight together (an open loop)
+            (_at(100), False, _h2(HEADERS, 0x4, 1, b"h") + _h2(DATA, 0, 1, token_a[:split])),
+            (_at(130), False, _h2(DATA, 0, 1, token_a[split:])),  # a's first token whole at 130
+            (_at(150), False, _h2(DATA, 0, 1, _stream_response("b", b"tok"))),
+            (_at(200), False, _h2(DATA, 0, 1, token_a + final_a)),
+            (_at(260), False, _h2(DATA, 0, 1, _stream_response("b", None, final=True))),
+            (_at(500), True, _h2(DATA, 0, 1, _stream_request("c"))),  # failed: dropped
+            (_at(600), False, _h2(DATA, 0, 1, _stream_response("c", None, error="boom"))),
+            (_at(700), False, _h2(DATA, 0, 1, _stream_response("c", b"late", final=True))),
+            (_at(900), True, _h2(DATA, 0, 1, _stream_request("d"))),  # never finished
+            (_at(950), False, _h2(DATA, 0, 1, _stream_response("d", b"tok"))),
         ]
     )
     (connection,) = read_connections(write_connection(tmp_path / "streams.pcap", packets), SERVER_PORT)
-    first, second = grpc_stream_requests(connection)
-    assert (first.first_ns, first.events_ns, first.last_ns) == (_at(0), [_at(130), _at(200)], _at(200))
-    assert (second.first_ns, second.events_ns, second.last_ns) == (_at(500), [_at(600)], _at(700))
+    a, b = grpc_stream_requests(connection)
+    assert (a.first_ns, a.events_ns, a.last_ns) == (_at(0), [_at(130), _at(200)], _at(200))
+    assert (b.first_ns, b.events_ns, b.last_ns) == (_at(50), [_at(150)], _at(260))
+
+
+def test_a_retransmission_that_overlaps_new_data_adds_only_the_new_bytes() -> None:
+    connection = Connection(("127.0.0.1", CLIENT_PORT))
+    connection.add(Segment(_at(0), True, b"abcd"), seq=100)
+    connection.add(Segment(_at(10), True, b"cdef"), seq=102)  # "cd" again, then "ef"
+    assert [segment.data for segment in connection.segments] == [b"abcd", b"ef"]
+
+
+def test_a_client_port_used_again_opens_a_connection_of_its_own(tmp_path: Path) -> None:
+    syn = dpkt.tcp.TH_SYN
+    first = _sequenced(
+        [(_at(0), True, b"GET /a HTTP/1.1\r\n\r\n"), (_at(50), False, b"HTTP/1.1 200 OK\r\n\r\n")]
+    )
+    frames = [(_at(0) - 1, _frame((_at(0) - 1, True, CLIENT_SEQ - 1, b""), flags=syn))]
+    frames += _connection_frames(first)
+    # the same port again, its new sequence numbers behind the old connection's
+    frames.append((_at(100), _frame((_at(100), True, 10, b""), flags=syn)))
+    again = [
+        (_at(101), True, 11, b"GET /b HTTP/1.1\r\n\r\n"),
+        (_at(150), False, 900, b"HTTP/1.1 200 OK\r\n\r\n"),
+    ]
+    frames += _connection_frames(again)
+    older, newer = read_connections(_write_pcap(tmp_path / "reused.pcap", frames), SERVER_PORT)
+    assert [http1_requests(c)[0].first_ns for c in (older, newer)] == [_at(0), _at(101)]

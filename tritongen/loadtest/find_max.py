@@ -114,6 +114,13 @@ class MaxSearch:
             middle = meets + 1  # whole levels more than one apart: the next one up is between
         return middle if meets < middle < misses else None
 
+    def most_levels(self) -> int:
+        """The most levels the search can measure: every doubling, then the bisections after the last."""
+        doublings = math.ceil(math.log2(self.cap / self.start)) + 1
+        widest = max(2.0, self.cap / 2)  # the bracket the doubling can leave: (cap/2, cap]
+        steps = math.log2(widest) if self.whole else math.log2(math.log(2) / math.log(1 + self.precision))
+        return doublings + max(1, math.ceil(steps))
+
     def _round(self, level: float) -> float:
         return float(math.floor(level)) if self.whole else round(level, 3)
 

@@ -29,6 +29,7 @@ from tritongen.loadtest.model_run import Launch, ModelRun
 from tritongen.loadtest.prepared import LoadTest, prepare_test
 from tritongen.loadtest.progress import Progress, ProgressCallback
 from tritongen.loadtest.result import LoadTestReport, RunResult
+from tritongen.loadtest.result import run_level as level_of
 from tritongen.loadtest.run_figures import run_result
 from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.server_trace import ServerTrace, server_tracing
@@ -172,17 +173,12 @@ def measure_levels(
     for number in range(1, spec.rounds + 1):
         if number == 1 and spec.search is not None:
             searched = _search_round(spec.search, report, lambda level: run(level, 1), name, on_run)
+            if isinstance(spec.search, MaxSearch):  # the bracket so far, also where a run ended the test
+                found = [(level_of(result), spec.search.passes(result, "")) for result in report.runs]
+                report.find_max = spec.search.outcome(found, report.runs)
             if searched is None:
                 return
             levels = searched
-            if isinstance(spec.search, MaxSearch):
-                report.find_max = spec.search.outcome(
-                    [
-                        (level, spec.search.passes(r, ""))
-                        for level, r in zip(levels, report.runs, strict=True)
-                    ],
-                    report.runs,
-                )
             continue
         previous: RunResult | None = None
         for index, level in enumerate(levels):

@@ -91,6 +91,12 @@ class LoadTestRequest:
     def cost_text(self) -> str:
         """How long the runs will take, said before a long run starts."""
         spec = self.spec
+        if isinstance(spec.search, MaxSearch):
+            levels = spec.search.most_levels()
+            return (
+                f"--find-max: up to {levels} levels × {spec.rounds} round(s), about "
+                f"{seconds_text(levels * spec.rounds * spec.run_seconds())} at most"
+            )
         runs = spec.rounds * len(spec.levels)
         least, most = runs * spec.run_seconds(), runs * spec.run_seconds(longest=True)
         return (
@@ -178,6 +184,7 @@ def calibration_spec(spec: LoadSpec) -> LoadSpec:
         ("--sequences", spec.sequences, "a sequence's requests wait for each other"),
         ("--shared-memory system", spec.shared_memory != "none", "the floor sends no tensors"),
         ("--master", spec.distributed is not None, "the floor is this machine's own"),
+        ("--find-max", spec.search is not None, "the floor stands for the levels given, not a search's"),
     ]
     for option, given, why in refused:
         if given:
@@ -185,5 +192,6 @@ def calibration_spec(spec: LoadSpec) -> LoadSpec:
     return replace(
         spec, kind="null", batch_size=1, input_data="random", shapes={}, input_values={},
         duration_s=CALIBRATION_S, warmup_s=CALIBRATION_WARMUP_S, max_duration_s=CALIBRATION_S, rounds=1,
-        window_s=None, count_window_requests=0, stop_at=None, server_trace=None,
+        window_s=None, count_window_requests=0, stop_at=None, server_trace=None, wire=False, search=None,
+        timeslice_s=None,
     )  # fmt: skip

@@ -230,7 +230,7 @@ def max_search(spec: LoadSpec, gates: GateFlags, saturation: bool) -> MaxSearch 
         given = [
             flag
             for flag, value in (("--max-level", gates.max_level), ("--precision", gates.precision))
-            if value
+            if value is not None
         ]
         refuse_given(given, "applies with --find-max", "add --find-max, or drop it")
         return None
@@ -248,7 +248,7 @@ def max_search(spec: LoadSpec, gates: GateFlags, saturation: bool) -> MaxSearch 
     )
     return MaxSearch(
         start=spec.levels[0],
-        cap=gates.max_level or DEFAULT_CAP[spec.mode],
+        cap=DEFAULT_CAP[spec.mode] if gates.max_level is None else gates.max_level,
         objective=objective,
         precision=DEFAULT_PRECISION if gates.precision is None else gates.precision,
         whole=spec.mode == "concurrency",

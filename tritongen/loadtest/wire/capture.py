@@ -1,15 +1,18 @@
 """A capture of one server port's loopback traffic: tcpdump started before a load test, stopped after.
 
-tcpdump (Debian's package: ``make wire``) writes whole packets with nanosecond stamps, each
-packet as it comes (``-U``), to a pcap file; capturing needs root or CAP_NET_RAW. The capture
-is ready once tcpdump says it is listening; stopped with SIGINT, it says how many packets the
-kernel dropped (a capture that dropped packets lacks some requests' bytes).
+tcpdump (Debian's package: ``make wire``) writes whole packets with nanosecond stamps, each as
+it comes (``-U``, ``--immediate-mode``: none held back in a buffer when it stops), to a pcap
+file; capturing needs root or CAP_NET_RAW. The capture is ready once tcpdump says it is
+listening; stopped with SIGINT, it says how many packets the kernel dropped (a capture that
+dropped packets lacks some requests' bytes). It runs in a session of its own, so a terminal's
+Ctrl-C reaches the test, which stops it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -32,6 +35,8 @@ class CaptureOutcome:
     packets: int | None = None
     dropped: int | None = None
     """Packets the kernel dropped (the capture lacks them); None: tcpdump did not say."""
+    died: str | None = None
+    """Why the capture ended before the test did (its requests after that are not on it)."""
 
 
 def _summary(stderr: str) -> CaptureOutcome:
@@ -50,7 +55,7 @@ def tcpdump_command(path: Path, port: int, interface: str = "lo") -> list[str]:
     if binary is None:
         raise MissingDependencyError("capturing the wire needs tcpdump, which is not installed", INSTALL_HINT)
     return [
-        binary, "-i", interface, "-w", str(path), "-s", "0", "-U", "-n",
+        binary, "-i", interface, "-w", str(path), "-s", "0", "-U", "-n", "--immediate-mode",
         "--time-stamp-precision", "nano", "-Z", "root", f"tcp port {port}",
     ]  # fmt: skip
 
@@ -60,7 +65,9 @@ def _wait_listening(process: subprocess.Popen[str], timeout_s: float) -> None:
     assert process.stderr is not None
     deadline = time.monotonic() + timeout_s
     seen = ""
-    while time.monotonic() < deadline:
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([process.stderr], [], [], left)[0]:
+            break  # silent until the deadline
         line = process.stderr.readline()
         seen += line
         if "listening on" in line:
@@ -88,7 +95,10 @@ def captured(path: Path, port: int, interface: str = "lo") -> Iterator[CaptureOu
         ServerError: tcpdump did not stop.
     """
     command = tcpdump_command(path, port, interface)
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # a session of its own: a terminal's Ctrl-C stops the test, which then stops the capture
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     outcome = CaptureOutcome()
     try:
         _wait_listening(process, START_TIMEOUT_S)
@@ -96,6 +106,8 @@ def captured(path: Path, port: int, interface: str = "lo") -> Iterator[CaptureOu
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
+        else:
+            outcome.died = f"tcpdump exited during the test ({process.returncode})"
         try:
             _, rest = process.communicate(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:

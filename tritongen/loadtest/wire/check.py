@@ -124,13 +124,19 @@ class WireCheck:
         if not self.runs:
             return
         first = self.runs[0].result
+        if self.outcome.died:
+            first.warnings.append(
+                f"--wire: {self.outcome.died}: the requests after it are not on the capture"
+            )
         if self.outcome.dropped:
             first.warnings.append(
                 f"--wire: the kernel dropped {self.outcome.dropped} packet(s) of the capture: "
                 "some requests are not on it"
             )
         try:
-            requests = read_requests(read_connections(self.capture, self.port), self.grpc_streams)
+            notes: list[str] = []
+            requests = read_requests(read_connections(self.capture, self.port, notes), self.grpc_streams)
+            first.warnings += [f"--wire: {note}" for note in notes]
         except (CaptureFileError, OSError) as e:
             first.warnings.append(f"--wire: the capture cannot be read: {e}")
             return

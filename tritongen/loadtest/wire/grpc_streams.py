@@ -4,9 +4,10 @@ A load user keeps one HTTP/2 stream and sends its requests on it one after the o
 answered by any number of responses and then the final flag (``triton_final_response``). The
 stream's DATA frames are put back together per side and cut into gRPC messages (a flag byte and
 a 4-byte length before each); each client message begins a request, at the time its first byte
-crossed the wire. Each server message is read as a ``ModelStreamInferResponse``: one with
-output contents is an event, at the time its last byte crossed (when the client could read it
-whole), and the one with the final flag ends the request.
+crossed the wire. Each server message is read as a ``ModelStreamInferResponse`` and goes to the
+request of its id (requests in flight together answer in any order): one with output contents is
+an event, at the time its last byte crossed (when the client could read it whole), the one with
+the final flag ends the request, one with an error drops it.
 """
 
 from __future__ import annotations
@@ -46,15 +47,6 @@ def _messages(stream_frames: list[Frame]) -> Iterator[tuple[int, int, bytes]]:
         position = end
 
 
-def _response_kind(message: bytes) -> tuple[bool, bool]:
-    """Whether a ``ModelStreamInferResponse`` carries outputs, and whether it is its request's last."""
-    from tritonclient.grpc import service_pb2
-
-    response = service_pb2.ModelStreamInferResponse.FromString(message).infer_response
-    final = FINAL_RESPONSE in response.parameters and response.parameters[FINAL_RESPONSE].bool_param
-    return bool(response.raw_output_contents or response.outputs), final
-
-
 def grpc_stream_requests(connection: Connection) -> list[WireRequest]:
     """The connection's streamed requests that got their final response, in the order they were sent."""
     sides: dict[tuple[int, bool], list[Frame]] = {}
@@ -66,25 +58,44 @@ def grpc_stream_requests(connection: Connection) -> list[WireRequest]:
     for (stream, to_server), sent in sides.items():
         if not to_server:
             continue
-        requests = [WireRequest(first_ns=first) for first, _, _ in _messages(sent)]
         with contextlib.suppress(DecodeError):  # another method's stream (metadata, health): not a stream's
+            requests = {
+                _request_id(message): WireRequest(first_ns=first) for first, _, message in _messages(sent)
+            }
             done += _answered(requests, _messages(sides.get((stream, False), [])))
     return sorted(done, key=lambda request: request.first_ns)
 
 
-def _answered(requests: list[WireRequest], responses: Iterator[tuple[int, int, bytes]]) -> list[WireRequest]:
-    """The requests of one stream, in order, given their responses' events and final flags."""
+def _request_id(message: bytes) -> str:
+    """A ``ModelInferRequest``'s id (the load generator gives each request of a stream its own)."""
+    from tritonclient.grpc import service_pb2
+
+    return str(service_pb2.ModelInferRequest.FromString(message).id)
+
+
+def _answered(
+    requests: dict[str, WireRequest], responses: Iterator[tuple[int, int, bytes]]
+) -> list[WireRequest]:
+    """The requests of one stream whose final response came, each with its events, by the responses' ids.
+
+    Requests in flight together (an open loop) answer in any order; a response with an error ends
+    its request untimed, as the client counts it failed.
+    """
+    from tritonclient.grpc import service_pb2
+
     done: list[WireRequest] = []
-    answers = iter(requests)
-    current = next(answers, None)
     for _, last, message in responses:
-        if current is None:
-            break
-        has_output, final = _response_kind(message)
-        if has_output:
-            current.events_ns.append(last)
-        if final:
-            current.last_ns, current.complete = last, True
-            done.append(current)
-            current = next(answers, None)
+        response = service_pb2.ModelStreamInferResponse.FromString(message)
+        infer = response.infer_response
+        request = requests.get(infer.id)
+        if request is None or request.complete:
+            continue
+        if response.error_message:
+            del requests[infer.id]
+            continue
+        if infer.raw_output_contents or infer.outputs:
+            request.events_ns.append(last)
+        if FINAL_RESPONSE in infer.parameters and infer.parameters[FINAL_RESPONSE].bool_param:
+            request.last_ns, request.complete = last, True
+            done.append(request)
     return done

@@ -16,9 +16,16 @@ from typing import Any
 
 from tritongen.errors import MissingDependencyError, TritongenError
 
+SYN, ACK = 0x02, 0x10
+"""TCP flags: a client's SYN without ACK opens a connection."""
+
 
 class CaptureFileError(TritongenError):
     """A capture file that is not a pcap of TCP over IPv4 or IPv6."""
+
+
+class CaptureCutShort(Exception):
+    """The capture ends inside a packet's record (tcpdump stopped while writing, or the disk was full)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +49,16 @@ class Connection:
     """Each side's next sequence number not yet seen (to leave retransmissions out)."""
 
     def add(self, segment: Segment, seq: int) -> None:
-        """Add a segment unless all its data was seen already (a retransmission)."""
+        """Add a segment's data not seen already (a retransmission's repeated bytes are left out)."""
         seen = self.next_seq.get(segment.to_server)
         end = (seq + len(segment.data)) % 2**32
-        if seen is not None and (end == seen or (end - seen) % 2**32 >= 2**31):  # ends at or before it
-            return
-        if seen is None or (end - seen) % 2**32 < 2**31:
-            self.next_seq[segment.to_server] = end
+        if seen is not None:
+            if end == seen or (end - seen) % 2**32 >= 2**31:  # ends at or before what was seen
+                return
+            repeated = (seen - seq) % 2**32
+            if 0 < repeated < len(segment.data):  # begins before it: only the new bytes count
+                segment = Segment(segment.time_ns, segment.to_server, segment.data[repeated:])
+        self.next_seq[segment.to_server] = end
         self.segments.append(segment)
 
 
@@ -73,10 +83,13 @@ def _tcp_packets(path: Path) -> Iterator[tuple[int, Any, Any]]:
         except (ValueError, dpkt.dpkt.Error) as e:
             raise CaptureFileError(f"{path} is not a pcap capture: {e}") from e
         link = reader.datalink()
-        for stamp, frame in reader:
-            packet = _ip_layer(dpkt, link, frame)
-            if packet is not None and isinstance(packet.data, dpkt.tcp.TCP):
-                yield _nanoseconds(stamp), packet, packet.data
+        try:
+            for stamp, frame in reader:
+                packet = _ip_layer(dpkt, link, frame)
+                if packet is not None and isinstance(packet.data, dpkt.tcp.TCP):
+                    yield _nanoseconds(stamp), packet, packet.data
+        except (ValueError, dpkt.dpkt.Error) as e:  # a capture cut short (a full disk): what was read counts
+            raise CaptureCutShort(str(e) or type(e).__name__) from e
 
 
 def _nanoseconds(stamp: Decimal | float) -> int:
@@ -106,21 +119,35 @@ def _address(raw: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
 
-def read_connections(path: Path, server_port: int) -> list[Connection]:
-    """The connections to ``server_port`` in the capture at ``path``, in the order they first sent data.
+def read_connections(path: Path, server_port: int, notes: list[str] | None = None) -> list[Connection]:
+    """The connections to ``server_port`` in the capture at ``path``, in the order they opened.
+
+    A capture that ends inside a packet (tcpdump stopped while writing, a full disk) gives what was
+    read, and says so in ``notes``.
 
     Raises:
         CaptureFileError: the file is not a pcap capture.
         MissingDependencyError: dpkt is not installed.
     """
-    connections: dict[tuple[str, int], Connection] = {}
-    for time_ns, packet, tcp in _tcp_packets(path):
-        if not tcp.data:
-            continue
-        to_server = tcp.dport == server_port
-        if not to_server and tcp.sport != server_port:
-            continue
-        client = (_address(packet.src if to_server else packet.dst), tcp.sport if to_server else tcp.dport)
-        connection = connections.setdefault(client, Connection(client))
-        connection.add(Segment(time_ns, to_server, bytes(tcp.data)), tcp.seq)
-    return list(connections.values())
+    open_now: dict[tuple[str, int], Connection] = {}
+    found: list[Connection] = []
+    packets = _tcp_packets(path)
+    try:
+        for time_ns, packet, tcp in packets:
+            to_server = tcp.dport == server_port
+            if not to_server and tcp.sport != server_port:
+                continue
+            client = (
+                _address(packet.src if to_server else packet.dst),
+                tcp.sport if to_server else tcp.dport,
+            )
+            opening = to_server and tcp.flags & SYN and not tcp.flags & ACK
+            if opening or client not in open_now:  # a port used again is a connection of its own
+                open_now[client] = Connection(client)
+                found.append(open_now[client])
+            if tcp.data:
+                open_now[client].add(Segment(time_ns, to_server, bytes(tcp.data)), tcp.seq)
+    except CaptureCutShort as e:  # the requests whose packets were read are checked
+        if notes is not None:
+            notes.append(f"the capture ends inside a packet ({e}): the requests after it are not on it")
+    return [connection for connection in found if connection.segments]
