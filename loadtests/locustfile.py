@@ -120,8 +120,8 @@ def _on_test_stop(environment: Any, **_: Any) -> None:
         STATE.feeder = None
     if STATE.engine is not None:
         STATE.engine.stop()
-    if STATE.request_ids is not None:
-        STATE.request_ids.write()
+    if STATE.request_ids is not None:  # on the windows' own wall clock, so that both count the same requests
+        STATE.request_ids.write(STATE.recorder.wall_offset if STATE.recorder is not None else None)
     STATE.shm.close()
     # Locust's statistics get the last requests at the same moment as the last windows
     # (nothing yields in between), before a worker's final report to the master.

@@ -42,18 +42,23 @@ def id_offset(request: bytes) -> int:
 class RequestIds:
     """This process's request ids for one test, and the times of the requests that succeeded."""
 
+    last_count = 0
+    """The process's last count: ids never repeat within a process (the runs of a load test share its
+    tag, and the server's trace and the wire capture cover them all)."""
+
     def __init__(self, tag: str, results: str) -> None:
         if len(tag) != TAG_WIDTH or not tag.isalnum():
             raise ValueError(f"--triton-trace-tag must be {TAG_WIDTH} letters or digits, not {tag!r}")
         self.prefix = f"{tag}{os.getpid() % 10**PID_WIDTH:0{PID_WIDTH}d}"
         self.results = results
-        self.count = 0
+        self.count = RequestIds.last_count  # a process that stays up: a load test's later runs go on counting
         self.marks: list[float] = []
         """(count, start, end) of each request that succeeded, one after the other."""
 
     def next(self) -> tuple[int, bytes]:
         """The next request's count and its id."""
         self.count += 1
+        RequestIds.last_count = self.count
         count = self.count % 10**COUNT_WIDTH
         return count, f"{self.prefix}{count:0{COUNT_WIDTH}d}".encode()
 
@@ -78,9 +83,15 @@ class RequestIds:
         """A request that succeeded: when it began sending and when its response was complete."""
         self.marks += (count, start, end)
 
-    def write(self) -> None:
-        """Write the marks beside the results (a whole file or none: written aside, then renamed)."""
-        rows = np.array([time.time() - time.perf_counter(), 0.0, 0.0, *self.marks], dtype=np.float64)
+    def write(self, wall_offset: float | None = None) -> None:
+        """Write the marks beside the results (a whole file or none: written aside, then renamed).
+
+        ``wall_offset``: the ``time.time() - time.perf_counter()`` the windows were placed with (a
+        process that stays up took it as it started; the clocks drift apart over minutes), so that
+        the marks fall in the windows their requests were counted in; None: taken now.
+        """
+        offset = time.time() - time.perf_counter() if wall_offset is None else wall_offset
+        rows = np.array([offset, 0.0, 0.0, *self.marks], dtype=np.float64)
         path = marks_path(self.results, os.getpid())
         aside = path + ".part"
         with open(aside, "wb") as file:

@@ -37,6 +37,7 @@ def _search(server: LocalTritonServer, tmp_path: Path, *args: str) -> tuple[int,
     return result.exit_code, document, result.stdout + result.stderr
 
 
+@pytest.mark.quiet  # a P99 4 ms inside the limit at the bracket's low end: measured alone
 def test_the_search_brackets_the_most_load_within_the_p99(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:
@@ -73,7 +74,7 @@ def test_a_first_level_that_misses_fails_in_one_line(
     [
         (["--slo-p99-ms", "30", "--concurrency", "1,2"], "--find-max chooses its own levels"),
         ([], "none was given"),
-        (["--slo-p99-ms", "30", "--precision", "2"], "--precision 2 is not between 0 and 1"),
+        (["--slo-p99-ms", "30", "--search-precision", "2"], "--search-precision 2 is not between 0 and 1"),
     ],
 )
 def test_a_search_that_cannot_run_is_refused(

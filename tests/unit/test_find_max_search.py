@@ -92,7 +92,7 @@ def test_the_bracket_is_written_and_read_back() -> None:
     [
         ({"objective": SloObjective()}, "none was given"),
         ({"start": 300.0}, "not between 0 and --max-level 256"),
-        ({"precision": 1.5}, "--precision 1.5 is not between 0 and 1"),
+        ({"precision": 1.5}, "--search-precision 1.5 is not between 0 and 1"),
     ],
 )
 def test_a_search_that_cannot_run_is_refused(kwargs: dict[str, object], said: str) -> None:

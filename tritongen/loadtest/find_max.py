@@ -89,7 +89,7 @@ class MaxSearch:
             )
         if not 0 < self.precision < 1:
             raise ConfigError(
-                f"--precision {self.precision:g} is not between 0 and 1", "e.g. --precision 0.1"
+                f"--search-precision {self.precision:g} is not between 0 and 1", "e.g. --search-precision 0.1"
             )
 
     @staticmethod

@@ -120,7 +120,9 @@ class GateFlags:
     ] = None
     precision: Annotated[
         float | None,
-        typer.Option("--precision", help="With --find-max: stop once missed/met is within 1 + this (0.1)."),
+        typer.Option(
+            "--search-precision", help="With --find-max: stop once missed/met is within 1 + this (0.1)."
+        ),
     ] = None
     wire: Annotated[
         bool,
@@ -224,12 +226,13 @@ def max_search(spec: LoadSpec, gates: GateFlags, saturation: bool) -> MaxSearch 
     """``--find-max``'s search from the one level given (None without it).
 
     Raises:
-        ConfigError: --max-level or --precision without --find-max, several levels, or --stop-at-saturation.
+        ConfigError: --max-level or --search-precision without --find-max, several levels, or
+            --stop-at-saturation.
     """
     if not gates.find_max:
         given = [
             flag
-            for flag, value in (("--max-level", gates.max_level), ("--precision", gates.precision))
+            for flag, value in (("--max-level", gates.max_level), ("--search-precision", gates.precision))
             if value is not None
         ]
         refuse_given(given, "applies with --find-max", "add --find-max, or drop it")
