@@ -73,14 +73,16 @@ def test_marks_are_read_back_over_the_measured_span_only(tmp_path: Path) -> None
     results = tmp_path / "windows.jsonl"
     ids = RequestIds(TAG, str(results))
     now = time.perf_counter()
+    issued = []
     for index in range(10):  # one request a second, the last 10 s
         count, _ = ids.next()
+        issued.append(count)
         ids.mark(count, now - 10 + index, now - 10 + index + 0.001)
     ids.write()
     epoch = time.time() - time.perf_counter()
     marks = ClientMarks.read(results, TAG, (epoch + now - 7.5, epoch + now - 2.5))
     counts = sorted(int(key[-9:]) for key in marks.times)
-    assert counts == [4, 5, 6, 7, 8]  # the requests that began 7, 6, 5, 4 and 3 s ago
+    assert counts == issued[3:8]  # the requests that ended 7, 6, 5, 4 and 3 s ago
     assert all(key.startswith(f"{TAG}{os.getpid() % 10**7:07d}") for key in marks.times)
 
 

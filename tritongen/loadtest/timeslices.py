@@ -60,7 +60,7 @@ def timeslice_figures(measured: list[Window], window_s: float, timeslice_s: floa
             "requests": group.ok + group.error_count,
             "errors": group.error_count,
             "qps": group.ok / seconds,
-            "latency_us": _percentiles(group, None),
+            "latency_us": _percentiles(group, name=None),
         }
         for name in TOKEN_FIGURES:
             figures = _percentiles(group, name)
