@@ -45,6 +45,11 @@ def wire_args() -> list[str]:
     return [] if WHY_NOT is not None else ["--wire", *APART]
 
 
+P99_VALUES = 200
+"""A P99 is held to its rule over this many values or more (the client's and the wire's sets of streams
+differ by a stream or two at the measured span's edges)."""
+
+
 def check_streams_on_the_wire(run: dict[str, Any], grpc: bool = False) -> None:
     """A streamed run's TTFT and gaps against its streams' on the wire (where the wire was checked).
 
@@ -60,7 +65,9 @@ def check_streams_on_the_wire(run: dict[str, Any], grpc: bool = False) -> None:
         assert wire is None
         return
     assert wire is not None and wire["streams"] >= 1, run.get("warnings")
+    counted = {"ttft_us": wire["streams"], "itl_us": wire["events"] - wire["streams"]}
     for name in ("ttft_us", "itl_us"):
         p50, p99 = wire[name]["p50"], wire[name]["p99"]
         assert p50["within"], (name, "p50", p50)
-        assert p99["client"] >= p99["wire"] - 1000, (name, "p99", p99)
+        if counted[name] >= P99_VALUES:  # fewer: P99 is the slowest one or two, which the span's edge decides
+            assert p99["client"] >= p99["wire"] - 1000, (name, "p99", p99)
