@@ -12,14 +12,13 @@ the final flag ends the request, one with an error drops it.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 
 from tritongen.loadtest.wire.http2 import DATA, Frame, frames
-from tritongen.loadtest.wire.packets import Connection
+from tritongen.loadtest.wire.packets import Connection, Joined
 from tritongen.loadtest.wire.requests import WireRequest
 
 MESSAGE_HEAD = 5
@@ -28,14 +27,8 @@ FINAL_RESPONSE = "triton_final_response"
 
 def _messages(stream_frames: list[Frame]) -> Iterator[tuple[int, int, bytes]]:
     """One side's gRPC messages on one stream: when its first and last bytes crossed, and its bytes."""
-    data = b"".join(frame.payload for frame in stream_frames)
-    ends, total = [], 0
-    for frame in stream_frames:
-        total += len(frame.payload)
-        ends.append(total)
-
-    def holding(offset: int) -> Frame:  # the frame whose payload holds the byte at ``offset``
-        return stream_frames[bisect.bisect_right(ends, offset)]
+    joined = Joined(stream_frames, lambda frame: frame.payload)
+    data, holding = joined.data, joined.holding
 
     position = 0
     while position + MESSAGE_HEAD <= len(data):

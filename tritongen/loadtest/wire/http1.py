@@ -12,10 +12,9 @@ when the client could first read it whole.
 
 from __future__ import annotations
 
-import bisect
 import re
 
-from tritongen.loadtest.wire.packets import Connection, Segment
+from tritongen.loadtest.wire.packets import Connection, Joined, Segment
 from tritongen.loadtest.wire.requests import WireRequest
 
 EVENT_STREAM = b"text/event-stream"
@@ -29,16 +28,12 @@ OUTPUT_TEXT = re.compile(rb'"(?:content|text|text_output)"\s*:\s*"(?!")')
 
 def output_events(segments: list[Segment]) -> list[int]:
     """When each server-sent event with output text was whole on the wire (ns), in order."""
-    data = b"".join(segment.data for segment in segments)
-    ends, total = [], 0
-    for segment in segments:
-        total += len(segment.data)
-        ends.append(total)
-    times = []
-    for line in DATA_LINE.finditer(data):
-        if OUTPUT_TEXT.search(line.group()):
-            times.append(segments[bisect.bisect_right(ends, line.end() - 1)].time_ns)
-    return times
+    joined = Joined(segments, lambda segment: segment.data)
+    return [
+        joined.holding(line.end() - 1).time_ns
+        for line in DATA_LINE.finditer(joined.data)
+        if OUTPUT_TEXT.search(line.group())
+    ]
 
 
 def http1_requests(connection: Connection) -> list[WireRequest]:

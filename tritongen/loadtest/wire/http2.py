@@ -9,11 +9,10 @@ The headers' contents (HPACK) are not needed and not read.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tritongen.loadtest.wire.packets import Connection
+from tritongen.loadtest.wire.packets import Connection, Joined
 from tritongen.loadtest.wire.requests import WireRequest
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -36,15 +35,13 @@ class Frame:
 
 def frames(connection: Connection, to_server: bool) -> Iterator[Frame]:
     """One side's frames in order (a frame cut off by the capture's end is left out)."""
-    pieces = [segment for segment in connection.segments if segment.to_server == to_server]
-    data = b"".join(segment.data for segment in pieces)
-    ends, total = [], 0
-    for segment in pieces:
-        total += len(segment.data)
-        ends.append(total)
+    joined = Joined(
+        [s for s in connection.segments if s.to_server == to_server], lambda segment: segment.data
+    )
+    data = joined.data
 
     def crossed(offset: int) -> int:  # when the byte at ``offset`` crossed the wire
-        return pieces[bisect.bisect_right(ends, offset)].time_ns
+        return joined.holding(offset).time_ns
 
     position = len(PREFACE) if to_server and data.startswith(PREFACE) else 0
     while position + FRAME_HEAD <= len(data):

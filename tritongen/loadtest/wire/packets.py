@@ -7,15 +7,18 @@ left out, so each byte counts once, at the time it first crossed the wire.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tritongen.errors import MissingDependencyError, TritongenError
 
+Piece = TypeVar("Piece")
 SYN, ACK = 0x02, 0x10
 """TCP flags: a client's SYN without ACK opens a connection."""
 
@@ -60,6 +63,19 @@ class Connection:
                 segment = Segment(segment.time_ns, segment.to_server, segment.data[repeated:])
         self.next_seq[segment.to_server] = end
         self.segments.append(segment)
+
+
+class Joined(Generic[Piece]):
+    """Pieces' bytes joined in order (segments, frames' payloads), and which piece holds a byte."""
+
+    def __init__(self, pieces: Sequence[Piece], data_of: Callable[[Piece], bytes]) -> None:
+        self.pieces = list(pieces)
+        self.data = b"".join(data_of(piece) for piece in self.pieces)
+        self.ends = list(itertools.accumulate(len(data_of(piece)) for piece in self.pieces))
+
+    def holding(self, offset: int) -> Piece:
+        """The piece that holds the byte at ``offset`` of :attr:`data`."""
+        return self.pieces[bisect.bisect_right(self.ends, offset)]
 
 
 def dpkt_module() -> Any:
