@@ -2,20 +2,22 @@
 
 Closed loop: send, wait for the response, send again (HTTP users share the process's
 :class:`~.http_engine.HttpEngine`). Open loop (``--triton-user-rate``): send on a schedule of
-its own, constant or Poisson, seeded by ``--triton-seed``, the worker and the user; at the
-in-flight cap (``--triton-max-inflight``) sends are held back, oldest first. A kind whose
-requests go through a transport (:mod:`.kinds`) hands it to :class:`TransportLoad`.
+its own, constant, Poisson or gamma, seeded by ``--triton-seed``, the worker and the user, or a
+schedule replayed (``--triton-schedule``: each send's time and request step); at the in-flight
+cap (``--triton-max-inflight``) sends are held back, oldest first. A kind whose requests go
+through a transport (:mod:`.kinds`) hands it to :class:`TransportLoad`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import socket
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -25,6 +27,7 @@ from .arrivals import arrival_gaps, gap_counts
 from .http_engine import HttpEngine
 from .options import TritonOptions
 from .recording import Recorder
+from .shared import SCHEDULE_START, read_schedule
 from .transports import HttpTransport, Transport, error_kind
 
 if TYPE_CHECKING:
@@ -82,21 +85,26 @@ class OpenLoop:
         self.options = options
         self.rng = random.Random(rng_seed)
         self.idle: list[Any] = []
-        self.held: deque[float] = deque()  # scheduled times of the sends held back, oldest first
+        self.held: deque[tuple[float, int]] = deque()  # sends held back (scheduled time, step), oldest first
         self.in_flight = 0
         self.clock = time.perf_counter
 
-    def run(self) -> None:
-        """Send until Locust stops the user."""
+    def sends(self) -> Iterator[tuple[float, int]]:
+        """The scheduled sends (perf_counter time, request step; -1: the next in turn), in time order."""
         gap = arrival_gaps(self.options, self.rng)
-        recorder, clock = self.recorder, self.clock
-        next_at = clock()
-        last: float | None = None
+        next_at = self.clock()
         while True:
             next_at += gap()
+            yield next_at, -1
+
+    def run(self) -> None:
+        """Send until Locust stops the user (or, after the last send of a finite schedule, wait for it)."""
+        recorder, clock = self.recorder, self.clock
+        last: float | None = None
+        for next_at, step in self.sends():
             wait_until(next_at, clock)
             if self.in_flight >= self.options.max_inflight:
-                self.held.append(next_at)
+                self.held.append((next_at, step))
                 recorder.hold(next_at)
                 continue
             now = clock()
@@ -106,31 +114,56 @@ class OpenLoop:
                     recorder.count(name, now, amount)
             last = now
             self.in_flight += 1
-            gevent.spawn(self._fire, next_at)
+            gevent.spawn(self._fire, next_at, step)
+        while True:
+            gevent.sleep(3600)
 
-    def _fire(self, scheduled: float) -> None:
+    def _fire(self, scheduled: float, step: int) -> None:
         """One slot in flight: send, then take over held-back sends while there are any."""
         try:
             while True:
-                error = self._send()
+                error = self._send(step)
                 self.recorder.record(scheduled, self.clock(), error)
                 if not self.held:
                     return
-                scheduled = self.held.popleft()
+                scheduled, step = self.held.popleft()
                 now = self.clock()
                 self.recorder.sent(now, now - scheduled, held=True)
         finally:
             self.in_flight -= 1
 
-    def _send(self) -> str | None:
+    def _send(self, step: int) -> str | None:
         """Send once on an idle connection (or a new one); a failure is counted by kind, never raised."""
         try:
             connection = self.idle.pop() if self.idle else self.transport.new_connection()
+            if step >= 0:  # set just before the send reads it, with no switch between
+                self.transport.step = step
             error = self.transport.send(connection)
             self.idle.append(connection)
         except Exception as e:
             error = error_kind(e, self.options.timeout)
         return error
+
+
+class ScheduledLoop(OpenLoop):
+    """A replayed schedule (``--triton-schedule``): each send at its time, with its own request step.
+
+    The schedule's time 0 is the start of the window ``warm-up`` after the next one begins (its
+    warm-up sends go before it); that window is marked (``SCHEDULE_START``) for tritongen to start
+    measuring there, so that stages and a trace's times line up with the measured span.
+    """
+
+    def sends(self) -> Iterator[tuple[float, int]]:
+        """The schedule's sends, from its warm-up on (perf_counter time, request step)."""
+        warmup_s, times, steps = read_schedule(self.options.schedule)
+        recorder = self.recorder
+        window_s, wall_offset = recorder.window_s, recorder.wall_offset
+        index = int((self.clock() + wall_offset - recorder.t0) // window_s)
+        warm_windows = math.ceil(warmup_s / window_s - 1e-9)
+        origin = recorder.t0 + (index + 1 + warm_windows) * window_s - wall_offset
+        recorder.count(SCHEDULE_START, origin + window_s / 2)
+        for at, step in zip(times.tolist(), steps.tolist(), strict=True):
+            yield origin + at, step
 
 
 def closed_loop(transport: Transport, recorder: Recorder) -> None:
@@ -177,7 +210,8 @@ class TransportLoad:
         assert recorder is not None
         if options.user_rate > 0:
             rng_seed = schedule_seed(options.seed, worker_key(self.environment), next(process.user_numbers))
-            OpenLoop(recorder, self.transport, options, rng_seed).run()
+            loop = ScheduledLoop if options.schedule else OpenLoop
+            loop(recorder, self.transport, options, rng_seed).run()
         elif isinstance(self.transport, HttpTransport):
             if process.engine is None or process.engine.stopped:
                 process.engine = HttpEngine(self.transport, recorder)

@@ -55,6 +55,12 @@ OPTIONS = (
         "arrival-cv", 1.0, "gamma: the coefficient of variation of the gaps between sends (above 1: bursts)."
     ),
     _Option(
+        "schedule",
+        "",
+        "Open loop: a schedule to replay (.npz: each send's time from the measured span's start and "
+        "its request step), instead of --triton-arrival's.",
+    ),
+    _Option(
         "max-inflight",
         1024,
         "Open loop: requests in flight per user; further sends are held back until one finishes.",
@@ -129,6 +135,7 @@ class TritonOptions:
     user_rate: float
     arrival: str
     arrival_cv: float
+    schedule: str
     max_inflight: int
     window: float
     t0: float

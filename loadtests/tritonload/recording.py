@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
+import gevent.monkey
 from hdrh.histogram import HdrHistogram
 from locust.runners import MasterRunner
 from locust.stats import RequestStats
@@ -33,6 +34,7 @@ from .shared import (
     MATCHED_COUNT,
     MISMATCHED_PREFIX,
     PERCENTILES,
+    SEND_LAG,
     VALIDATION_ERROR,
     Mismatch,
     WindowLine,
@@ -50,9 +52,7 @@ its last piece is in by then (a piece later still is sent with the next report a
 
 def real_lock() -> Any:
     """A lock of the OS, not gevent's (Locust monkey-patches threading)."""
-    from gevent.monkey import get_original
-
-    return get_original("_thread", "allocate_lock")()
+    return gevent.monkey.get_original("_thread", "allocate_lock")()
 
 
 def new_histogram() -> HdrHistogram:
@@ -227,10 +227,10 @@ class Recorder:
             window.mismatches.setdefault(output, detail)
 
     def sent(self, when: float, lag_s: float, held: bool = False) -> None:
-        """Count one request leaving; ``lag_s`` is how late it left against its schedule.
+        """Count one request leaving; ``lag_s`` is how late it left against its schedule (``SEND_LAG``).
 
-        A send that was held back (``held``) left late because the in-flight cap was reached,
-        not because the generator fell behind: its wait goes to ``max_hold_us``, not ``late``.
+        A send that was held back (``held``) left late because the in-flight cap was reached, not because
+        the generator fell behind: its wait goes to ``max_hold_us``, not ``late`` nor the lateness.
         """
         with self.lock:
             window = self._window(when)
@@ -240,6 +240,7 @@ class Recorder:
                 return
             if lag_s > LATE_S:
                 window.late += 1
+            window.extra_histogram(SEND_LAG).record_value(min(HIGHEST_US, max(LOWEST_US, lag_s * 1e6)))
             window.max_lag_us = max(window.max_lag_us, lag_s * 1e6)
 
     def hold(self, scheduled: float) -> None:

@@ -32,7 +32,9 @@ __all__ = [
     "MISMATCHED_PREFIX",
     "OPENAI_PATHS",
     "PERCENTILES",
+    "SCHEDULE_START",
     "SCHEMA",
+    "SEND_LAG",
     "SERVER_KEYS",
     "STABILITY_TOLERANCE",
     "STABILITY_WINDOWS",
@@ -56,7 +58,9 @@ __all__ = [
     "is_stable_figures",
     "latency_figures",
     "one_line",
+    "read_schedule",
     "token_source",
+    "write_schedule",
 ]
 """What the tritongen package takes from here (through ``tritongen/io/loadgen_shared.py``)."""
 
@@ -349,6 +353,11 @@ request, waiting for the response's first bytes, reading the rest."""
 KERNEL_LATENCY = "kernel"
 """The further latency of a plain HTTP request up to the kernel's receipt of its response's last bytes
 (the socket's receive timestamp): its latency less the client's own time after the bytes came."""
+SEND_LAG = "send_lag"
+"""The further latency of an open loop's sends that left on schedule: how late each left (its lateness)."""
+SCHEDULE_START = "schedule_start"
+"""The counter a replayed schedule (``--triton-schedule``) puts in the window its schedule's time 0 opens:
+the measured span starts there."""
 MISMATCHED_PREFIX = "mismatched/"
 """``mismatched/OUTPUT``: the counter of responses whose output OUTPUT differed."""
 
@@ -359,3 +368,25 @@ WEB_TOKEN_ENV = "TRITONGEN_LOCUST_TOKEN"
 other users of the machine cannot read): every request to that API must carry it."""
 WEB_TOKEN_HEADER = "X-Tritongen-Token"
 """The header a request to such a Locust's web API carries the secret in."""
+
+
+# -- a replayed schedule (``--triton-schedule``) ----------------------------------------------
+
+
+def write_schedule(path: Any, warmup_s: float, times_s: Any, steps: Any) -> None:
+    """Write a schedule's sends to ``path``, in time order.
+
+    Each send's time is in s from the measured span's start (the warm-up's before 0, from
+    ``-warmup_s``); its step is the request it sends (-1: the next in turn).
+    """
+    times = np.asarray(times_s, dtype=np.float64)
+    if len(times) > 1 and bool(np.any(np.diff(times) < 0)):
+        raise ValueError("a schedule's times must not go back")
+    with open(path, "wb") as out:
+        np.savez(out, times=times, steps=np.asarray(steps, dtype=np.int64), warmup_s=np.float64(warmup_s))
+
+
+def read_schedule(path: Any) -> tuple[float, Any, Any]:
+    """What :func:`write_schedule` wrote: the warm-up in s, the times and the steps."""
+    with np.load(path) as data:
+        return float(data["warmup_s"]), data["times"].astype(np.float64), data["steps"].astype(np.int64)

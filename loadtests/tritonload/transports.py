@@ -81,6 +81,8 @@ class Transport(Protocol):
     """A prepared request and how to send it; ``send`` returns an error kind or None."""
 
     rows: int
+    step: int
+    """The request step the next ``send`` sends (a replayed schedule sets it before each send)."""
 
     def new_connection(self) -> Any:
         """A fresh connection to the server."""

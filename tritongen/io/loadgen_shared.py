@@ -25,12 +25,15 @@ else:
 
 # The locustfile's option table (tritonload/options.py imports nothing but dataclasses and the
 # kinds' names): what a Locust that stays up across runs is given with each run. The load kinds
-# by name (tritonload/kinds.py, the standard library only): tritongen finds its side of each.
+# by name (tritonload/kinds.py, the standard library only): tritongen finds its side of each. The
+# gaps of the arrival processes (tritonload/arrivals.py): a load shape draws its schedule with them.
 if TYPE_CHECKING:
+    from tritonload.arrivals import arrival_gaps
     from tritonload.kinds import AUTO_KIND, KINDS
     from tritonload.options import OPTIONS
 else:
+    from tritongen.loadtests.tritonload.arrivals import arrival_gaps
     from tritongen.loadtests.tritonload.kinds import AUTO_KIND, KINDS
     from tritongen.loadtests.tritonload.options import OPTIONS
 
-__all__ = [*_shared_names, *_data_names, "AUTO_KIND", "KINDS", "OPTIONS"]
+__all__ = [*_shared_names, *_data_names, "AUTO_KIND", "KINDS", "OPTIONS", "arrival_gaps"]

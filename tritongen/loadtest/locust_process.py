@@ -110,6 +110,8 @@ class LocustArgs:
     report: bool = True
     """Whether the master writes its report as the test ends (tritongen's own runs need none)."""
     trace_tag: str = ""
+    schedule: Path | None = None
+    """An open loop's schedule to replay (a load shape's sends), instead of its arrival process."""
     """``--server-trace``: each request carries an id with this tag, its times written beside ``results``."""
 
     def argv(self) -> list[str]:
@@ -162,6 +164,8 @@ class LocustArgs:
         )
         if self.user_rate > 0:
             values.update({"user-rate": repr(self.user_rate), "arrival": self.arrival})
+            if self.schedule is not None:
+                values["schedule"] = str(self.schedule)
             if self.arrival_cv is not None:
                 values["arrival-cv"] = repr(self.arrival_cv)
         unknown = sorted(set(self.kind_options) - set(DEFAULTS))

@@ -13,8 +13,9 @@ import math
 import os
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from tritongen.io.loadgen_shared import WORKER_FAILURE, is_stable_figures
+from tritongen.io.loadgen_shared import SCHEDULE_START, WORKER_FAILURE, is_stable_figures, write_schedule
 from tritongen.loadtest.distributed import lost_reason
 from tritongen.loadtest.failures import Failing
 from tritongen.loadtest.load_processes import ServiceRun, StartedRun, shares_process, start_locust
@@ -73,7 +74,7 @@ def run_processes(spec: LoadSpec, level: float) -> int:
     """Locust processes of a level: as asked, else enough; never more than the users; a master's workers."""
     if spec.distributed is not None:  # workers elsewhere, each with its share of the users
         return spec.distributed.workers
-    if spec.arrival == "gamma":  # one schedule: its bursts are one process's (loadtest/arrivals.py)
+    if spec.arrival == "gamma" or spec.shape is not None:  # one schedule: one process's (.arrivals, .shapes)
         return 1
     processes = spec.processes or auto_processes(spec.mode, level)
     return min(processes, int(level)) if spec.mode == "concurrency" else processes
@@ -198,7 +199,18 @@ class ModelRun:
             # the windows are read here; a distributed run's master reports as it is stopped
             report=spec.distributed is not None,
             trace_tag=self.test.id_tag,
+            schedule=self._schedule_file(),
         )
+
+    def _schedule_file(self) -> Path | None:
+        """A shaped load's sends, drawn and written for this run (None: not a shaped load)."""
+        shape = self.spec.shape
+        if shape is None:
+            return None
+        path = self.test.workdir / f"schedule-{self.level:g}-r{self.round}.npz"
+        schedule = shape.schedule(self.spec.warmup_s, self.spec.seed)
+        write_schedule(path, schedule.warmup_s, schedule.times_s, schedule.steps)
+        return path
 
     def check(self) -> str | None:
         """Read the new windows; why the run must stop (Locust, the server, a worker), else None."""
@@ -286,7 +298,9 @@ class ModelRun:
             if time.monotonic() - watch.started > limit:
                 return f"no request finished within {limit:.0f} s of starting Locust"
             return None
-        if watch.warmed_at is not None and first < watch.warmed_at:
+        if self.spec.shape is not None:  # a schedule's time 0 is marked where its process laid it
+            watch.measure_start = watch.log.marked(SCHEDULE_START)
+        elif watch.warmed_at is not None and first < watch.warmed_at:
             watch.measure_start = watch.warmed_at  # requests finished during the warm-up, as asked
         else:  # the first active window is partial; warm-up starts after it
             watch.measure_start = first + 1 + math.ceil(self.spec.warmup_s / self.window_s)

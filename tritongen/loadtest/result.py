@@ -149,6 +149,11 @@ class RunResult:
     """``--wire``: the measured requests' latency on the client and on the wire (:mod:`.wire.check`)."""
     timeslices: list[dict[str, Any]] = field(default_factory=list)
     """``--timeslice``: the run's figures per slice of its measured time (:mod:`.timeslices`)."""
+    schedule: dict[str, Any] | None = None
+    """Open loop: how well the sends kept their schedule (:func:`~.timeslices.schedule_fidelity`): ``shape``,
+    ``lateness_us`` (P50, P99, max), ``late_share`` (over 1 ms late), ``kept`` (lateness P99 within 10 ms)."""
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    """A ramp or ``--stages``: the run's figures per stage, as ``timeslices`` with ``stage`` and ``rate``."""
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Distributed load (``--master``): each worker's part by id: ``requests``, ``errors``, ``ok``,
     ``lost`` (the master lost it mid-run), ``lost_at_s`` (when, from the run's start) and
@@ -157,7 +162,15 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """One run object of the ``tritongen.loadtest/1`` document (``error_messages``: where there are)."""
         data = asdict(self)
-        for name in ("error_messages", "server_trace", "client_overhead_us", "wire", "timeslices"):
+        for name in (
+            "error_messages",
+            "server_trace",
+            "client_overhead_us",
+            "wire",
+            "timeslices",
+            "schedule",
+            "stages",
+        ):
             if not data[name]:  # written where there are
                 del data[name]
         return data

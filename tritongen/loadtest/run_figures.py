@@ -24,7 +24,7 @@ from tritongen.loadtest.model_run import ModelRun, judge_stability
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.server_counters import ServerCounters
 from tritongen.loadtest.spec import LoadSpec
-from tritongen.loadtest.timeslices import timeslice_figures
+from tritongen.loadtest.timeslices import schedule_fidelity, stage_figures, timeslice_figures
 from tritongen.loadtest.windows import Window, extra_summaries, latency_summary, merge, window_latency
 from tritongen.metrics.other_cpu import OtherCpu
 from tritongen.metrics.prometheus import MetricsSampler
@@ -90,6 +90,8 @@ def run_result(
     )
     if spec.timeslice_s is not None:
         result.timeslices = timeslice_figures(measured, window_s, spec.timeslice_s)
+    if spec.shape is not None:
+        result.stages = stage_figures(measured, window_s, spec.shape.stages())
     _add_figures(run, result, total, span)
     return result
 
@@ -106,12 +108,15 @@ def _gpu_figures(sampler: MetricsSampler, span: tuple[float, float]) -> dict[str
 def _add_figures(run: ModelRun, result: RunResult, total: Window, span: tuple[float, float]) -> None:
     """What an open loop, a sampled machine and the load's kind add to a result; the stability warning."""
     if run.spec.mode == "rate":
-        _add_schedule_figures(result, total, run.level)
+        _add_schedule_figures(result, total, run.level, run.spec)
         _add_arrival_figures(result, total, run.spec)
     if run.other_cpu is not None:
         _add_other_cpu(result, run.other_cpu.summary(*span), run.spec.other_cpu_limit)
     run.test.kind.add_figures(result, RunView(run.users(), span, run.test.sampler))
-    if result.status == "ok" and not result.stable and total.ok:  # nothing succeeded: the errors say why
+    shaped = run.spec.shape is not None  # a ramp, stages, a trace: its load changes on purpose
+    if (
+        result.status == "ok" and not result.stable and total.ok and not shaped
+    ):  # nothing succeeded: errors say
         result.warnings.append(
             f"not stable: the last {3} windows differ by more than 10% in throughput or P99 "
             f"after {result.duration_s:.0f} s (raise --max-duration or reduce noise)"
@@ -145,9 +150,10 @@ def _add_other_cpu(result: RunResult, other: OtherCpu | None, limit: float) -> N
         )
 
 
-def _add_schedule_figures(result: RunResult, total: Window, target: float) -> None:
-    """An open-loop run's schedule: the rate achieved, late and held-back sends, and their warnings."""
+def _add_schedule_figures(result: RunResult, total: Window, target: float, spec: LoadSpec) -> None:
+    """An open-loop run's schedule: the rate achieved, how late its sends left, held-back sends, warnings."""
     result.achieved_rate = total.sent / result.duration_s if result.duration_s else 0.0
+    result.schedule = schedule_fidelity(total, spec.shape.describe() if spec.shape else None)
     result.late_sends = total.late
     result.max_send_lag_us = total.max_lag_us
     result.held_back_sends = total.held_back
@@ -174,7 +180,14 @@ def _schedule_warnings(result: RunResult, target: float) -> list[str]:
             "(use more --processes); latency still counts from the scheduled times"
         )
     sent = max(1, result.requests)
-    if result.late_sends > LATE_FRACTION_WARNING * sent:
+    fidelity = result.schedule or {}
+    if fidelity.get("kept") is False:
+        warnings.append(
+            "the generator did not keep the schedule: its sends left "
+            f"{fidelity['lateness_us']['p99'] / 1000:.1f} ms late at P99 (over 10 ms): the load was "
+            "shaped by the generator, not the schedule (a busy machine?)"
+        )
+    elif result.late_sends > LATE_FRACTION_WARNING * sent:
         warnings.append(
             f"{result.late_sends} requests left more than 1 ms late "
             f"(max {result.max_send_lag_us / 1000:.1f} ms): "

@@ -18,6 +18,8 @@ from tritongen.io.loadgen_shared import AUTO_KIND, KINDS, STABILITY_TOLERANCE
 from tritongen.loadtest.distributed import Distributed
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.sequences import check_sequence_settings
+from tritongen.loadtest.shapes.base import LoadShape
+from tritongen.loadtest.shapes.checks import check_shape
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 from tritongen.loadtest.sweep_rules import LevelSearch, SweepRule
 from tritongen.loadtest.timeslices import slice_windows
@@ -133,6 +135,9 @@ class LoadSpec:
     """``--wire``: the loopback traffic captured, each run checked against it (:mod:`.wire.check`)."""
     timeslice_s: float | None = None
     """``--timeslice``: each run's figures per slice of this many seconds too (:mod:`.timeslices`)."""
+    shape: LoadShape | None = None
+    """An open loop's sends laid out in time (a ramp, ``--stages``, ``--trace``: :mod:`.shapes`), replayed
+    by one load process; its length is the measured time (None: a steady rate or concurrency)."""
 
     def __post_init__(self) -> None:
         """A spec is checked as it is made, once: what exists is legal (``replace`` makes a new one)."""
@@ -174,6 +179,8 @@ class LoadSpec:
         if self.atol < 0 or self.rtol < 0:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         self._check_arrival()
+        if self.shape is not None:
+            check_shape(self)
         if self.timeslice_s is not None:
             if self.timeslice_s <= 0:
                 raise ConfigError("--timeslice must be positive", "e.g. --timeslice 10s")
@@ -268,6 +275,8 @@ class LoadSpec:
         if self.window_s is not None:
             return self.window_s
         window = min(5.0, max(1.0, self.duration_s / 6))
+        if self.shape is not None:  # its stages (and a timeslice) are whole numbers of windows
+            return self.shape.window_s(window, self.timeslice_s)
         if self.timeslice_s is not None:
             return self.timeslice_s / math.ceil(self.timeslice_s / window - 1e-9)
         return window

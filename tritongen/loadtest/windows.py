@@ -170,6 +170,11 @@ class WindowLog:
         active = [i for i, w in self.windows.items() if w.ok or w.error_count]
         return min(active) if active else None
 
+    def marked(self, counter: str) -> int | None:
+        """The first window that counted ``counter`` (a schedule's start), None while none has."""
+        marked = [i for i, w in self.windows.items() if w.counts.get(counter)]
+        return min(marked) if marked else None
+
     def span(self, start: int, end: int) -> list[Window]:
         """Windows ``start <= index < end`` (empty windows included, so gaps count as zero)."""
         return [self.windows.get(i, Window(i)) for i in range(start, end)]

@@ -17,12 +17,14 @@ from tritongen.cli.options.load import LoadFlags, RunFlags, load_spec
 from tritongen.cli.options.output import OutputFlags
 from tritongen.cli.options.rounds import RoundsFlags
 from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shape import ShapeFlags
 from tritongen.cli.options.shared import LoadTimeout, Serve, SkipFailed, SloP99, Url
 from tritongen.cli.progress import live_line, run_text
 from tritongen.cli.serving import serving_hooks
 from tritongen.cli.verdict import finish
 from tritongen.errors import ConfigError
 from tritongen.intervals import check_confidence
+from tritongen.loadtest.arrivals import parse_arrival
 from tritongen.loadtest.client_floor import floor_lines
 from tritongen.loadtest.find_max import DEFAULT_CAP, DEFAULT_PRECISION, MaxSearch, SloObjective
 from tritongen.loadtest.locust_process import WEB_HOST
@@ -149,6 +151,7 @@ def loadtest_command(
     gates: GateFlags,
     llm: LlmFlags,
     serving: ServeFlags,
+    shape: ShapeFlags,
     model: Annotated[
         str | None,
         typer.Argument(help="Served model name, e.g. mlp_onnx (none with --worker).", show_default=False),
@@ -161,7 +164,7 @@ def loadtest_command(
             refused = _not_for_workers(url, serving)
             run_worker_mode(model, run, given_options(load, rounds, output, gates, llm) + refused)
             return
-        request = _request(model, url, load, run, rounds, gates, llm, serving)
+        request = _request(model, url, (load, shape), run, rounds, gates, llm, serving)
         for warning in request.check():
             say(f"warning: {warning}", err=True)
         if request.spec.rounds > 1:
@@ -180,7 +183,7 @@ def loadtest_command(
 def _request(
     model: str | None,
     url: str | None,
-    load: LoadFlags,
+    loads: tuple[LoadFlags, ShapeFlags],
     run: RunFlags,
     rounds: RoundsFlags,
     gates: GateFlags,
@@ -194,10 +197,12 @@ def _request(
     """
     if model is None:
         raise ConfigError("MODEL is missing", "e.g. tritongen loadtest mlp_onnx --concurrency 1,8")
+    load, shape_flags = loads
     check_confidence(rounds.confidence)  # the report's intervals use it; the spec does not carry it
     saturation = SaturationRule(gates.slo_p99_ms, rounds.confidence) if run.stop_at_saturation else None
+    shape = shape_flags.load_shape(load, model, parse_arrival(run.arrival))
     spec = load_spec(
-        model, url, load, run, rounds=rounds.count(default=1), llm=llm.load(), stop_at=saturation
+        model, url, load, run, rounds=rounds.count(default=1), llm=llm.load(), stop_at=saturation, shape=shape
     )
     if gates.trace_rate is not None and not gates.server_trace:
         raise ConfigError("--trace-rate applies with --server-trace", "add --server-trace, or drop it")

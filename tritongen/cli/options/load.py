@@ -24,6 +24,7 @@ from tritongen.loadtest.kinds.registry import kind_names
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
+from tritongen.loadtest.shapes.base import LoadShape
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.loadtest.sweep_rules import SweepRule
 from tritongen.server.affinity import parse_cpus
@@ -230,6 +231,10 @@ class LoadFlags:
             raise ConfigError("--concurrency and --rate exclude each other", "use one: closed or open loop")
         if not self.rate:
             return "concurrency", tuple(float(v) for v in self.concurrency_levels())
+        if ".." in self.rate:
+            raise ConfigError(
+                f"--rate {self.rate}: a ramp is loadtest's", "give --rate levels, e.g. 500,1000"
+            )
         try:
             return "rate", tuple(float(v) for v in self.rate.split(",") if v.strip())
         except ValueError as e:
@@ -392,6 +397,7 @@ def load_spec(
     rounds: int = 1,
     llm: LlmLoad | None = None,
     stop_at: SweepRule | None = None,
+    shape: LoadShape | None = None,
 ) -> LoadSpec:
     """The load spec of ``loadtest`` and ``tune`` from their option groups (checked as it is made).
 
@@ -399,7 +405,7 @@ def load_spec(
         ConfigError: contradictory or malformed values.
     """
     plan = load.input_plan()
-    mode, levels = load.levels()
+    mode, levels = ("rate", (shape.mean_rate,)) if shape is not None else load.levels()
     arrival, arrival_cv = parse_arrival(run.arrival)
     if run.processes != "auto" and not run.processes.isdigit():
         raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")
@@ -422,9 +428,9 @@ def load_spec(
         input_values=dict(plan.values),
         atol=DEFAULT_ATOL if load.atol is None else load.atol,
         rtol=DEFAULT_RTOL if load.rtol is None else load.rtol,
-        duration_s=load.duration_s(),
+        duration_s=load.duration_s() if shape is None else shape.duration_s,
         warmup_s=load.warmup_s(),
-        max_duration_s=parse_duration(run.max_duration, "--max-duration") if run.max_duration else None,
+        max_duration_s=_max_duration(run, shape),
         window_s=parse_duration(run.window, "--window") if run.window else None,
         timeslice_s=parse_duration(run.timeslice, "--timeslice") if run.timeslice else None,
         processes=None if run.processes == "auto" else int(run.processes),
@@ -443,7 +449,17 @@ def load_spec(
         llm=llm,
         kind=load.load_kind,
         stop_at=stop_at,
+        shape=shape,
     )
+
+
+def _max_duration(run: RunFlags, shape: LoadShape | None) -> float | None:
+    """``--max-duration`` (a shaped load: its own length; the option does not apply)."""
+    if shape is None:
+        return parse_duration(run.max_duration, "--max-duration") if run.max_duration else None
+    if run.max_duration:
+        raise ConfigError(f"{shape.option} lasts its own length: --max-duration does not apply", "drop it")
+    return shape.duration_s
 
 
 def parse_other_cpu_limit(text: str) -> float:

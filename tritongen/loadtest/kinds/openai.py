@@ -25,6 +25,7 @@ from tritongen.loadtest.llm.runs import (
     llm_options,
     llm_server_notes,
 )
+from tritongen.loadtest.shapes.trace_requests import replayed_prompts
 from tritongen.metrics.vllm import parse_vllm_metrics, vllm_figures
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ class OpenAiKind(LoadKind):
             raise ConfigError("--load-kind openai needs --api", "e.g. --api openai-chat")
         path = folder / LLM_REQUESTS_FILE
         key = api_key_from_env(llm.api_key_env)
-        prepare_openai_requests(llm, spec.model, spec.address, path, key, spec.seed)
+        replayed = replayed_prompts(spec.shape, llm.tokenizer, spec.seed)
+        prepare_openai_requests(llm, spec.model, spec.address, path, key, spec.seed, replayed)
         interface = ModelInterface(spec.model, 0, (), ())
         return Requests(interface=interface, rows=1, path=path, options=llm_options(llm, path))
 

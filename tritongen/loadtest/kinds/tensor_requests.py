@@ -17,6 +17,8 @@ from tritongen.client.inputs import ModelInterface
 from tritongen.client.validation_data import ExpectedOutputs, expected_outputs
 from tritongen.errors import ConfigError
 from tritongen.io.arrays import write_steps
+from tritongen.loadtest.shapes.trace_replay import TraceReplay
+from tritongen.loadtest.shapes.trace_requests import check_data_entries, refuse_prompts, trace_tensor_steps
 from tritongen.loadtest.validation import check_validation
 
 if TYPE_CHECKING:
@@ -50,7 +52,20 @@ def prepare_steps(spec: LoadSpec, interface: ModelInterface) -> list[Step]:
         SourceError: the data file is unreadable, or its data does not fit the model.
     """
     plan = InputPlan(source=spec.input_data, string_length=spec.string_length, values=spec.input_values)
-    return input_steps(interface, plan, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed)
+    replay = spec.shape if isinstance(spec.shape, TraceReplay) else None
+    refuse_prompts(replay)
+    if replay is not None and replay.tensor_variants():  # a trace's requests: one per distinct shapes
+        return trace_tensor_steps(
+            replay,
+            interface,
+            lambda batch, shapes: input_steps(
+                interface, plan, batch_size=batch, shapes=shapes, seed=spec.seed
+            )[0],
+        )
+    steps = input_steps(interface, plan, batch_size=spec.batch_size, shapes=spec.shapes, seed=spec.seed)
+    if replay is not None:
+        check_data_entries(replay, len(steps))
+    return steps
 
 
 def write_tensor_requests(

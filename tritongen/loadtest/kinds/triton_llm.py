@@ -25,6 +25,7 @@ from tritongen.loadtest.llm.runs import (
     llm_options,
     llm_server_notes,
 )
+from tritongen.loadtest.shapes.trace_requests import replayed_prompts
 from tritongen.metrics.vllm import parse_triton_and_vllm_metrics, vllm_figures
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ class TritonLlmKind(LoadKind):
                 "give a model with the text_input/text_output convention of Triton's LLM backends",
             )
         path = folder / LLM_REQUESTS_FILE
-        prepare_llm_requests(llm, spec.model, path, spec.seed)
+        replayed = replayed_prompts(spec.shape, llm.tokenizer, spec.seed)
+        prepare_llm_requests(llm, spec.model, path, spec.seed, replayed)
         return Requests(interface=interface, rows=1, path=path, options=llm_options(llm, path))
 
     def add_figures(self, result: RunResult, run: RunView) -> None:

@@ -95,15 +95,21 @@ class PreparedLlm:
     """Its ``max_tokens``."""
 
 
-def prepare_llm_requests(load: LlmLoad, model: str, path: Path, seed: int = 0) -> PreparedLlm:
+def prepare_llm_requests(
+    load: LlmLoad, model: str, path: Path, seed: int = 0, replayed: list[Prompt] | None = None
+) -> PreparedLlm:
     """Write the test's requests to ``path`` (JSON lines); how many, and the longest.
+
+    ``replayed``: a trace's prompts, one per entry, in its order (None: the load's own).
 
     Raises:
         ConfigError: a tokenizer that cannot be read.
         SourceError: a prompts file that cannot be read.
     """
     tokenizer = load_tokenizer(load.tokenizer) if load.tokenizer is not None else None
-    if load.prompts is not None:
+    if replayed is not None:
+        prompts = replayed
+    elif load.prompts is not None:
         prompts = read_prompts(load.prompts, tokenizer)
     else:
         prompts = synthetic_prompts(

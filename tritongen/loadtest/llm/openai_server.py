@@ -17,10 +17,17 @@ from tritongen.client.address import ServerAddress
 from tritongen.client.openai_api import check_served, probe_request, served_models
 from tritongen.io.loadgen_shared import OPENAI_PATHS
 from tritongen.loadtest.llm.load import LlmLoad, PreparedLlm, prepare_llm_requests
+from tritongen.loadtest.llm.prompts import Prompt
 
 
 def prepare_openai_requests(
-    load: LlmLoad, model: str, address: ServerAddress, path: Path, api_key: str | None, seed: int = 0
+    load: LlmLoad,
+    model: str,
+    address: ServerAddress,
+    path: Path,
+    api_key: str | None,
+    seed: int = 0,
+    replayed: list[Prompt] | None = None,
 ) -> PreparedLlm:
     """Check the server at ``address`` takes the test's requests, and write them to ``path``.
 
@@ -32,7 +39,7 @@ def prepare_openai_requests(
     """
     models = served_models(address, api_key)
     check_served(models, model)
-    prepared = prepare_llm_requests(load, model, path, seed)
+    prepared = prepare_llm_requests(load, model, path, seed, replayed)
     probe = probe_request(address, OPENAI_PATHS[load.api], prepared.longest, api_key)
     if probe.prompt_tokens is not None:
         check_served(models, model, probe.prompt_tokens + prepared.longest_output)

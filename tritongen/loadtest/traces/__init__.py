@@ -1,0 +1,1 @@
+"""Recorded traffic read for replay: tritongen's JSON lines, Mooncake's LLM traces, Triton's trace files."""
