@@ -45,7 +45,7 @@ def run_result(
     ``outcome``: how the level ended, and why. The result holds the run's figures and its
     kind's; ``counters`` (None: the server has no statistics API) give the server's.
     """
-    spec, window_s = run.spec, run.window_s
+    spec, window_s, rows = run.spec, run.window_s, run.test.requests.rows
     status, reason = outcome
     elapsed = len(measured) * window_s
     total = merge(measured) if measured else Window(0)
@@ -65,7 +65,8 @@ def run_result(
         errors_by_kind=dict(sorted(total.errors.items())),
         error_messages=first_messages(run.watch.log.windows),
         qps=qps,
-        infer_per_s=qps * run.test.requests.rows,
+        infer_per_s=qps
+        * (spec.shape.rows_per_request(rows, run.test.requests.interface.batched) if spec.shape else rows),
         latency_us=latency_summary(total.histogram) if total.ok else None,
         latencies_us=extra_summaries(total),
         counts=dict(sorted(total.counts.items())),
@@ -109,7 +110,8 @@ def _add_figures(run: ModelRun, result: RunResult, total: Window, span: tuple[fl
     """What an open loop, a sampled machine and the load's kind add to a result; the stability warning."""
     if run.spec.mode == "rate":
         _add_schedule_figures(result, total, run.level, run.spec)
-        _add_arrival_figures(result, total, run.spec)
+        if run.spec.shape is None:  # a shape's rate changes: its gaps' CV is no arrival process's
+            _add_arrival_figures(result, total, run.spec)
     if run.other_cpu is not None:
         _add_other_cpu(result, run.other_cpu.summary(*span), run.spec.other_cpu_limit)
     run.test.kind.add_figures(result, RunView(run.users(), span, run.test.sampler))

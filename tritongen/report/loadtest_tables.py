@@ -18,7 +18,7 @@ from tritongen.report.table_data import (
     run_style,
     us_cell,
 )
-from tritongen.report.timeslice_report import timeslice_table
+from tritongen.report.timeslice_report import stage_table, timeslice_table
 from tritongen.report.trace_report import server_trace_table
 from tritongen.report.wire_report import client_time_notes, wire_table
 
@@ -33,6 +33,7 @@ def loadtest_report_tables(report: LoadTestReport) -> list[TableData]:
         server_models_table(report),
         server_trace_table(report),
         wire_table(report),
+        stage_table(report),
         timeslice_table(report),
     ]
     return [loadtest_table(report), *(table for table in found if table is not None)]
@@ -58,7 +59,7 @@ def loadtest_table(report: LoadTestReport) -> TableData:
              f"{server.compute_infer_us:.0f}" if server.compute_infer_us is not None else "–",
              f"{run.avg_batch:.2f}" if run.avg_batch is not None else "–",
              f"{cpu_mean * 100:.0f}" if cpu_mean is not None else "–",
-             "yes" if run.stable else "no")
+             "–" if "shape" in (run.schedule or {}) else "yes" if run.stable else "no")
         )  # fmt: skip
         styles.append(run_style(run))
         notes += _run_notes(run, level)

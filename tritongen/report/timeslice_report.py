@@ -1,4 +1,4 @@
-"""``--timeslice``: each run's figures over time, as a table, a CSV and a plot."""
+"""``--timeslice`` and stages: each run's figures over time (tables, a CSV, a plot); the schedule kept."""
 
 from __future__ import annotations
 
@@ -46,6 +46,46 @@ def timeslice_table(report: LoadTestReport) -> TableData | None:
         rows=rows,
         right=(False, *(True,) * (len(headers) - 1)),
     )
+
+
+def stage_table(report: LoadTestReport) -> TableData | None:
+    """One row per stage of each shaped run: the rate asked, the throughput and latency it got (ms)."""
+    runs = [
+        run for run in report.runs if len(run.stages) > 1 or (run.stages and ".." in run.stages[0]["rate"])
+    ]
+    if not runs:
+        return None
+    headers = ("level", "stage", "from s", "rate asked", "req/s", "P50", "P90", "P99", "err")
+    rows = []
+    for run in runs:
+        for row in run.stages:
+            latency = [_ms(row["latency_us"], key) for key in ("p50", "p90", "p99")]
+            cells = (run_label(run, report.rounds), row["stage"], f"{row['start_s']:g}", f"{row['rate']}/s")
+            rows.append((*cells, f"{row['qps']:,.0f}", *latency, str(row["errors"])))
+    return TableData(
+        title="Stages (latency in ms)",
+        headers=headers,
+        rows=rows,
+        right=(False, *(True,) * (len(headers) - 1)),
+    )
+
+
+def schedule_lines(report: LoadTestReport) -> list[str]:
+    """Per open-loop run whose load was shaped or whose sends ran late: how late its sends left."""
+    lines = []
+    for run in report.runs:
+        fidelity = run.schedule
+        if not fidelity or ("shape" not in fidelity and fidelity["kept"] and not run.late_sends):
+            continue
+        lateness = fidelity["lateness_us"]
+        shape = f"{fidelity['shape']}; " if "shape" in fidelity else ""
+        lines.append(
+            f"{run_label(run, report.rounds)} {shape}sends left late by "
+            f"{lateness['p50'] / 1000:.3f} ms at P50, "
+            f"{lateness['p99'] / 1000:.2f} ms at P99, {lateness['max'] / 1000:.1f} ms at most; "
+            f"{fidelity['late_share']:.1%} over 1 ms" + ("" if fidelity["kept"] else " (schedule NOT kept)")
+        )
+    return lines
 
 
 def _cells(model: str, run: RunResult, row: dict[str, Any]) -> dict[str, Any]:

@@ -162,7 +162,7 @@ def loadtest_command(
     with user_errors():
         if run.worker:  # a load worker of a master elsewhere, which sends the load options
             refused = _not_for_workers(url, serving)
-            run_worker_mode(model, run, given_options(load, rounds, output, gates, llm) + refused)
+            run_worker_mode(model, run, given_options(load, rounds, output, gates, llm, shape) + refused)
             return
         request = _request(model, url, (load, shape), run, rounds, gates, llm, serving)
         for warning in request.check():
@@ -299,12 +299,13 @@ def _print_report(report: LoadTestReport) -> None:
     from tritongen.report.kind_tables import llm_line
     from tritongen.report.loadtest_tables import gpu_line, loadtest_report_tables
     from tritongen.report.table_data import to_rich
+    from tritongen.report.timeslice_report import schedule_lines
     from tritongen.report.trace_report import trace_lines
 
     if any(run.latency_us for run in report.runs):  # else a table of dashes: the errors say why
         for table in loadtest_report_tables(report):
             console.print(to_rich(table))
-        for line in trace_lines(report):
+        for line in trace_lines(report) + schedule_lines(report):
             say(line)
     for run in report.runs:
         if run.errors_by_kind:

@@ -405,7 +405,7 @@ def load_spec(
         ConfigError: contradictory or malformed values.
     """
     plan = load.input_plan()
-    mode, levels = ("rate", (shape.mean_rate,)) if shape is not None else load.levels()
+    mode, levels = ("rate", (float(f"{shape.mean_rate:.3g}"),)) if shape is not None else load.levels()
     arrival, arrival_cv = parse_arrival(run.arrival)
     if run.processes != "auto" and not run.processes.isdigit():
         raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")

@@ -77,6 +77,11 @@ class LoadShape(ABC):
     def describe(self) -> str:
         """One line: what the shape sends, and for how long."""
 
+    def rows_per_request(self, rows: int, batched: bool) -> float:
+        """The rows (batch size) a request carries on average; ``rows``: the load's own request's."""
+        del batched
+        return float(rows)
+
     def window_s(self, longest_s: float, also_s: float | None = None) -> float:
         """The longest window up to ``longest_s`` dividing the span, every stage and ``also_s`` (a timeslice).
 

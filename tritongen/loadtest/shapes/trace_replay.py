@@ -89,6 +89,11 @@ class TraceReplay(LoadShape):
         keep = (times >= -warmup_s) & (times < self._duration_s)
         return Schedule(warmup_s, times[keep], steps[keep])
 
+    def rows_per_request(self, rows: int, batched: bool) -> float:
+        """The trace's mean batch size (a whole shape's first dim where it gives none), else ``rows``."""
+        sizes = [_rows(entry, rows, batched) for entry in self.trace.entries]
+        return sum(sizes) / len(sizes)
+
     def tensor_variants(self) -> list[TraceEntry]:
         """The first entry of each distinct (batch size, shapes), in the order their steps are written."""
         seen: dict[tuple[object, ...], TraceEntry] = {}
@@ -115,3 +120,11 @@ class TraceReplay(LoadShape):
             key: index for index, key in enumerate(dict.fromkeys(e.variant for e in entries if e.variant))
         }
         return [variants[entry.variant] if entry.variant else STEP_IN_TURN for entry in entries]
+
+
+def _rows(entry: TraceEntry, rows: int, batched: bool) -> int:
+    """An entry's batch size: given, else its whole shapes' first dim (on a model that batches), else rows."""
+    if entry.batch_size is not None:
+        return entry.batch_size
+    firsts = {dims[0] for dims in (entry.shapes or {}).values() if dims}
+    return firsts.pop() if batched and len(firsts) == 1 else rows
