@@ -37,6 +37,12 @@ class ConfigError(TritongenError):
     """A model configuration is illegal or does not survive Triton's schema."""
 
 
+class TraceInputError(ConfigError):
+    """A ``--trace`` that cannot be replayed: not a trace, a bad line, requests the model cannot take."""
+
+    exit_code = 2
+
+
 class TemplateError(TritongenError):
     """A Jinja template is missing, malformed or uses an undefined variable."""
 

@@ -167,6 +167,10 @@ def loadtest_command(
         request = _request(model, url, (load, shape), run, rounds, gates, llm, serving)
         for warning in request.check():
             say(f"warning: {warning}", err=True)
+        laid_out = request.spec.shape
+        if laid_out is not None:  # what will be sent, and what was left out of it
+            for line in (laid_out.describe(), *(f"note: {note}" for note in laid_out.notes())):
+                err_console.print(line, highlight=False, markup=False)
         if request.spec.rounds > 1:
             err_console.print(request.cost_text(), highlight=False, markup=False)
         if request.spec.web_port is not None:  # the same port for every run, level after level

@@ -77,6 +77,10 @@ class LoadShape(ABC):
     def describe(self) -> str:
         """One line: what the shape sends, and for how long."""
 
+    def notes(self) -> tuple[str, ...]:
+        """What the user should know about how the shape was read (none by default)."""
+        return ()
+
     def rows_per_request(self, rows: int, batched: bool) -> float:
         """The rows (batch size) a request carries on average; ``rows``: the load's own request's."""
         del batched

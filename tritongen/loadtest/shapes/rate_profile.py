@@ -104,7 +104,7 @@ class RateProfile(LoadShape):
         first_rate = self.parts[0].start_rate
         warm: list[float] = []
         if warmup_s > 0 and first_rate > 0:
-            at = -warmup_s + gap() / first_rate
+            at = -warmup_s
             while at < 0:
                 warm.append(at)
                 at += gap() / first_rate
@@ -114,9 +114,12 @@ class RateProfile(LoadShape):
 
 
 def _profile_times(parts: tuple[RatePart, ...], gap: Callable[[], float]) -> npt.NDArray[np.float64]:
-    """The send times of ``parts``: each unit-rate arrival sent when the rate's integral reaches it."""
+    """The send times of ``parts``: each unit-rate arrival sent when the rate's integral reaches it.
+
+    The first arrival is at the start: a constant rate R then sends exactly R in each second.
+    """
     times: list[float] = []
-    unit = gap()  # the next arrival in the profile's own (unit-rate) time
+    unit = 0.0  # the next arrival in the profile's own (unit-rate) time: the first at the start
     start, integral = 0.0, 0.0
     for part in parts:
         slope = (part.end_rate - part.start_rate) / part.duration_s

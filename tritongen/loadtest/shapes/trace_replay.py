@@ -17,7 +17,7 @@ import numpy as np
 
 from tritongen.errors import ConfigError
 from tritongen.loadtest.shapes.base import STEP_IN_TURN, LoadShape, Schedule, Stage
-from tritongen.loadtest.traces.entries import Trace, TraceEntry
+from tritongen.loadtest.traces.entries import Trace, TraceEntry, trace_error
 
 MAX_SENDS = 5_000_000
 """A replay that asks more sends than this is refused (its schedule would not fit in memory)."""
@@ -89,6 +89,10 @@ class TraceReplay(LoadShape):
         keep = (times >= -warmup_s) & (times < self._duration_s)
         return Schedule(warmup_s, times[keep], steps[keep])
 
+    def notes(self) -> tuple[str, ...]:
+        """The trace's notes: requests to other models left out, no tensors in a Triton trace."""
+        return self.trace.notes
+
     def rows_per_request(self, rows: int, batched: bool) -> float:
         """The trace's mean batch size (a whole shape's first dim where it gives none), else ``rows``."""
         sizes = [_rows(entry, rows, batched) for entry in self.trace.entries]
@@ -111,8 +115,10 @@ class TraceReplay(LoadShape):
         if any(entry.data is not None for entry in entries):
             if any(entry.data is None for entry in entries):
                 line = next(entry.line for entry in entries if entry.data is None)
-                raise ConfigError(
-                    f"--trace {self.trace.path}, line {line}: no data entry, where others name one",
+                raise trace_error(
+                    self.trace.path,
+                    line,
+                    "no data entry, where others name one",
                     "give every line a data entry, or none",
                 )
             return [int(entry.data or 0) for entry in entries]

@@ -16,11 +16,11 @@ from typing import Any
 
 from tritongen.client.input_data import Step
 from tritongen.client.inputs import ModelInterface
-from tritongen.errors import ConfigError
+from tritongen.errors import ConfigError, TraceInputError
 from tritongen.loadtest.llm.prompts import WORDS, Prompt
 from tritongen.loadtest.llm.tokenizer import count_tokens, load_tokenizer
 from tritongen.loadtest.shapes.trace_replay import TraceReplay
-from tritongen.loadtest.traces.entries import TraceEntry
+from tritongen.loadtest.traces.entries import TraceEntry, trace_error
 from tritongen.loadtest.traces.mooncake import BLOCK_TOKENS
 
 
@@ -41,9 +41,7 @@ def trace_tensor_steps(
         try:
             steps.append(build(batch, shapes))
         except ConfigError as e:
-            raise ConfigError(
-                f"--trace {replay.trace.path}, line {entry.line}: {e.message}", e.hint
-            ) from None
+            raise trace_error(replay.trace.path, entry.line, e.message, e.hint) from None
     return steps
 
 
@@ -55,9 +53,10 @@ def check_data_entries(replay: TraceReplay, count: int) -> None:
     """
     for entry in replay.trace.entries:
         if entry.data is not None and entry.data >= count:
-            raise ConfigError(
-                f"--trace {replay.trace.path}, line {entry.line}: data {entry.data} is past --input-data's "
-                f"{count} entries",
+            raise trace_error(
+                replay.trace.path,
+                entry.line,
+                f"data {entry.data} is past --input-data's {count} entries",
                 "count entries from 0",
             )
 
@@ -68,7 +67,7 @@ def _batch_and_dims(entry: TraceEntry, interface: ModelInterface) -> tuple[int, 
         return entry.batch_size or 1, shapes
     batches = {dims[0] for dims in shapes.values() if dims}
     if len(batches) != 1:
-        raise ConfigError(
+        raise TraceInputError(
             f"--trace line {entry.line}: its inputs' first dims {sorted(batches)} are not one batch size",
             f"'{interface.name}' batches: each input's first dim is the request's batch size",
         )

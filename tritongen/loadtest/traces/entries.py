@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tritongen.errors import ConfigError
+from tritongen.errors import TraceInputError
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,10 @@ class Trace:
         return any(entry.input_tokens is not None for entry in self.entries)
 
 
-def trace_error(path: Path, line: int | None, what: str, hint: str) -> ConfigError:
-    """``--trace FILE, line N: what`` with its hint."""
+def trace_error(path: Path, line: int | None, what: str, hint: str | None) -> TraceInputError:
+    """``--trace FILE, line N: what`` with its hint (the test exits 2 with it, nothing sent)."""
     where = f"--trace {path}" + (f", line {line}" if line is not None else "")
-    return ConfigError(f"{where}: {what}", hint)
+    return TraceInputError(f"{where}: {what}", hint)
 
 
 def in_time_order(path: Path, entries: list[TraceEntry]) -> tuple[TraceEntry, ...]:

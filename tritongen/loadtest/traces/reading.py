@@ -64,6 +64,8 @@ def _format_of(path: Path, text: str | None) -> str:
         if path.with_name(path.name + ".0").is_file():
             return "triton"
         raise trace_error(path, None, "no such file", "give a trace file")
+    if not text.strip():
+        raise trace_error(path, None, "holds no request", "a trace has one request per line")
     start = text.lstrip()[:1]
     if start == "[":
         return "triton"
