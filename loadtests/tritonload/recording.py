@@ -227,11 +227,7 @@ class Recorder:
             window.mismatches.setdefault(output, detail)
 
     def sent(self, when: float, lag_s: float, held: bool = False) -> None:
-        """Count one request leaving; ``lag_s`` is how late it left against its schedule (``SEND_LAG``).
-
-        A send that was held back (``held``) left late because the in-flight cap was reached, not because
-        the generator fell behind: its wait goes to ``max_hold_us``, not ``late`` nor the lateness.
-        """
+        """Count one send ``lag_s`` late (``held`` at the in-flight cap: its wait goes to ``max_hold_us``)."""
         with self.lock:
             window = self._window(when)
             window.sent += 1

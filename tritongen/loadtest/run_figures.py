@@ -89,12 +89,17 @@ def run_result(
             for w in measured
         ],
     )
+    _add_slices(result, spec, measured, window_s)
+    _add_figures(run, result, total, span)
+    return result
+
+
+def _add_slices(result: RunResult, spec: LoadSpec, measured: list[Window], window_s: float) -> None:
+    """The run's figures per ``--timeslice`` and per stage of its shape, where asked."""
     if spec.timeslice_s is not None:
         result.timeslices = timeslice_figures(measured, window_s, spec.timeslice_s)
     if spec.shape is not None:
         result.stages = stage_figures(measured, window_s, spec.shape.stages())
-    _add_figures(run, result, total, span)
-    return result
 
 
 def _gpu_figures(sampler: MetricsSampler, span: tuple[float, float]) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
 from tritongen.loadtest.shapes.base import LoadShape
+from tritongen.loadtest.shapes.checks import measured_cap
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.loadtest.sweep_rules import SweepRule
 from tritongen.server.affinity import parse_cpus
@@ -409,14 +410,9 @@ def load_spec(
     arrival, arrival_cv = parse_arrival(run.arrival)
     if run.processes != "auto" and not run.processes.isdigit():
         raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")
-    protocol = load.protocol.value
-    given = url or f"localhost:{DEFAULT_PORTS[protocol]}"
-    openai = llm is not None and llm.openai
     return LoadSpec(
         model=model,
-        address=ServerAddress.openai(given, run.metrics_url)
-        if openai
-        else ServerAddress.parse(given, protocol, run.metrics_url),
+        address=_address(url, load.protocol.value, run.metrics_url, llm is not None and llm.openai),
         mode=mode,  # type: ignore[arg-type]
         levels=levels,
         arrival=arrival,  # type: ignore[arg-type]
@@ -430,7 +426,7 @@ def load_spec(
         rtol=DEFAULT_RTOL if load.rtol is None else load.rtol,
         duration_s=load.duration_s() if shape is None else shape.duration_s,
         warmup_s=load.warmup_s(),
-        max_duration_s=_max_duration(run, shape),
+        max_duration_s=measured_cap(run.max_duration, shape),
         window_s=parse_duration(run.window, "--window") if run.window else None,
         timeslice_s=parse_duration(run.timeslice, "--timeslice") if run.timeslice else None,
         processes=None if run.processes == "auto" else int(run.processes),
@@ -453,13 +449,14 @@ def load_spec(
     )
 
 
-def _max_duration(run: RunFlags, shape: LoadShape | None) -> float | None:
-    """``--max-duration`` (a shaped load: its own length; the option does not apply)."""
-    if shape is None:
-        return parse_duration(run.max_duration, "--max-duration") if run.max_duration else None
-    if run.max_duration:
-        raise ConfigError(f"{shape.option} lasts its own length: --max-duration does not apply", "drop it")
-    return shape.duration_s
+def _address(url: str | None, protocol: str, metrics_url: str | None, openai: bool) -> ServerAddress:
+    """The server under load (an OpenAI-compatible one's base URL), the protocol's port by default."""
+    given = url or f"localhost:{DEFAULT_PORTS[protocol]}"
+    return (
+        ServerAddress.openai(given, metrics_url)
+        if openai
+        else ServerAddress.parse(given, protocol, metrics_url)
+    )
 
 
 def parse_other_cpu_limit(text: str) -> float:

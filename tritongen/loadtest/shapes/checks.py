@@ -8,7 +8,23 @@ from typing import TYPE_CHECKING
 from tritongen.errors import ConfigError
 
 if TYPE_CHECKING:
+    from tritongen.loadtest.shapes.base import LoadShape
     from tritongen.loadtest.spec import LoadSpec
+
+
+def measured_cap(max_duration: str | None, shape: LoadShape | None) -> float | None:
+    """``--max-duration`` in s; a shaped load's own length (where the option does not apply).
+
+    Raises:
+        ConfigError: a malformed duration, or one given to a shaped load.
+    """
+    from tritongen.loadtest.spec import parse_duration
+
+    if shape is None:
+        return parse_duration(max_duration, "--max-duration") if max_duration else None
+    if max_duration:
+        raise ConfigError(f"{shape.option} lasts its own length: --max-duration does not apply", "drop it")
+    return shape.duration_s
 
 
 def check_shape(spec: LoadSpec) -> None:

@@ -59,10 +59,14 @@ class Trace:
         return any(entry.input_tokens is not None for entry in self.entries)
 
 
-def trace_error(path: Path, line: int | None, what: str, hint: str | None) -> TraceInputError:
+def trace_error(path: Path, line: int, what: str, hint: str | None) -> TraceInputError:
     """``--trace FILE, line N: what`` with its hint (the test exits 2 with it, nothing sent)."""
-    where = f"--trace {path}" + (f", line {line}" if line is not None else "")
-    return TraceInputError(f"{where}: {what}", hint)
+    return TraceInputError(f"--trace {path}, line {line}: {what}", hint)
+
+
+def file_error(path: Path, what: str, hint: str) -> TraceInputError:
+    """``--trace FILE: what`` with its hint: the file as a whole (the test exits 2 with it)."""
+    return TraceInputError(f"--trace {path}: {what}", hint)
 
 
 def in_time_order(path: Path, entries: list[TraceEntry]) -> tuple[TraceEntry, ...]:
@@ -72,7 +76,7 @@ def in_time_order(path: Path, entries: list[TraceEntry]) -> tuple[TraceEntry, ..
         ConfigError: an entry earlier than the one before it (its line named), or no entry.
     """
     if not entries:
-        raise trace_error(path, None, "holds no request", "a trace has one request per line")
+        raise file_error(path, "holds no request", "a trace has one request per line")
     for before, after in itertools.pairwise(entries):
         if after.time_s < before.time_s:
             raise trace_error(

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from tritongen.loadtest.traces.entries import Trace, in_time_order, trace_error
+from tritongen.loadtest.traces.entries import Trace, file_error, in_time_order, trace_error
 from tritongen.loadtest.traces.mooncake import read_mooncake
 from tritongen.loadtest.traces.own_format import read_own
 from tritongen.loadtest.traces.triton_trace import read_triton_trace
@@ -23,17 +23,17 @@ def read_trace(path: Path, model: str, format: str = "auto") -> Trace:
             line (its number named), or no request for ``model``.
     """
     if format not in FORMATS:
-        raise trace_error(path, None, f"--trace-format {format!r} is unknown", f"use {', '.join(FORMATS)}")
+        raise file_error(path, f"--trace-format {format!r} is unknown", f"use {', '.join(FORMATS)}")
     try:
         text = path.read_text(encoding="utf-8") if path.is_file() else None
     except (OSError, UnicodeDecodeError) as e:
-        raise trace_error(path, None, f"cannot be read ({e})", "give a trace file") from None
+        raise file_error(path, f"cannot be read ({e})", "give a trace file") from None
     chosen = _format_of(path, text) if format == "auto" else format
     notes: list[str] = []
     if chosen == "triton":
         entries, notes = read_triton_trace(path)
     elif text is None:
-        raise trace_error(path, None, "no such file", "give a trace file")
+        raise file_error(path, "no such file", "give a trace file")
     else:
         entries = read_mooncake(path, text) if chosen == "mooncake" else read_own(path, text)
     ordered = in_time_order(path, entries)
@@ -41,9 +41,7 @@ def read_trace(path: Path, model: str, format: str = "auto") -> Trace:
     kept = [entry for entry in ordered if entry.model in (None, model)]
     if not kept:
         named = ", ".join(f"{name} ({count})" for name, count in models.most_common(5))
-        raise trace_error(
-            path, None, f"has no request for model '{model}' (it has: {named})", "load one of them"
-        )
+        raise file_error(path, f"has no request for model '{model}' (it has: {named})", "load one of them")
     if len(kept) < len(ordered):
         notes.append(f"{len(ordered) - len(kept)} requests to other models left out")
     first = kept[0].time_s
@@ -63,9 +61,9 @@ def _format_of(path: Path, text: str | None) -> str:
     if text is None:
         if path.with_name(path.name + ".0").is_file():
             return "triton"
-        raise trace_error(path, None, "no such file", "give a trace file")
+        raise file_error(path, "no such file", "give a trace file")
     if not text.strip():
-        raise trace_error(path, None, "holds no request", "a trace has one request per line")
+        raise file_error(path, "holds no request", "a trace has one request per line")
     start = text.lstrip()[:1]
     if start == "[":
         return "triton"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tritongen.loadtest.traces.entries import TraceEntry, trace_error
+from tritongen.loadtest.traces.entries import TraceEntry, file_error
 from tritongen.triton.trace import TraceFileError, collect, read_trace_files
 
 TENSOR_INPUT = "TENSOR_QUEUE_INPUT"
@@ -30,7 +30,7 @@ def read_triton_trace(path: Path) -> tuple[list[TraceEntry], list[str]]:
     try:
         raw = read_trace_files(path)
     except TraceFileError as e:
-        raise trace_error(path, None, str(e).split(": ", 1)[-1], "give the file the server wrote") from None
+        raise file_error(path, str(e).split(": ", 1)[-1], "give the file the server wrote") from None
     shapes = _input_shapes(raw)
     entries = []
     for number, trace in enumerate(collect(raw), 1):
