@@ -37,8 +37,8 @@ class ConfigError(TritongenError):
     """A model configuration is illegal or does not survive Triton's schema."""
 
 
-class TraceInputError(ConfigError):
-    """A ``--trace`` that cannot be replayed: not a trace, a bad line, requests the model cannot take."""
+class WorkloadInputError(ConfigError):
+    """A workload that cannot be sent: a bad ``--trace``, requests the model refuses, too long a session."""
 
     exit_code = 2
 

@@ -23,7 +23,7 @@ from .server_api import host_port
 from .transports import StepStarts
 
 if TYPE_CHECKING:
-    from .loops import TransportLoad
+    from .kinds import UserLoad
     from .state import ProcessState
 
 Limits = tuple[float | None, float | None, float | None]
@@ -125,10 +125,18 @@ def record_answer(
         recorder.defer_count("slo_met", 1)
 
 
-def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> TransportLoad:
-    """An LLM kind's load of one user: prompts over HTTP (OpenAI's API, Triton's generate) or gRPC streams."""
+def user_load(host: str, options: TritonOptions, process: ProcessState, environment: Any) -> UserLoad:
+    """An LLM kind's load of one user: prompts over HTTP (OpenAI's API, Triton's generate) or gRPC streams.
+
+    With ``--triton-llm-turns`` the user holds chat sessions instead (:mod:`.conversations`).
+    """
     from .llm_grpc import LlmGrpcTransport
     from .loops import TransportLoad
+
+    if options.llm_turns:  # sessions of turns, each with the history so far
+        from .conversations import conversation_load
+
+        return conversation_load(host, options, process, environment)
 
     if options.llm_api == "triton-grpc":  # prompts to a decoupled text model over gRPC streams
         grpc = LlmGrpcTransport(host, options, process.step_starts, process.recorder)

@@ -113,6 +113,15 @@ OPTIONS = (
         "llm-slo", "", "An LLM load: TTFT,ITL,E2E limits in ms (0: none) of a request counted in goodput."
     ),
     _Option(
+        "llm-turns",
+        "",
+        "The conversation kind: turns per session, MEAN[:SD]; each turn sends the history so far.",
+    ),
+    _Option("llm-max-turns", 0, "The conversation kind: the most turns a session takes (0: no cap)."),
+    _Option(
+        "llm-think-ms", 0.0, "The conversation kind: ms a session waits between an answer and its next turn."
+    ),
+    _Option(
         "llm-tokenizer",
         "",
         "An LLM load: a tokenizer.json that counts an answer's tokens where no usage comes.",
@@ -158,6 +167,9 @@ class TritonOptions:
     llm_stream: int
     llm_key_env: str
     llm_slo: str
+    llm_turns: str
+    llm_max_turns: int
+    llm_think_ms: float
     llm_tokenizer: str
 
     @property

@@ -232,6 +232,8 @@ def _further_figures(
         "server_trace": None,  # the server's trace: tritongen joins it, this report does not
         "wire": None,  # loadtest --wire: tritongen captures the wire and checks it, this report does not
         "timeslices": [],  # --timeslice: tritongen slices the windows it reads, this report does not
+        "schedule": None,  # how late the sends left: tritongen reads it from the windows (send_lag is above)
+        "stages": [],  # a shape's stages: tritongen lays out the schedule and slices it, this report does not
         "workers": worker_figures(collector),
     }
 

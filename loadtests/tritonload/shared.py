@@ -20,6 +20,7 @@ __all__ = [
     "ARRIVAL_GAPS",
     "CLIENT_SPLIT",
     "CONFIDENCE",
+    "CONVERSATION_TTFT",
     "DIGITS",
     "HIGHEST_US",
     "KERNEL_LATENCY",
@@ -353,6 +354,8 @@ request, waiting for the response's first bytes, reading the rest."""
 KERNEL_LATENCY = "kernel"
 """The further latency of a plain HTTP request up to the kernel's receipt of its response's last bytes
 (the socket's receive timestamp): its latency less the client's own time after the bytes came."""
+CONVERSATION_TTFT = ("ttft_first_turn", "ttft_later_turns")
+"""Chat sessions: the further latencies (time to first token) of their first turns and of later ones."""
 SEND_LAG = "send_lag"
 """The further latency of an open loop's sends that left on schedule: how late each left (its lateness)."""
 SCHEDULE_START = "schedule_start"

@@ -19,7 +19,6 @@ from tritongen.loadtest.distributed import Distributed
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.sequences import check_sequence_settings
 from tritongen.loadtest.shapes.base import LoadShape
-from tritongen.loadtest.shapes.checks import check_shape
 from tritongen.loadtest.shared_memory import SharedMemory, check_shared_memory
 from tritongen.loadtest.sweep_rules import LevelSearch, SweepRule
 from tritongen.loadtest.timeslices import slice_windows
@@ -180,7 +179,7 @@ class LoadSpec:
             raise ConfigError("--atol and --rtol must not be negative", "e.g. --atol 1e-6 --rtol 1e-5")
         self._check_arrival()
         if self.shape is not None:
-            check_shape(self)
+            _check_shape(self)
         if self.timeslice_s is not None:
             if self.timeslice_s <= 0:
                 raise ConfigError("--timeslice must be positive", "e.g. --timeslice 10s")
@@ -292,6 +291,54 @@ class LoadSpec:
         if self.max_duration_s is not None:
             return max(self.max_duration_s, self.duration_s)
         return 3 * self.duration_s
+
+
+def _check_shape(spec: LoadSpec) -> None:
+    """Refuse what a shaped load cannot take.
+
+    A shape's schedule is one timeline: one load process replays it (several would each send all
+    of it), from this machine; its length is the run's measured time; each stage is a whole number
+    of windows.
+
+    Raises:
+        ConfigError: a concurrency, several levels, processes or workers, sequences, a stability wait,
+            a search, or a window that does not divide the stages.
+    """
+    shape = spec.shape
+    assert shape is not None
+    option = shape.option
+    clashes = [
+        ("--concurrency", spec.mode != "rate"),
+        ("several --rate levels", len(spec.levels) != 1),
+        ("--processes", (spec.processes or 1) > 1),
+        ("--master", spec.distributed is not None),
+        ("--sequences", spec.sequences),
+        ("--find-max", spec.search is not None),
+        ("--stop-at-saturation", spec.stop_at is not None),
+        ("--max-duration", spec.max_duration_s not in (None, spec.duration_s)),
+    ]
+    given = [name for name, clash in clashes if clash]
+    if given:
+        raise ConfigError(
+            f"{option} lays out its own sends from one load process for its own length: "
+            f"{', '.join(given)} does not apply",
+            f"drop {', '.join(given)}",
+        )
+    if not math.isclose(spec.duration_s, shape.duration_s, rel_tol=1e-9):
+        raise ConfigError(
+            f"{option} lasts {shape.duration_s:g} s: the measured time is its length, not --duration "
+            f"{spec.duration_s:g}s",
+            "drop --duration",
+        )
+    window = spec.effective_window_s
+    for stage in shape.stages():
+        count = stage.duration_s / window
+        if not math.isclose(count, round(count), rel_tol=1e-6) or round(count) < 1:
+            raise ConfigError(
+                f"{option}: stage {stage.label} ({stage.duration_s:g} s) is not a whole number of "
+                f"--window {window:g}s",
+                "give a --window that divides every stage, or leave it out",
+            )
 
 
 RUN_OVERHEAD_S = 3.0

@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
+from tritongen.cli.options.parsing import parse_int_list
 from tritongen.cli.options.settings import settings
+from tritongen.errors import ConfigError
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.llm.spec import APIS, Slo, parse_api, parse_slo, parse_token_count
 
@@ -71,13 +73,51 @@ class LlmFlags:
         ),
     ] = True
 
+    sessions: Annotated[
+        str | None,
+        typer.Option(
+            "--sessions",
+            help="Chat sessions in flight per run, e.g. 1,4,8 (not --concurrency): each turn sends the "
+            "history so far plus a new message; TTFT of first and later turns reported apart.",
+            show_default=False,
+        ),
+    ] = None
+    turns: Annotated[
+        str | None,
+        typer.Option(
+            "--turns", help="With --sessions: turns per session, MEAN[:SD] (default 3).", show_default=False
+        ),
+    ] = None
+    think_time: Annotated[
+        float | None,
+        typer.Option(
+            "--think-time",
+            help="With --sessions: ms between an answer and the next turn (default 0).",
+            show_default=False,
+        ),
+    ] = None
+
     def load(self) -> LlmLoad | None:
         """The LLM load asked (None without ``--api``), checked.
 
         Raises:
             ConfigError: a malformed option, an API not available, or no way to count tokens.
         """
+        if self.sessions is None:
+            given = [
+                flag
+                for flag, value in (("--turns", self.turns), ("--think-time", self.think_time))
+                if value is not None
+            ]
+            if given:
+                raise ConfigError(
+                    f"{given[0]} applies with --sessions", f"add --sessions N, or drop {given[0]}"
+                )
         if self.api is None:
+            if self.sessions is not None:
+                raise ConfigError(
+                    "--sessions holds chat sessions with a language model", "add --api openai-chat"
+                )
             return None
         load = settings(
             LlmLoad,
@@ -86,6 +126,9 @@ class LlmFlags:
             input_tokens=parse_token_count(self.input_tokens, "--input-tokens"),
             output_tokens=parse_token_count(self.output_tokens, "--output-tokens"),
             slo=parse_slo(self.slo) if self.slo else Slo(),
+            sessions=tuple(parse_int_list(self.sessions, "--sessions") or ()) if self.sessions else (),
+            turns=parse_token_count(self.turns or "3", "--turns"),
+            think_ms=self.think_time or 0.0,
         )
         load.check()
         return load

@@ -10,7 +10,7 @@ import typer
 
 from tritongen.cli.options.engine import Atol, Rtol
 from tritongen.cli.options.groups import reworded
-from tritongen.cli.options.parsing import parse_int_list
+from tritongen.cli.options.parsing import parse_int_list, parse_other_cpu_limit, sequence_levels
 from tritongen.cli.options.shared import MetricsUrl, Protocol, ProtocolChoice, Shapes
 from tritongen.client.address import DEFAULT_PORTS, ServerAddress
 from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
@@ -24,8 +24,7 @@ from tritongen.loadtest.kinds.registry import kind_names
 from tritongen.loadtest.llm.load import LlmLoad
 from tritongen.loadtest.locust_process import WEB_HOST
 from tritongen.loadtest.sequences import parse_id_range
-from tritongen.loadtest.shapes.base import LoadShape
-from tritongen.loadtest.shapes.checks import measured_cap
+from tritongen.loadtest.shapes.base import LoadShape, measured_cap
 from tritongen.loadtest.spec import LoadSpec, parse_duration
 from tritongen.loadtest.sweep_rules import SweepRule
 from tritongen.server.affinity import parse_cpus
@@ -406,7 +405,7 @@ def load_spec(
         ConfigError: contradictory or malformed values.
     """
     plan = load.input_plan()
-    mode, levels = ("rate", (float(f"{shape.mean_rate:.3g}"),)) if shape is not None else load.levels()
+    mode, levels = _levels(load, llm, shape)
     arrival, arrival_cv = parse_arrival(run.arrival)
     if run.processes != "auto" and not run.processes.isdigit():
         raise ConfigError(f"--processes {run.processes!r} is not a number", "use a count or auto")
@@ -426,7 +425,9 @@ def load_spec(
         rtol=DEFAULT_RTOL if load.rtol is None else load.rtol,
         duration_s=load.duration_s() if shape is None else shape.duration_s,
         warmup_s=load.warmup_s(),
-        max_duration_s=measured_cap(run.max_duration, shape),
+        max_duration_s=measured_cap(
+            parse_duration(run.max_duration, "--max-duration") if run.max_duration else None, shape
+        ),
         window_s=parse_duration(run.window, "--window") if run.window else None,
         timeslice_s=parse_duration(run.timeslice, "--timeslice") if run.timeslice else None,
         processes=None if run.processes == "auto" else int(run.processes),
@@ -449,6 +450,28 @@ def load_spec(
     )
 
 
+def _levels(load: LoadFlags, llm: LlmLoad | None, shape: LoadShape | None) -> tuple[str, tuple[float, ...]]:
+    """The loop and its levels: a shape's mean rate, sessions in flight, or ``--concurrency``/``--rate``.
+
+    Raises:
+        ConfigError: ``--sessions`` with another loop or a shape, or a malformed level list.
+    """
+    if llm is not None and llm.sessions:
+        clash = next(
+            (flag for flag, given in (("--concurrency", load.concurrency), ("--rate", load.rate)) if given),
+            None,
+        )
+        if clash is not None or shape is not None:
+            what = clash or shape.option  # type: ignore[union-attr]
+            raise ConfigError(
+                f"--sessions is the load's level (sessions in flight): {what} does not apply", f"drop {what}"
+            )
+        return "concurrency", tuple(float(n) for n in llm.sessions)
+    if shape is not None:
+        return "rate", (float(f"{shape.mean_rate:.3g}"),)
+    return load.levels()
+
+
 def _address(url: str | None, protocol: str, metrics_url: str | None, openai: bool) -> ServerAddress:
     """The server under load (an OpenAI-compatible one's base URL), the protocol's port by default."""
     given = url or f"localhost:{DEFAULT_PORTS[protocol]}"
@@ -457,37 +480,3 @@ def _address(url: str | None, protocol: str, metrics_url: str | None, openai: bo
         if openai
         else ServerAddress.parse(given, protocol, metrics_url)
     )
-
-
-def parse_other_cpu_limit(text: str) -> float:
-    """``--other-cpu-limit 25%`` (or ``25``): a share of one core, as cores (0.25).
-
-    Raises:
-        ConfigError: not a percentage above 0 and below 100.
-    """
-    try:
-        percent = float(text.strip().removesuffix("%"))
-    except ValueError:
-        percent = float("nan")
-    if not 0 < percent < 100:
-        raise ConfigError(
-            f"--other-cpu-limit {text!r} is not a share of one core above 0% and below 100%",
-            "e.g. --other-cpu-limit 25%",
-        )
-    return percent / 100
-
-
-def sequence_levels(sequences: str, concurrency: str | None, rate: str | None) -> tuple[float, ...]:
-    """``--sequences`` as levels: sequences in flight, the closed loop of a sequence model.
-
-    Raises:
-        ConfigError: ``--concurrency`` or ``--rate`` given as well, or a malformed list.
-    """
-    for given, option in ((concurrency, "--concurrency"), (rate, "--rate")):
-        if given:
-            raise ConfigError(
-                f"--sequences and {option} exclude each other: --sequences N is the load of a sequence "
-                "model (N sequences in flight, each request waiting for the previous one)",
-                f"drop {option}",
-            )
-    return tuple(float(v) for v in parse_int_list(sequences, "--sequences") or ())

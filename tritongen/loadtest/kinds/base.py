@@ -117,7 +117,9 @@ class LoadKind:
         raise NotImplementedError
 
     def level_text(self, spec: LoadSpec, level: float) -> str:
-        """A level in words: ``concurrency 8`` or ``rate 500/s``."""
+        """A level in words: ``concurrency 8``, ``rate 500/s`` or ``sessions 4``."""
+        if spec.llm is not None and spec.llm.sessions:
+            return f"sessions {int(level)}"
         return f"concurrency {int(level)}" if spec.mode == "concurrency" else f"rate {level:g}/s"
 
     def add_figures(self, result: RunResult, run: RunView) -> None:

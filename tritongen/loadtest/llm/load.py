@@ -17,6 +17,7 @@ report; ``tokenizer``: the answer's text counted with ``--tokenizer``, the serve
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,17 @@ class LlmLoad:
     slo: Slo = field(default_factory=Slo)
     api_key_env: str | None = None
     stream: bool = True
+    sessions: tuple[int, ...] = ()
+    """``--sessions``: levels of chat sessions in flight, each turn sending the history (empty: none)."""
+    turns: TokenCount = field(default_factory=lambda: TokenCount(3))
+    """``--turns``: a session's turns, MEAN[:SD]."""
+    think_ms: float = 0.0
+    """``--think-time``: ms a session waits between an answer and its next turn."""
+
+    @property
+    def max_turns(self) -> int:
+        """The most turns a session takes: the mean plus three standard deviations."""
+        return max(1, math.ceil(self.turns.mean + 3 * self.turns.sd))
 
     @property
     def openai(self) -> bool:
@@ -70,6 +82,14 @@ class LlmLoad:
                 "synthetic prompts of --input-tokens need the model's tokenizer to count tokens",
                 "add --tokenizer DIR (the model's directory or its tokenizer.json), or give --prompts FILE",
             )
+        if self.sessions and self.api == "triton-grpc":
+            raise ConfigError(
+                "--sessions holds chat sessions over HTTP (OpenAI's chat or completions API, Triton's "
+                "generate): not --api triton-grpc",
+                "use --api openai-chat, or --api triton-generate",
+            )
+        if self.think_ms < 0:
+            raise ConfigError("--think-time must not be negative", "e.g. --think-time 500")
         if self.api == "triton-grpc" and not self.stream:
             raise ConfigError(
                 "--api triton-grpc streams (a decoupled model answers over its gRPC stream): --no-stream "

@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tritongen.client.address import ServerAddress
-from tritongen.client.openai_api import check_served, probe_request, served_models
+from tritongen.client.openai_api import ServedModel, check_served, probe_request, served_models
+from tritongen.errors import WorkloadInputError
 from tritongen.io.loadgen_shared import OPENAI_PATHS
 from tritongen.loadtest.llm.load import LlmLoad, PreparedLlm, prepare_llm_requests
 from tritongen.loadtest.llm.prompts import Prompt
@@ -43,4 +44,22 @@ def prepare_openai_requests(
     probe = probe_request(address, OPENAI_PATHS[load.api], prepared.longest, api_key)
     if probe.prompt_tokens is not None:
         check_served(models, model, probe.prompt_tokens + prepared.longest_output)
+        if load.sessions:
+            check_session_length(models, model, load.max_turns, probe.prompt_tokens + prepared.longest_output)
     return prepared
+
+
+def check_session_length(models: list[ServedModel], model: str, turns: int, longest_turn: int) -> None:
+    """A session of ``turns`` turns, each up to ``longest_turn`` tokens with its answer, fits the model.
+
+    Raises:
+        WorkloadInputError: its history would outgrow ``max_model_len``.
+    """
+    found = next((m for m in models if m.id == model), None)
+    longest = turns * longest_turn
+    if found is not None and found.max_model_len is not None and longest > found.max_model_len:
+        raise WorkloadInputError(
+            f"a session of up to {turns} turns sends up to {longest} tokens of history (each turn up to "
+            f"{longest_turn} with its answer): more than '{model}''s max_model_len {found.max_model_len}",
+            "lower --turns, --input-tokens or --output-tokens",
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tritongen.io.loadgen_shared import CONVERSATION_TTFT
 from tritongen.loadtest.llm.load import LlmLoad, llm_figures
 from tritongen.loadtest.llm.tokenizer import tokenizer_file
 from tritongen.metrics.vllm import vllm_text
@@ -29,6 +30,12 @@ def llm_options(llm: LlmLoad, requests: Path) -> dict[str, str]:
     slo = llm.slo_option()
     if slo:
         options["llm-slo"] = slo
+    if llm.sessions:  # chat sessions: each turn sends the history so far
+        options |= {
+            "llm-turns": llm.turns.text(),
+            "llm-max-turns": str(llm.max_turns),
+            "llm-think-ms": repr(llm.think_ms),
+        }
     return options
 
 
@@ -56,7 +63,20 @@ def llm_note(run: RunResult) -> list[str]:
 
 def llm_server_notes(run: RunResult) -> list[str]:
     """The token figures in a line, and the engine's where the server published vLLM's."""
-    return [*llm_note(run), *([vllm_text(run.llm_server)] if run.llm_server else [])]
+    return [*llm_note(run), *conversation_note(run), *([vllm_text(run.llm_server)] if run.llm_server else [])]
+
+
+def conversation_note(run: RunResult) -> list[str]:
+    """``--sessions``: the time to first token of the sessions' first turns and of their later ones."""
+    first, later = (run.latencies_us.get(name) for name in CONVERSATION_TTFT)
+    if first is None:
+        return []
+    text = f"sessions: first turns' TTFT P50 {_ms(first.get('p50'))} ms, P99 {_ms(first.get('p99'))} ms"
+    if later is not None:
+        text += (
+            f"; later turns' (history resent) P50 {_ms(later.get('p50'))} ms, P99 {_ms(later.get('p99'))} ms"
+        )
+    return [text]
 
 
 def _ms(us: float | None) -> str:

@@ -18,6 +18,8 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from tritongen.errors import ConfigError
+
 STEP_IN_TURN = -1
 """The step of a send that takes the next request in turn (a shape with no requests of its own)."""
 GRID_MS = 1
@@ -99,3 +101,16 @@ class LoadShape(ABC):
             grid = math.gcd(grid, round(length * 1000 / GRID_MS))
         grid_s = grid * GRID_MS / 1000
         return float(Fraction(grid_s).limit_denominator(10**6) / math.ceil(grid_s / longest_s - 1e-9))
+
+
+def measured_cap(max_duration_s: float | None, shape: LoadShape | None) -> float | None:
+    """``--max-duration`` in s; a shaped load's own length (where the option does not apply).
+
+    Raises:
+        ConfigError: a ``--max-duration`` given to a shaped load.
+    """
+    if shape is None:
+        return max_duration_s
+    if max_duration_s is not None:
+        raise ConfigError(f"{shape.option} lasts its own length: --max-duration does not apply", "drop it")
+    return shape.duration_s

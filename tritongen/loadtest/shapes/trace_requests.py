@@ -16,7 +16,7 @@ from typing import Any
 
 from tritongen.client.input_data import Step
 from tritongen.client.inputs import ModelInterface
-from tritongen.errors import ConfigError, TraceInputError
+from tritongen.errors import ConfigError, WorkloadInputError
 from tritongen.loadtest.llm.prompts import WORDS, Prompt
 from tritongen.loadtest.llm.tokenizer import count_tokens, load_tokenizer
 from tritongen.loadtest.shapes.trace_replay import TraceReplay
@@ -67,7 +67,7 @@ def _batch_and_dims(entry: TraceEntry, interface: ModelInterface) -> tuple[int, 
         return entry.batch_size or 1, shapes
     batches = {dims[0] for dims in shapes.values() if dims}
     if len(batches) != 1:
-        raise TraceInputError(
+        raise WorkloadInputError(
             f"--trace line {entry.line}: its inputs' first dims {sorted(batches)} are not one batch size",
             f"'{interface.name}' batches: each input's first dim is the request's batch size",
         )

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tritongen.errors import TraceInputError
+from tritongen.errors import WorkloadInputError
 
 
 @dataclass(frozen=True)
@@ -59,14 +59,14 @@ class Trace:
         return any(entry.input_tokens is not None for entry in self.entries)
 
 
-def trace_error(path: Path, line: int, what: str, hint: str | None) -> TraceInputError:
+def trace_error(path: Path, line: int, what: str, hint: str | None) -> WorkloadInputError:
     """``--trace FILE, line N: what`` with its hint (the test exits 2 with it, nothing sent)."""
-    return TraceInputError(f"--trace {path}, line {line}: {what}", hint)
+    return WorkloadInputError(f"--trace {path}, line {line}: {what}", hint)
 
 
-def file_error(path: Path, what: str, hint: str) -> TraceInputError:
+def file_error(path: Path, what: str, hint: str) -> WorkloadInputError:
     """``--trace FILE: what`` with its hint: the file as a whole (the test exits 2 with it)."""
-    return TraceInputError(f"--trace {path}: {what}", hint)
+    return WorkloadInputError(f"--trace {path}: {what}", hint)
 
 
 def in_time_order(path: Path, entries: list[TraceEntry]) -> tuple[TraceEntry, ...]:
