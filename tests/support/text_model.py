@@ -27,6 +27,8 @@ WHOLE_TEXT_MODEL = "text_whole"
 """The text model answering each request in one response (:func:`whole_text_model`)."""
 STAMPED_TEXT_MODEL = "text_stamped"
 """The text model whose every token says when it was sent: ``word@SECONDS`` (:func:`stamped_text_model`)."""
+RECORDING_TEXT_MODEL = "text_recording"
+"""The text model that records each request's text (:func:`recording_text_model`)."""
 DEFAULT_TOKENS = 8
 FIRST_MS, GAP_MS = 40, 15
 
@@ -48,10 +50,15 @@ class TritonPythonModel:
         self.gap_s = float(parameters["gap_ms"]["string_value"]) / 1000
         self.whole = parameters["whole"]["string_value"] == "1"
         self.stamp = parameters["stamp"]["string_value"] == "1"
+        record = parameters.get("record_path", {{}}).get("string_value")
+        self.record = open(record, "a", buffering=1) if record else None
 
     def execute(self, requests):
         for request in requests:
             text = pb_utils.get_input_tensor_by_name(request, "text_input").as_numpy().reshape(-1)[0]
+            if self.record is not None:
+                said = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+                self.record.write(json.dumps({{"text": said}}) + "\\n")
             limit = pb_utils.get_input_tensor_by_name(request, "max_tokens")
             count = int(limit.as_numpy().reshape(-1)[0]) if limit is not None else DEFAULT_TOKENS
             args = (request.get_response_sender(), text, count, time.perf_counter())
@@ -87,12 +94,18 @@ class TritonPythonModel:
 
 
 def write_text_model(
-    model_dir: Path, first_ms: int = FIRST_MS, gap_ms: int = GAP_MS, whole: bool = False, stamp: bool = False
+    model_dir: Path,
+    first_ms: int = FIRST_MS,
+    gap_ms: int = GAP_MS,
+    whole: bool = False,
+    stamp: bool = False,
+    record: Path | None = None,
 ) -> Path:
     """The text model: decoupled, no batching, one instance (requests overlap in threads).
 
     ``whole``: each answer is one response holding every token, sent when the last is due
-    (what Triton's ``generate`` endpoint, which returns one response, takes).
+    (what Triton's ``generate`` endpoint, which returns one response, takes); ``record``: each
+    request's ``text_input`` appended to this file (a JSON line ``{"text": ...}``).
     """
     (model_dir / "1").mkdir(parents=True)
     (model_dir / "1" / "model.py").write_text(MODEL_PY.format(default_tokens=DEFAULT_TOKENS))
@@ -111,6 +124,7 @@ def write_text_model(
             "gap_ms": str(gap_ms),
             "whole": "1" if whole else "0",
             "stamp": "1" if stamp else "0",
+            **({"record_path": str(record.resolve())} if record is not None else {}),
         },
         passthrough="model_transaction_policy {\n  decoupled: true\n}",
     )
@@ -132,6 +146,13 @@ def whole_text_model(server: LocalTritonServer, repository: Path) -> Iterator[st
 def stamped_text_model(server: LocalTritonServer, repository: Path) -> Iterator[str]:
     """The text model whose tokens carry their send time, served for the block, then removed."""
     with _served(server, write_text_model(repository / STAMPED_TEXT_MODEL, stamp=True)) as name:
+        yield name
+
+
+@contextmanager
+def recording_text_model(server: LocalTritonServer, repository: Path, record: Path) -> Iterator[str]:
+    """The text model recording every request's ``text_input`` in ``record``, served for the block."""
+    with _served(server, write_text_model(repository / RECORDING_TEXT_MODEL, record=record)) as name:
         yield name
 
 

@@ -300,6 +300,7 @@ def _write_outputs(report: LoadTestReport, output: OutputFlags, slo: float | Non
 
 
 def _print_report(report: LoadTestReport) -> None:
+    from tritongen.loadtest.llm.runs import conversation_note
     from tritongen.report.kind_tables import llm_line
     from tritongen.report.loadtest_tables import gpu_line, loadtest_report_tables
     from tritongen.report.table_data import to_rich
@@ -328,6 +329,8 @@ def _print_report(report: LoadTestReport) -> None:
             console.print(gpu_line(run_label(run), gpu), highlight=False, markup=False)
         if run.output_tokens_per_s is not None:
             say(llm_line(run_label(run), run))
+            for line in conversation_note(run):
+                say(f"{run_label(run)} {line}")
         if run.llm_server:
             say(f"{run_label(run)} {vllm_text(run.llm_server)}")
     if report.sweep_stop is not None:
