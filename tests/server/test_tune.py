@@ -489,3 +489,36 @@ def test_a_config_the_server_refuses_is_a_failed_trial_and_the_sweep_goes_on(tmp
         control = ModelControl(server.http_url, "picky")
         assert int(control.served_config()["max_batch_size"]) == 8  # back on its own config
         control.close()
+
+
+def test_find_max_scores_each_trial_by_its_most_load_within_the_slo(
+    triton_server: LocalTritonServer, served_repository: Path, tmp_path: Path
+) -> None:
+    code, stdout, stderr = _tune(
+        triton_server, served_repository, "--find-max", "--concurrency", "2", "--slo-p99-ms", "10",
+        "--strategy", "grid", "--max-batch-size", "32", "--preferred-batch-sizes", "4",
+        "--max-queue-delay-us", "100", "--instances", "1", *QUICK_LOOK, "--out", tmp_path / "tune",
+        "--json", tmp_path / "t.json",
+    )  # fmt: skip
+    assert code == 0, stderr
+    data = json.loads((tmp_path / "t.json").read_text())
+    for trial in [*data["trials"], data["baseline"]]:
+        found, runs = trial["result"]["find_max"], trial["result"]["runs"]
+        assert [run["concurrency"] for run in runs][:2] == [2, 4]  # the search doubles from the level given
+        met = {level for level, meets in found["levels"] if meets}
+        assert found["meets"] == max(met) and trial["level"] in met  # scored where the SLO was met
+        assert trial["infer_per_s"] == pytest.approx(
+            max(r["infer_per_s"] for r in runs if r["concurrency"] in met)
+        )
+    assert "each trial searches its most load within the SLO" in stdout
+
+
+def test_find_max_needs_the_slo_and_one_level(
+    triton_server: LocalTritonServer, served_repository: Path
+) -> None:
+    code, _, stderr = _tune(triton_server, served_repository, "--find-max")
+    assert code == 1 and "add --slo-p99-ms" in error_line(stderr)
+    code, _, stderr = _tune(
+        triton_server, served_repository, "--find-max", "--slo-p99-ms", "9", "--concurrency", "2,4"
+    )
+    assert code == 1 and "--find-max searches from one level" in error_line(stderr)

@@ -18,7 +18,7 @@ from tritongen.cli.options.output import OutputFlags
 from tritongen.cli.options.rounds import RoundsFlags
 from tritongen.cli.options.settings import settings
 from tritongen.cli.options.shape import ShapeFlags
-from tritongen.cli.options.shared import LoadTimeout, Serve, SkipFailed, SloP99, Url
+from tritongen.cli.options.shared import FindMax, LoadTimeout, Serve, SkipFailed, SloP99, Url
 from tritongen.cli.progress import live_line, run_text
 from tritongen.cli.serving import serving_hooks
 from tritongen.cli.verdict import finish
@@ -108,9 +108,9 @@ class GateFlags:
     ] = None
     find_max: Annotated[
         bool,
-        typer.Option(
-            "--find-max",
-            help="Search for the most load within the SLO (--slo-p99-ms, or --slo for an LLM load): from the "
+        reworded(
+            FindMax,
+            "Search for the most load within the SLO (--slo-p99-ms, or --slo for an LLM load): from the "
             "level given, doubling, then bisecting; reports the bracket [met, missed).",
         ),
     ] = False

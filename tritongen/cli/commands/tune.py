@@ -33,6 +33,8 @@ from tritongen.cli.options.tune import ApplyFlags, SearchFlags, ServerFlags, Tri
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
 from tritongen.intervals import format_summary
+from tritongen.loadtest.find_max import DEFAULT_CAP, MaxSearch, SloObjective
+from tritongen.loadtest.spec import LoadSpec
 from tritongen.stopping import StopRule, progress_text
 from tritongen.triton.repository import is_local_vllm
 from tritongen.tune.confirm import Confirmation
@@ -186,13 +188,34 @@ def _request(
         TuneRequest, search, trials, rounds, load,
         model=tuned,
         space=search.space(),
-        load=load_spec(model, url=None, load=load, run=trials.run_flags()),
+        load=_trial_load(load_spec(model, url=None, load=load, run=trials.run_flags()), trials, slo_p99_ms),
         slo_p99_ms=slo_p99_ms,
         out_dir=trials.resume or trials.out or default_out,
         rounds=count,
         background=server.background_spec(),
         stopping=stopping,
     )  # fmt: skip
+
+
+def _trial_load(spec: LoadSpec, trials: TrialFlags, slo_p99_ms: float | None) -> LoadSpec:
+    """Each trial's load: ``spec``, or with ``--find-max`` a search for its most load within the SLO.
+
+    Raises:
+        ConfigError: ``--find-max`` without ``--slo-p99-ms``, or with several levels.
+    """
+    if not trials.find_max:
+        return spec
+    if slo_p99_ms is None:
+        raise ConfigError("--find-max looks for each trial's most load within an SLO", "add --slo-p99-ms MS")
+    if len(spec.levels) != 1:
+        raise ConfigError("--find-max searches from one level", "give one --concurrency or --rate")
+    search = MaxSearch(
+        start=spec.levels[0],
+        cap=DEFAULT_CAP[spec.mode],
+        objective=SloObjective(p99_ms=slo_p99_ms),
+        whole=spec.mode == "concurrency",
+    )
+    return replace(spec, search=search, end_when_all_fail=False)
 
 
 def _announce(request: TuneRequest, note: str | None) -> None:
@@ -207,7 +230,12 @@ def _announce(request: TuneRequest, note: str | None) -> None:
     console.print(
         f"tuning [bold]{escape(request.model)}[/]{under}: {space.size} legal configs, "
         f"{len(space.skipped())} skipped as illegal, strategy {request.strategy}, "
-        f"SLO P99 {slo if slo is not None else '∞'} ms; {plan(request).text()}",
+        f"SLO P99 {slo if slo is not None else '∞'} ms; {plan(request).text()}"
+        + (
+            "; each trial searches its most load within the SLO (--find-max), so it runs more levels than one"
+            if request.load.search is not None
+            else ""
+        ),
         highlight=False,
     )
 

@@ -93,3 +93,6 @@ Image = Annotated[
     typer.Option("--image", help="Triton image (default: the release matching tritonclient)."),
 ]
 SloP99 = Annotated[float | None, typer.Option("--slo-p99-ms", help="P99 latency budget in ms.")]
+FindMax = Annotated[
+    bool, typer.Option("--find-max", help="Search for the most load within the SLO from the one level given.")
+]

@@ -20,7 +20,7 @@ from tritongen.cli.options.load import (
 )
 from tritongen.cli.options.parsing import parse_int_list
 from tritongen.cli.options.settings import settings
-from tritongen.cli.options.shared import AdminKey, LoadTimeout, SkipFailed, Url, WorkDir
+from tritongen.cli.options.shared import AdminKey, FindMax, LoadTimeout, SkipFailed, Url, WorkDir
 from tritongen.errors import ConfigError
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
@@ -196,6 +196,14 @@ class TrialFlags:
     ] = None
 
     cpus: Cpus = None
+    find_max: Annotated[
+        bool,
+        reworded(
+            FindMax,
+            "Each trial searches for its most load within --slo-p99-ms from the one --concurrency or --rate "
+            "given (doubling, then bisecting); its score is the throughput there.",
+        ),
+    ] = False
 
     def run_flags(self) -> RunFlags:
         """How each run of a trial is judged: its request timeout, window, stability cap, other CPU, cores."""
