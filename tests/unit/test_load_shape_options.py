@@ -35,6 +35,7 @@ URL = "127.0.0.1:9"  # nothing listens there: a refusal must come before any req
             "--trace sets its own rate: --concurrency does not apply",
         ),
         (["--trace", "TRACE", "--master"], "--master does not apply"),
+        (["--stages", "100:2s", "--mix", "1:1"], "--mix does not apply"),
     ],
 )
 def test_options_that_do_not_apply_to_a_shape_are_refused(

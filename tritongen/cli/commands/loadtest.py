@@ -210,6 +210,8 @@ def _request(
     )
     if gates.trace_rate is not None and not gates.server_trace:
         raise ConfigError("--trace-rate applies with --server-trace", "add --server-trace, or drop it")
+    if shape is not None and run.mix is not None:
+        raise ConfigError(f"{shape.option} lays out one model's sends: --mix does not apply", "drop --mix")
     traced = (gates.trace_rate or 1) if gates.server_trace else None
     search = max_search(spec, gates, run.stop_at_saturation)
     return LoadTestRequest(
