@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 from tritongen.cli.main import app
 from tritongen.client.repository import RepositoryControl
 from tritongen.compare.recommend import CRITERIA
+from tritongen.compare.result import CompareReport
 from tritongen.metrics.hardware import local_gpus
+from tritongen.report.compare_tables import compare_table
 from tritongen.server.local import LocalTritonServer
 
 from support.cli_output import error_line
@@ -258,3 +260,34 @@ def test_precision_variants_are_rows_with_their_drift(
             assert "ONNX Runtime (" in rec["reason"]  # weighed against the FP32 engine
     html = (tmp_path / "c.html").read_text()
     assert "accuracy against FP32" in html and "calibrated on random noise" in html
+
+
+def test_compare_replays_a_trace_against_every_engine_in_each_round(
+    triton_server: LocalTritonServer, served_repository: Path, example_models: dict[str, Path], tmp_path: Path
+) -> None:
+    trace = tmp_path / "monday.jsonl"
+    trace.write_text(
+        "".join(json.dumps({"time_s": n / 80, "batch_size": 1 + n % 3}) + "\n" for n in range(80))
+    )
+    code, stdout, stderr = _run(
+        "compare", example_models["mlp"], "--name", "mlp", "--url", triton_server.http_url,
+        "--metrics-url", triton_server.metrics_url, "--repo", served_repository, "--formats", "onnx",
+        *FAST, "--out", tmp_path / "out", "--trace", trace, "--rank-by", "trace",
+    )  # fmt: skip
+    assert code == 0, stderr
+    doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert doc["settings"]["trace"] == "trace monday.jsonl (tritongen): 80 requests over 1 s"
+    (engine,) = (e for e in doc["engines"] if e["format"] == "onnx")
+    replays = [r for r in engine["latency_runs"] if r["figure"] == "p99_ms_trace"]
+    assert len(replays) == 2 and all(
+        r["requests"] == 80 and r["errors"] == 0 for r in replays
+    )  # one per round
+    assert engine["p99_ms_trace"] > 0 and len(engine["round_figures"]["p99_ms_trace"]) == 2
+    assert "recorded in --trace" in stdout  # its recommendation
+    table = compare_table(CompareReport.from_json(doc))
+    assert table.headers[5] == "P99 ms trace" and table.rows[0][5] != "–"
+
+
+def test_ranking_by_a_trace_needs_one(tmp_path: Path) -> None:
+    code, _, stderr = _run("compare", "x.onnx", "--rank-by", "trace", "--out", tmp_path / "w")
+    assert code == 1 and "--rank-by trace needs --trace" in stderr

@@ -24,7 +24,7 @@ __all__ = ["CRITERIA", "FIGURES", "decided_figures", "pair_verdicts", "progress_
 
 CRITERIA = {"p99_ms_b1": "P99 at batch 1", "infer_per_s_b32": "throughput"}
 """The figures measured in rounds (keys of each engine's ``round_figures``) and how the messages name them."""
-FIGURES = {"latency": "p99_ms_b1", "throughput": "infer_per_s_b32"}
+FIGURES = {"latency": "p99_ms_b1", "throughput": "infer_per_s_b32", "trace": "p99_ms_trace"}
 """``--decide`` names (those of ``--rank-by``) of the figures rounds can decide."""
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tritongen.client.repository import RepositoryControl
 from tritongen.compare import decisions
-from tritongen.compare.measure import MeasureSettings, ServerHandle, engine_spec
+from tritongen.compare.measure import MeasureSettings, ServerHandle, engine_spec, trace_spec
 from tritongen.compare.result import CompareReport, EngineResult, LatencyRun
 from tritongen.errors import TritongenError, first_line
 from tritongen.loadtest.result import RunResult
@@ -130,19 +130,27 @@ def _load_all(control: RepositoryControl, engines: Ramped) -> Ramped:
 
 
 def _round_contenders(server: ServerHandle, settings: MeasureSettings, engines: Ramped) -> list[Contender]:
-    """Each engine's P99 at batch 1 (``model|b1``), then each one's throughput (``model|b32``)."""
-    return [
-        Contender(f"{e.model}|b1", engine_spec(server, settings, e.model, 1, 1, shapes))
-        for e, shapes in engines
-    ] + [
-        Contender(
-            f"{e.model}|b32",
-            engine_spec(
-                server, settings, e.model, e.batch_size_throughput or 1, e.concurrency_b32 or 1, shapes
-            ),
-        )
-        for e, shapes in engines
-    ]
+    """Each engine's P99 at batch 1 (``model|b1``), then its throughput (``model|b32``), then its trace.
+
+    With ``--trace``, each engine's P99 under the recorded requests (``model|trace``) comes last.
+    """
+    traced = [(e, spec) for e, shapes in engines if (spec := trace_spec(server, settings, e.model, shapes))]
+    return (
+        [
+            Contender(f"{e.model}|b1", engine_spec(server, settings, e.model, 1, 1, shapes))
+            for e, shapes in engines
+        ]
+        + [
+            Contender(
+                f"{e.model}|b32",
+                engine_spec(
+                    server, settings, e.model, e.batch_size_throughput or 1, e.concurrency_b32 or 1, shapes
+                ),
+            )
+            for e, shapes in engines
+        ]
+        + [Contender(f"{e.model}|trace", spec) for e, spec in traced]
+    )
 
 
 def _round_labels(engines: Ramped) -> dict[str, str]:
@@ -150,7 +158,7 @@ def _round_labels(engines: Ramped) -> dict[str, str]:
     return {
         f"{e.model}|{kind}": f"{e.label}, {what}"
         for e, _ in engines
-        for kind, what in (("b1", "P99 at batch 1"), ("b32", "throughput"))
+        for kind, what in (("b1", "P99 at batch 1"), ("b32", "throughput"), ("trace", "the trace replayed"))
     }
 
 
@@ -170,9 +178,14 @@ def _apply_rounds(engines: Ramped, rounds: Rounds, confidence: float) -> None:
         figures["infer_per_s_b1"] = rounds.figures(f"{engine.model}|b1", lambda r: r.infer_per_s)
         figures["infer_per_s_b32"] = rounds.figures(f"{engine.model}|b32", lambda r: r.infer_per_s)
         figures["p99_ms_b32"] = rounds.figures(f"{engine.model}|b32", functools.partial(_ms, key="p99"))
+        traced = rounds.runs.get(f"{engine.model}|trace", [])
+        if traced:  # --trace: each round's P50 and P99 under the recorded requests
+            engine.latency_runs += [LatencyRun("p99_ms_trace", r) for r in traced]
+            for name, key in (("p99_ms_trace", "p99"), ("p50_ms_trace", "p50")):
+                figures[name] = rounds.figures(f"{engine.model}|trace", functools.partial(_ms, key=key))
         engine.round_figures = figures
         engine.summarise(confidence)
-        errors = sum(r.errors for r in b1 + b32)
+        errors = sum(r.errors for r in b1 + b32 + traced)
         ramp_errors = sum(r.run.errors for r in engine.latency_runs if r.figure == "ramp")
         engine.errors = ramp_errors + errors
         if engine.errors:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tritongen.client.address import ServerAddress
@@ -25,6 +25,7 @@ from tritongen.errors import ConfigError, ModelLoadError, ServerError, Tritongen
 from tritongen.intervals import DEFAULT_CONFIDENCE, DEFAULT_ROUNDS, check_confidence, check_rounds
 from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.loadtest.runner import Progress, run_load_test
+from tritongen.loadtest.shapes.trace_replay import TraceReplay
 from tritongen.loadtest.spec import LoadSpec
 from tritongen.metrics.process_memory import ProcessMemorySampler
 from tritongen.metrics.prometheus import MetricsSampler
@@ -63,6 +64,8 @@ class MeasureSettings:
     """Cap of each run while it waits for stability (``None``: 1.5 × duration)."""
     cpus: CpuPlan | None = None
     """``--cpus``: the server's tree and the load processes on cores of their own (None: not pinned)."""
+    trace: TraceReplay | None = None
+    """``--trace``: recorded requests each engine replays in every round (its P99 under them)."""
 
     def check(self) -> None:
         """Reject impossible settings.
@@ -87,11 +90,12 @@ class MeasureSettings:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form (recorded in the report)."""
-        data = asdict(self)
+        data = asdict(replace(self, trace=None))
+        data["trace"] = self.trace.describe() if self.trace is not None else None
         data["shapes"] = {k: list(v) for k, v in self.shapes.items()}
         data["concurrency_levels"] = list(self.concurrency_levels)
         data["cpus"] = self.cpus.to_json() if self.cpus else None
-        for default_rule in ("window_s", "max_duration_s", "stopping", "cpus"):  # recorded only when given
+        for default_rule in ("window_s", "max_duration_s", "stopping", "cpus", "trace"):  # only when given
             if data[default_rule] is None:
                 del data[default_rule]
         return data
@@ -198,6 +202,24 @@ def engine_spec(
         window_s=settings.window_s,
         seed=settings.seed,
         cpus=settings.cpus,
+    )
+
+
+def trace_spec(
+    server: ServerHandle, settings: MeasureSettings, model: str, shapes: dict[str, tuple[int, ...]]
+) -> LoadSpec | None:
+    """The load of an engine's trace figure: ``--trace`` replayed at its times (None: no trace)."""
+    trace = settings.trace
+    if trace is None:
+        return None
+    return replace(
+        engine_spec(server, settings, model, 1, 1, shapes),
+        mode="rate",
+        levels=(float(f"{trace.mean_rate:.3g}"),),
+        duration_s=trace.duration_s,
+        max_duration_s=trace.duration_s,
+        window_s=None,
+        shape=trace,
     )
 
 

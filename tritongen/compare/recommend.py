@@ -79,12 +79,16 @@ CRITERIA = {
     "latency": Criterion("p99_ms_b1", True, "lower P99 than", _ms, "P99 at batch 1"),
     "throughput": Criterion("infer_per_s_b32", False, "the throughput of", _per_s, "throughput"),
     "memory": Criterion("peak_mem_bytes", True, "less memory than", _mb, "memory", timed=False),
+    "trace": Criterion(
+        "p99_ms_trace", True, "lower P99 under the trace than", _ms, "P99 under the recorded trace"
+    ),
 }
 
 SITUATIONS = (
     ("latency", "latency-bound online serving", "throughput"),
     ("throughput", "throughput-bound batch serving", "latency"),
     ("memory", "memory-bound edge deployment", "latency"),
+    ("trace", "the traffic recorded in --trace", "throughput"),
 )
 """(situation, title, tie-breaker)."""
 
@@ -220,6 +224,8 @@ def recommend(
     excluded = [e for e in engines if e.ok and _too_far(e, max_drift)]
     recommendations = []
     for situation, title, tie_breaker in SITUATIONS:
+        if situation == "trace" and not any(CRITERIA["trace"].value(e) is not None for e in engines):
+            continue  # no trace replayed
         rec = _recommend(situation, title, tie_breaker, eligible, confidence)
         if excluded and max_drift is not None:
             rec.reason += "; not considered: " + ", ".join(

@@ -103,6 +103,9 @@ class EngineResult:
     infer_per_s_b1: float | None = None
     infer_per_s_b32: float | None = None
     p99_ms_b32: float | None = None
+    p99_ms_trace: float | None = None
+    """``--trace``: the P99 of the recorded requests replayed at their times (median over rounds)."""
+    p50_ms_trace: float | None = None
     batch_size_throughput: int | None = None
     """The batch of the throughput figure: 32, or the model's max batch when smaller."""
     concurrency_b32: int | None = None
@@ -183,6 +186,9 @@ class EngineResult:
         data["accuracy"] = None if self.accuracy is None else self.accuracy.to_json()
         data["latency_runs"] = [r.to_json() for r in self.latency_runs]
         data["summaries"] = {metric: s.to_json() for metric, s in self.summaries.items()}
+        for name in ("p99_ms_trace", "p50_ms_trace"):  # --trace: written where a trace was replayed
+            if data[name] is None:
+                del data[name]
         return data
 
     @classmethod

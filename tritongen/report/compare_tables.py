@@ -17,7 +17,7 @@ def compare_table(report: CompareReport) -> TableData:
     batch = settings.batch_size_throughput
     kinds = {e.memory_kind for e in report.engines if e.memory_kind}
     memory = "memory MB" + (" (GPU)" if kinds == {"gpu"} else " (RSS)" if kinds == {"cpu_rss"} else "")
-    headers = (
+    headers: tuple[str, ...] = (
         "#",
         "engine",
         "status",
@@ -29,6 +29,11 @@ def compare_table(report: CompareReport) -> TableData:
         "max abs err",
         "drift vs FP32",
     )
+    traced = any(
+        e.p99_ms_trace is not None for e in report.engines
+    )  # --trace: P99 under it, after the throughput
+    if traced:
+        headers = (*headers[:5], "P99 ms trace", *headers[5:])
     rows: list[tuple[str, ...]] = []
     styles: list[str | None] = []
     notes = []
@@ -42,6 +47,7 @@ def compare_table(report: CompareReport) -> TableData:
                 engine.status,
                 _over_rounds(engine, "p99_ms_b1"),
                 _over_rounds(engine, "infer_per_s_b32"),
+                *((_over_rounds(engine, "p99_ms_trace"),) if traced else ()),
                 number_cell(engine.peak_mem_bytes / 1e6 if engine.peak_mem_bytes is not None else None),
                 number_cell(engine.first_infer_s),
                 engine.precision or "–",
@@ -61,7 +67,7 @@ def compare_table(report: CompareReport) -> TableData:
         title=f"{report.name}: engines ranked by {ranked_by}",
         headers=headers,
         rows=rows,
-        right=(True, False, False, True, True, True, True, False, True, False),
+        right=(True, False, False, True, True, *((True,) if traced else ()), True, True, False, True, False),
         notes=notes,
         styles=styles,
     )

@@ -24,6 +24,7 @@ from tritongen.cli.options.load import Cpus, LoadFlags, MaxDuration, Measurement
 from tritongen.cli.options.output import OutputFlags
 from tritongen.cli.options.rounds import AutoRoundsFlags
 from tritongen.cli.options.settings import settings
+from tritongen.cli.options.shape import ShapeFlags
 from tritongen.cli.options.shared import (
     AdminKey,
     Formats,
@@ -44,7 +45,9 @@ from tritongen.compare.runner import CompareRequest, cost_text, measure_compare,
 from tritongen.convert.formats import FORMATS, parse_formats, unavailable_reason
 from tritongen.errors import ConfigError, ServerError
 from tritongen.loadtest.runner import Progress
+from tritongen.loadtest.shapes.trace_replay import TraceReplay
 from tritongen.loadtest.spec import parse_duration
+from tritongen.loadtest.traces.reading import read_trace
 from tritongen.pipeline.request import build_plan, model_dir_name
 from tritongen.server.affinity import parse_cpus
 from tritongen.server.embedded import lint_before_serving
@@ -123,9 +126,13 @@ class CompareFlags:
         return tuple(name.strip() for name in (self.decide or "").split(",") if name.strip())
 
 
+TRACE_FIELDS = ("trace", "trace_speed", "trace_format")
+"""``--trace`` and its options, taken from the shape options (compare replays a trace, nothing else)."""
+
+
 @dataclass(frozen=True)
-class CompareLlmFlags(CompareFlags, LlmFlags):
-    """What ``compare`` measures; for a language model, its load as loadtest takes it."""
+class CompareLlmFlags(CompareFlags, LlmFlags, ShapeFlags):
+    """What ``compare`` measures; for a language model, its load as loadtest takes it; a trace replayed."""
 
 
 COMPARE_LEVELS = "1,2,4,8"
@@ -174,7 +181,13 @@ class DeploymentFlags:
     verify=Pick(only=("verify_data", "atol", "rtol")),
     precision=Pick(only=tuple(f.name for f in fields(PrecisionFlags) if f.name != "calibration_cache")),
     output=Pick(only=("json_path", "markdown_path", "html_path")),
-    compare=Pick(only=tuple(f.name for f in fields(CompareFlags)) + LLM_LOAD_FIELDS),
+    compare=Pick(
+        only=tuple(f.name for f in fields(CompareFlags)) + LLM_LOAD_FIELDS + TRACE_FIELDS,
+        helps={
+            "trace": "Also replay these recorded requests at their times against every engine, in each "
+            "round (each engine's P99 under them: rank or decide by trace); formats as loadtest --trace."
+        },
+    ),
 )
 def compare_command(
     source: SourceArg,
@@ -196,8 +209,8 @@ def compare_command(
             )
             return
         _refuse_llm_load(compare, source)
+        measure = _settings(compare, load, rounds, _trace(compare))
         name = compare.name if compare.name is not None else default_name(source)
-        measure = _settings(compare, load, rounds)
         chosen, unavailable = _formats(compare.formats, source, deployment.existing)
         _refuse_foreign_tvm(chosen, engines.tvm_target)
         variants, _ = precision.settings()
@@ -301,7 +314,28 @@ def _engine_options_given(
     )
 
 
-def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -> MeasureSettings:
+def _trace(compare: CompareLlmFlags) -> TraceReplay | None:
+    """``--trace`` as every engine replays it (every request in the file, whichever model it names).
+
+    Raises:
+        ConfigError: a trace that cannot be read, or ``--rank-by``/``--decide trace`` without one.
+    """
+    if compare.trace is None:
+        asked = (
+            ("--rank-by trace", compare.rank_by == "trace"),
+            ("--decide trace", "trace" in compare.decided()),
+        )
+        wanting = [flag for flag, asks in asked if asks]
+        refuse_given(wanting, "needs --trace", "add --trace FILE")
+        refuse_given(changed_flags(compare, TRACE_FIELDS[1:]), "applies with --trace", "add --trace FILE")
+        return None
+    trace = read_trace(compare.trace, model=None, format=compare.trace_format or "auto")
+    return TraceReplay(trace, 1.0 if compare.trace_speed is None else compare.trace_speed)
+
+
+def _settings(
+    compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags, trace: TraceReplay | None = None
+) -> MeasureSettings:
     """How every engine is measured (checked)."""
     count, stopping = rounds.rule(default_auto=True)
     measure = settings(
@@ -315,6 +349,7 @@ def _settings(compare: CompareFlags, load: LoadFlags, rounds: AutoRoundsFlags) -
         window_s=_seconds_or_none(compare.window, "--window"),
         max_duration_s=_seconds_or_none(compare.max_duration, "--max-duration"),
         cpus=parse_cpus(compare.cpus) if compare.cpus else None,
+        trace=trace,
     )  # fmt: skip
     measure.check()
     return measure

@@ -15,8 +15,8 @@ from tritongen.loadtest.traces.triton_trace import read_triton_trace
 FORMATS = ("auto", "tritongen", "mooncake", "triton")
 
 
-def read_trace(path: Path, model: str, format: str = "auto") -> Trace:
-    """The requests of ``path`` for ``model`` (lines naming another model left out), in time order.
+def read_trace(path: Path, model: str | None, format: str = "auto") -> Trace:
+    """The requests of ``path`` for ``model`` (lines naming another model left out; None: all), in time order.
 
     Raises:
         ConfigError: an unreadable file, one that is none of the formats, a malformed or out-of-order
@@ -38,7 +38,7 @@ def read_trace(path: Path, model: str, format: str = "auto") -> Trace:
         entries = read_mooncake(path, text) if chosen == "mooncake" else read_own(path, text)
     ordered = in_time_order(path, entries)
     models = Counter(entry.model for entry in ordered if entry.model is not None)
-    kept = [entry for entry in ordered if entry.model in (None, model)]
+    kept = [entry for entry in ordered if model is None or entry.model in (None, model)]
     if not kept:
         named = ", ".join(f"{name} ({count})" for name, count in models.most_common(5))
         raise file_error(path, f"has no request for model '{model}' (it has: {named})", "load one of them")
