@@ -7,7 +7,8 @@ per session (per xdist worker) on the session's ``served_repository``, and its w
   status, the end of its log and where the whole log is kept;
 - the next test that takes the server gets a fresh one, so one death does not fail every test
   after it; a death no test was running for (between tests) fails the next test that takes the
-  server, naming the test before it.
+  server, naming the test before it;
+- a test that fails (or times out) while the server is alive shows the end of its log.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tritongen.errors import TritongenError
 from tritongen.server.local import LocalTritonServer
 
 TAIL_LINES = 30
+LOG_LINES_ON_FAILURE = 40
 
 
 @dataclass
@@ -113,9 +115,20 @@ def _watched(item: pytest.Item, phase: str) -> Generator[None, object, object]:
         result = yield
     except BaseException:
         _check(item, watch if alive else None, phase, pytrace=True)
+        if alive and watch is not None and watch.server.is_running():
+            _attach_log(item, watch.server, phase)
         raise
     _check(item, watch if alive else None, phase, pytrace=False)
     return result
+
+
+def _attach_log(item: pytest.Item, server: LocalTritonServer, phase: str) -> None:
+    """Show the end of the live server's log under a failed (or timed-out) test: what it was doing then."""
+    try:
+        tail = "\n".join(server.log_tail(LOG_LINES_ON_FAILURE)) or "(empty)"
+    except (OSError, TritongenError):
+        return
+    item.add_report_section(phase, f"Triton server log, last {LOG_LINES_ON_FAILURE} lines", tail)
 
 
 def _check(item: pytest.Item, watch: ServerWatch | None, phase: str, pytrace: bool) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import pytest
 
 from tritongen.client.address import ServerAddress, normalise_url
-from tritongen.errors import ConfigError
+from tritongen.client.repository import RepositoryControl
+from tritongen.errors import ConfigError, ServerError
 
 from support.network import free_port
 
@@ -75,3 +77,17 @@ def test_which_addresses_are_this_machine() -> None:
 def test_the_process_listening_at_a_local_address() -> None:
     assert ServerAddress.parse("example.com:8000").listening_pid() is None  # not this machine
     assert ServerAddress.parse(f"127.0.0.1:{free_port()}").listening_pid() in (os.getpid(), None)
+
+
+def test_a_load_the_server_never_answers_is_an_error_naming_the_model_and_the_wait() -> None:
+    """A listener that takes the connection and never answers stands for a server whose load hung."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        control = RepositoryControl(f"127.0.0.1:{listener.getsockname()[1]}", timeout_s=1)
+        try:
+            with pytest.raises(ServerError) as caught:
+                control.load("stuck")
+        finally:
+            control.close()
+    assert "no answer to loading 'stuck' within 1 s" in str(caught.value)

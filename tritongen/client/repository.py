@@ -29,6 +29,7 @@ class RepositoryControl:
         import tritonclient.http as httpclient
 
         self.url = normalise_url(url)
+        self.timeout_s = timeout_s
         self.headers = {ADMIN_HEADER: admin_key} if admin_key else None
         self.client = httpclient.InferenceServerClient(
             self.url, connection_timeout=10, network_timeout=timeout_s
@@ -82,6 +83,10 @@ class RepositoryControl:
             raise ModelLoadError({model: reason}, refused_hint) from e
         except http.client.HTTPException as e:
             raise closed_connection(f"loading '{model}'", self.url, str(e)) from e
+        except TimeoutError as e:  # the server took the request but its load never ended
+            raise ServerError(
+                f"no answer to loading '{model}' within {self.timeout_s:.0f} s", "see the server log"
+            ) from e
         except (ConnectionError, OSError) as e:
             raise ServerError(f"cannot reach Triton at {self.url}: {e}", "is the server running?") from e
 

@@ -75,7 +75,8 @@ GENERIC_ERRORS = ("See root cause above", "initialization failed", "EngineDeadEr
 STATS_INTERVAL_S = 0.25
 """The custom metrics are updated at most this often (each update is a call to the server)."""
 WATCH_INTERVAL_S = 0.1
-"""How often requests are checked for clients that went away."""
+"""How often requests that have produced nothing yet (queued, in prefill) are checked for clients that
+went away; a request that streams is checked at each of its outputs."""
 
 
 class StderrTail:
@@ -374,6 +375,9 @@ class TritonPythonModel:
         """Send each output of the engine as it comes; the last, with the usage, carries the final flag."""
         produced = 0
         async for output in self.engine.generate({"prompt": prompt}, params, request_id):
+            if sender.is_cancelled():  # the client left: stop at once, not at the watcher's next look
+                await self.engine.abort(request_id)
+                raise asyncio.CancelledError
             completion = output.outputs[0]
             produced += len(completion.token_ids)
             tensors = [text_tensor("text_output", completion.text)]
