@@ -245,6 +245,56 @@ def test_apply_writes_a_config_that_beat_the_current_one_significantly(
         control.close()
 
 
+def test_under_a_replayed_trace_the_lower_p99_decides(
+    batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
+) -> None:
+    """Bursts of 8 requests every 0.25 s: every config serves them all; batching serves a burst at once.
+
+    Without dynamic batching a burst is 8 executions of 30 ms one after the other (its last
+    request waits about 240 ms); with it, about one execution.
+    """
+    server, repo = batching_server
+    trace = tmp_path / "bursts.jsonl"
+    lines = [json.dumps({"time_s": burst / 4}) for burst in range(8) for _ in range(8)]
+    trace.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(
+        app,
+        ["tune", BATCHED, "--repo", str(repo), "--url", server.http_url, "--trace", str(trace),
+         "--warmup", "0.5s", "--max-batch-size", "8", "--preferred-batch-sizes", "none",
+         "--max-queue-delay-us", "1000", "--instances", "1", "--rounds", "3",
+         "--out", str(tmp_path / "t"), "--json", str(tmp_path / "t.json")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads((tmp_path / "t.json").read_text())
+    current, finalist = "current-mb8-nodb-i1", "mb8-pbauto-qd1000-i1"
+    contenders = doc["confirmation"]["contenders"]
+    assert doc["confirmation"]["judged_by"] == "p99" and list(contenders) == [current, finalist]
+    assert all(r["errors"] == 0 for c in contenders.values() for r in c["runs"])
+    assert [r["requests"] for r in contenders[finalist]["runs"]] == [64] * 3  # it keeps up: all answered
+    gain = doc["best"]["gain_over_baseline"]  # the current config's P99 over the winner's
+    assert doc["decision"] == "apply" and doc["best"]["key"] == finalist and gain["ci_low"] > 1.0
+    assert contenders[finalist]["p99_us"]["median"] < contenders[current]["p99_us"]["median"]
+    assert "lower P99 than the baseline (current config)" in doc["verdict"]
+    assert "every trial replays trace bursts.jsonl" in result.stdout
+
+
+def test_a_trace_sets_the_rate_so_a_level_or_a_search_is_refused(
+    batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
+) -> None:
+    server, repo = batching_server
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"time_s": 0}\n')
+    base = ["tune", BATCHED, "--repo", str(repo), "--url", server.http_url, "--trace", str(trace)]
+    for extra, words in (
+        (["--concurrency", "4"], "--trace sets its own rate: --concurrency does not apply"),
+        (["--find-max", "--slo-p99-ms", "50"], "--find-max searches the load's level: --trace sets its own"),
+        (["--arrival", "poisson"], "--trace sends at the recorded times: --arrival poisson does not apply"),
+    ):
+        result = runner.invoke(app, [*base, *extra, "--out", str(tmp_path / "o")])
+        assert result.exit_code == 1 and words in error_line(result.stderr), result.stderr
+        assert not (tmp_path / "o").exists()
+
+
 HAND_WRITTEN = f"""# Sleeps per batch, not per request: batching is what makes it fast.
 name: "{BATCHED}"
 backend: "python"

@@ -265,6 +265,22 @@ def test_best_and_gain() -> None:
     assert gain(None, Measurement(400.0, 2000.0)) is None
 
 
+def test_under_a_load_that_sets_its_rate_the_lowest_p99_is_best() -> None:
+    """A trace's throughput is the trace's: a config is better by its P99, not by noise in infer/s."""
+    results = [
+        (Candidate(8, None, 0, 1), Measurement(64.1, 240_000.0, by_latency=True)),
+        (Candidate(8, None, 1000, 1), Measurement(63.9, 35_000.0, by_latency=True)),
+        (Candidate(8, None, 5000, 1), Measurement(64.0, 38_000.0, by_latency=True)),
+    ]
+    found = best(results, None)
+    assert found is not None and found[0] == Candidate(8, None, 1000, 1)
+    assert best(results, 30.0) is None  # none within a 30 ms P99
+    fast, slow = results[1][1], results[0][1]
+    assert objective(fast, None) == pytest.approx(1e6 / 35_000.0)
+    assert objective(fast, None) > objective(slow, None) > 0.0
+    assert objective(slow, 100.0) == pytest.approx(-1.4)  # 240 ms: 140% over a 100 ms SLO, as by throughput
+
+
 def test_pareto_front() -> None:
     a = (Candidate(8, None, 0, 1), Measurement(1000.0, 1000.0))
     b = (Candidate(16, None, 0, 1), Measurement(2000.0, 3000.0))
@@ -599,6 +615,32 @@ def test_among_significant_finalists_the_highest_median_throughput_wins() -> Non
     )
     assert all(c.beats_current for c in confirmation.finalists)
     assert confirmation.winner is not None and confirmation.winner.candidate == QUICK
+
+
+def test_judged_by_latency_a_finalist_wins_by_a_lower_p99_at_the_same_throughput() -> None:
+    p99s = [240_000.0, 236_000.0, 251_000.0, 244_000.0, 238_000.0]
+
+    def rounds_of(ratios: list[float]) -> list[RunResult]:  # the same throughput, P99 lower by ``ratios``
+        return [_result(64.0, p / r, n + 1) for n, (p, r) in enumerate(zip(p99s, ratios, strict=True))]
+
+    runs = {
+        CURRENT.key: rounds_of([1.0] * 5),
+        QUICK.key: rounds_of([6.8, 7.1, 6.9, 7.0, 7.2]),
+        SLOW_TAIL.key: rounds_of([1.1, 0.9, 1.0, 1.2, 0.95]),
+    }
+    entries = [Entry(c.key, c, 64.0) for c in (CURRENT, QUICK, SLOW_TAIL)]
+    confirmation = judge(Rounds(runs=runs, status="ok", completed=5), entries, 5, None, by_latency=True)
+    assert confirmation.judged_by == "p99"
+    quick, slow = confirmation.finalists
+    assert (
+        quick.ratio is not None
+        and quick.ratio.significant
+        and quick.ratio.estimate == pytest.approx(7.0, rel=0.05)
+    )
+    assert slow.ratio is not None and not slow.ratio.significant  # inside the noise: a tie, not a win
+    assert confirmation.winner is quick
+    by_throughput = judge(Rounds(runs=runs, status="ok", completed=5), entries, 5, None)
+    assert by_throughput.winner is None  # the same throughput: nothing beats the current config
 
 
 def test_a_finalist_over_the_slo_is_not_eligible() -> None:

@@ -35,9 +35,14 @@ def tune_table(document: TuneDocument) -> TableData:
         level = confirmation.confidence
         title += f", {len(confirmed)} configs confirmed over {confirmation.completed_rounds} rounds"
         headers += ("rounds infer/s", "rounds P99 ms", "vs current")
+        versus = (
+            "the current config's P99 over this one's (the load set its own rate: the lower P99 decides)"
+            if confirmation.judged_by == "p99"
+            else "throughput over the current config's"
+        )
         notes.append(
-            f"rounds: median ± half the {level:.0%} interval over interleaved rounds; vs current: throughput "
-            "over the current config's, paired by round, with its interval"
+            f"rounds: median ± half the {level:.0%} interval over interleaved rounds; vs current: {versus}, "
+            "paired by round, with its interval"
         )
         notes += stopping_notes(confirmation.stopping, level)
     return TableData(

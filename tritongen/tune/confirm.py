@@ -21,7 +21,7 @@ beat the current config is by median throughput, not a paired decision, so it wa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -51,6 +51,12 @@ def run_p99_us(run: RunResult) -> float | None:
     return run.latency_us.get("p99")
 
 
+def run_inverse_p99(run: RunResult) -> float | None:
+    """A run's reciprocal P99 (1/s; more is better), the figure judged under a load that sets its rate."""
+    p99 = run_p99_us(run)
+    return 1e6 / p99 if p99 else None
+
+
 @dataclass(frozen=True)
 class Confirmed:
     """One contender of the confirmation: its rounds, their figures and its ratio to the current config."""
@@ -62,13 +68,16 @@ class Confirmed:
     infer_per_s: Summary | None
     p99_us: Summary | None
     ratio: Ratio | None
-    """Throughput over the current config's, paired by round (``None`` for the current config)."""
+    """Throughput over the current config's, paired by round (``None`` for the current config); judged
+    by latency, the current config's P99 over this one's (above 1: a lower P99)."""
     feasible: bool
     """Median P99 over the rounds within the SLO (and memory within the cap)."""
     eligible: bool
     """May be chosen: the current config always; a finalist when feasible and measured in every round."""
     verdict: Verdict | None = None
     """``--rounds auto``: the decision on ``ratio`` (then at the level spent at this look)."""
+    by_latency: bool = False
+    """Judged by the lower P99 (the load set its own rate), not by throughput."""
 
     @property
     def is_current(self) -> bool:
@@ -171,8 +180,18 @@ class Confirmation:
         for c in self.finalists:
             if c.verdict is not None:
                 out = " (out: a round failed)" if c.missed_a_round else ""
-                found.append((f"throughput: {c.key} vs current{out}", c.verdict))
+                found.append((f"{self.judged_by}: {c.key} vs current{out}", c.verdict))
         return found
+
+    @property
+    def by_latency(self) -> bool:
+        """Whether the contenders are judged by the lower P99 (the load set its own rate)."""
+        return self.current.by_latency
+
+    @property
+    def judged_by(self) -> str:
+        """``throughput`` or ``p99``: the figure the finalists are compared with the current config by."""
+        return "p99" if self.by_latency else "throughput"
 
     @property
     def measured_next(self) -> set[str]:
@@ -214,6 +233,8 @@ class Confirmation:
             better = [c for c in self.finalists if c.eligible]
         if not better:
             return None
+        if self.by_latency:
+            return min(better, key=lambda c: c.p99_us.median if c.p99_us else float("inf"))
         return max(better, key=lambda c: c.infer_per_s.median if c.infer_per_s else 0.0)
 
     @property
@@ -237,6 +258,7 @@ class Confirmation:
             "rounds": self.rounds,
             "completed_rounds": self.completed,
             "confidence": self.confidence,
+            "judged_by": self.judged_by,
             **({} if self.rule is None else {"stopping": self.stopping_record()}),
             "contenders": {c.key: c.to_json() for c in self.contenders},
         }
@@ -261,6 +283,13 @@ class Judging:
     rule: StopRule | None = None
     final: bool = True
     """The rounds are over: with a rule, a finalist not decided is ``undecided``."""
+    by_latency: bool = False
+    """The load set its own rate: the finalists are compared by the reciprocal of their P99."""
+
+    @property
+    def figure(self) -> Callable[[RunResult], float | None]:
+        """The per-round figure a finalist's ratio to the current config is taken on."""
+        return run_inverse_p99 if self.by_latency else run_infer_per_s
 
 
 def judge(
@@ -272,17 +301,19 @@ def judge(
     confidence: float = DEFAULT_CONFIDENCE,
     rule: StopRule | None = None,
     final: bool = True,
+    by_latency: bool = False,
 ) -> Confirmation:
     """Summarise each contender's rounds and compare each finalist with the current config, round by round.
 
     ``entries`` must hold exactly one :class:`Current`; ``rounds`` may be partial
     (interrupted): the figures are then those of the rounds measured. With ``rule``
     (``--rounds auto``) each finalist's ratio is judged at the level spent at this look;
-    ``final`` says the rounds are over.
+    ``final`` says the rounds are over; ``by_latency``: the load set its own rate, and the ratios
+    are taken on the reciprocal P99 (above 1: a lower P99 than the current config's).
     """
-    how = Judging(slo_p99_ms, max_memory_mb, confidence, rule, final)
+    how = Judging(slo_p99_ms, max_memory_mb, confidence, rule, final, by_latency)
     current = next(e for e in entries if isinstance(e.candidate, Current))
-    base_figures = rounds.figures(current.key, run_infer_per_s)
+    base_figures = rounds.figures(current.key, how.figure)
     ordered = sorted(entries, key=lambda e: not isinstance(e.candidate, Current))
     return Confirmation(
         contenders=tuple(_judged(rounds, e, None if e is current else base_figures, how) for e in ordered),
@@ -301,6 +332,7 @@ def _judged(rounds: Rounds, entry: Entry, base_figures: list[float | None] | Non
     """One contender's summaries and feasibility; a finalist's ratio to the current config's figures."""
     runs = tuple(rounds.runs.get(entry.key, []))
     throughput = rounds.figures(entry.key, run_infer_per_s)
+    judged = rounds.figures(entry.key, how.figure)
     infer = summarise([v for v in throughput if v is not None], how.confidence)
     p99 = summarise([v for v in rounds.figures(entry.key, run_p99_us) if v is not None], how.confidence)
     memory = [int(m) for m in ((r.gpu or {}).get("mem_max_bytes") for r in runs) if m is not None]
@@ -309,13 +341,14 @@ def _judged(rounds: Rounds, entry: Entry, base_figures: list[float | None] | Non
         p99_us=p99.median if p99 else None,
         memory_bytes=max(memory) if memory else None,
         failed=infer is None,
+        by_latency=how.by_latency,
     )
     ok = feasible(measured, how.slo_p99_ms, how.max_memory_mb)
     ratio, verdict = None, None
     if base_figures is not None and how.rule is not None:
         rule = how.rule
         verdict = stopping.judge(
-            throughput,
+            judged,
             base_figures,
             how.confidence,
             rule.margin,
@@ -325,8 +358,8 @@ def _judged(rounds: Rounds, entry: Entry, base_figures: list[float | None] | Non
         )
         ratio = verdict.ratio
     elif base_figures is not None:
-        ratio = paired_ratio(_present(throughput), _present(base_figures), how.confidence)
-    complete = bool(runs) and all(v is not None for v in throughput)
+        ratio = paired_ratio(_present(judged), _present(base_figures), how.confidence)
+    complete = bool(runs) and all(v is not None for v in judged)
     return Confirmed(
         key=entry.key,
         candidate=entry.candidate,
@@ -338,6 +371,7 @@ def _judged(rounds: Rounds, entry: Entry, base_figures: list[float | None] | Non
         feasible=ok,
         eligible=base_figures is None or (ok and complete),
         verdict=verdict,
+        by_latency=how.by_latency,
     )
 
 

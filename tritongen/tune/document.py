@@ -196,6 +196,8 @@ class ConfirmationEntry:
     stopping: StoppingRecord | None
     contenders: dict[str, ContenderEntry]
     """By key, the current config first."""
+    judged_by: str = "throughput"
+    """``throughput``, or ``p99`` under a load that sets its own rate (the ratios: current P99 / P99)."""
 
     @classmethod
     def of(cls, confirmation: Confirmation) -> ConfirmationEntry:
@@ -208,6 +210,7 @@ class ConfirmationEntry:
             confidence=confirmation.confidence,
             stopping=confirmation.stopping(),
             contenders={c.key: ContenderEntry.of(c) for c in confirmation.contenders},
+            judged_by=confirmation.judged_by,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -218,6 +221,7 @@ class ConfirmationEntry:
             "rounds": self.rounds,
             "completed_rounds": self.completed_rounds,
             "confidence": self.confidence,
+            "judged_by": self.judged_by,
             **({} if self.stopping is None else {"stopping": self.stopping.to_json()}),
             "contenders": {key: c.to_json() for key, c in self.contenders.items()},
         }
@@ -235,6 +239,7 @@ class ConfirmationEntry:
             contenders={
                 str(k): ContenderEntry.from_json(c) for k, c in (data.get("contenders") or {}).items()
             },
+            judged_by=str(data.get("judged_by") or "throughput"),
         )
 
 

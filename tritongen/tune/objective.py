@@ -1,4 +1,8 @@
-"""What ``tritongen tune`` maximises: throughput under a P99 latency SLO (and an optional memory cap)."""
+"""What ``tritongen tune`` maximises: throughput under a P99 latency SLO (and an optional memory cap).
+
+Under a load whose rate is given by the load itself (a replayed trace, stages), every config that
+keeps up serves the same throughput: there the lower P99 is the better config.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,15 @@ class Measurement:
     failed: bool = False
     level: float | None = None
     """The load level (concurrency or rate) this figure was measured at."""
+    by_latency: bool = False
+    """Measured under a load that sets its own rate (``--trace``, ``--stages``): judged by the lower P99."""
+
+    @property
+    def score(self) -> float:
+        """What is maximised among feasible figures: throughput, or the reciprocal P99 (1/s) by latency."""
+        if not self.by_latency:
+            return self.infer_per_s
+        return 1e6 / self.p99_us if self.p99_us else 0.0
 
 
 def _miss(m: Measurement, slo_p99_ms: float | None, max_memory_mb: float | None) -> float:
@@ -46,7 +59,7 @@ def feasible(m: Measurement, slo_p99_ms: float | None, max_memory_mb: float | No
 
 
 def objective(m: Measurement, slo_p99_ms: float | None, max_memory_mb: float | None = None) -> float:
-    """The score to maximise: ``infer_per_s`` when feasible, else a negative number.
+    """The score to maximise: ``infer_per_s`` (by latency: 1/P99) when feasible, else a negative number.
 
     An infeasible trial scores minus its relative excess over the limits (``-0.2`` is 20 %
     over the SLO), so search strategies can still rank near misses above far ones; a failed
@@ -55,14 +68,17 @@ def objective(m: Measurement, slo_p99_ms: float | None, max_memory_mb: float | N
     if m.failed or m.p99_us is None:
         return FAILED_OBJECTIVE
     if feasible(m, slo_p99_ms, max_memory_mb):
-        return max(m.infer_per_s, 0.0)
+        return max(m.score, 0.0)
     return -_miss(m, slo_p99_ms, max_memory_mb)
 
 
 def best(
     results: Sequence[tuple[T, Measurement]], slo_p99_ms: float | None, max_memory_mb: float | None = None
 ) -> tuple[T, Measurement] | None:
-    """The feasible result with the most throughput (ties: lower P99, then earlier); ``None`` if none."""
+    """The feasible result with the most throughput (ties: lower P99, then earlier); ``None`` if none.
+
+    By latency: the one with the lowest P99 (ties: more throughput, then earlier).
+    """
     found: tuple[T, Measurement] | None = None
     for config, m in results:
         if not feasible(m, slo_p99_ms, max_memory_mb):
@@ -73,6 +89,8 @@ def best(
 
 
 def _better(a: Measurement, b: Measurement) -> bool:
+    if a.by_latency and a.score != b.score:
+        return a.score > b.score
     if a.infer_per_s != b.infer_per_s:
         return a.infer_per_s > b.infer_per_s
     return (a.p99_us or 0.0) < (b.p99_us or 0.0)

@@ -81,9 +81,15 @@ class TuneReport:
         """One line: the config to apply with its gain and interval, or why the current config stays."""
         winner = self.winner
         if winner is not None:
-            line = f"best: {winner.key} {format_summary(winner.infer_per_s)} infer/s"
+            if winner.by_latency:  # the load set its rate: the lower P99 under it wins
+                p99 = f"{winner.p99_us.median / 1000:.3g} ms" if winner.p99_us else "–"
+                line = f"best: {winner.key} median P99 {p99} under the load"
+                relation = "lower P99 than "
+            else:
+                line = f"best: {winner.key} {format_summary(winner.infer_per_s)} infer/s"
+                relation = ""
             if winner.ratio is not None:
-                line += f", {winner.ratio.text()} the baseline (current config)"
+                line += f", {winner.ratio.text()} {relation}the baseline (current config)"
             if winner.verdict is not None and winner.ratio is not None:
                 line += (
                     f" at {winner.ratio.confidence:.2%} (the level spent at round {winner.ratio.rounds}: "

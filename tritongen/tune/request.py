@@ -114,6 +114,8 @@ class TuneRequest:
             "batch_size": self.load.batch_size,
             "levels": list(self.load.levels),
             "mode": self.load.mode,
+            "shape": None if self.load.shape is None else self.load.shape.describe(),
+            "arrival": self.load.arrival,
             "rounds": self.rounds_text,
             "finalists": self.finalists,
             "confidence": self.confidence,
@@ -201,7 +203,7 @@ def check_claim(request: TuneRequest) -> None:
     mine = request.claim()
     if not isinstance(theirs, dict):
         theirs = {}
-    search = ("model", "slo_p99_ms", "batch_size", "levels", "mode")
+    search = ("model", "slo_p99_ms", "batch_size", "levels", "mode", "shape")
     if any(theirs.get(k) != mine[k] for k in search):
         shown = {k: theirs.get(k) for k in search if k in theirs}
         raise ConfigError(

@@ -282,7 +282,7 @@ def _confirm(tuning: _Tuning, report: TuneReport, baseline: TrialRecord) -> None
     def verdict(rounds: Rounds, final: bool) -> Confirmation:
         return judge(
             rounds, entries, request.rounds, request.slo_p99_ms, request.max_memory_mb, request.confidence,
-            rule=rule, final=final,
+            rule=rule, final=final, by_latency=request.load.shape is not None,
         )  # fmt: skip
 
     def round_done(rounds: Rounds) -> None:

@@ -60,6 +60,7 @@ class TrialRecord:
             "infer_per_s": self.measurement.infer_per_s,
             "p99_us": self.measurement.p99_us,
             "level": self.measurement.level,
+            "judged_by": "p99" if self.measurement.by_latency else "throughput",
             "feasible": self.feasible,
             "seconds": round(self.seconds, 3),
             "result": self.result,
@@ -89,11 +90,12 @@ def _wrong(run: RunResult) -> bool:
     return bool(run.validation and run.validation["mismatched"])
 
 
-def summarise(report: LoadTestReport, slo_p99_ms: float | None) -> Measurement:
+def summarise(report: LoadTestReport, slo_p99_ms: float | None, by_latency: bool = False) -> Measurement:
     """One figure per trial: the best throughput among load levels that meet the SLO.
 
     Without a feasible level, the level with the lowest P99 stands for the trial. Memory is
-    the peak GPU memory the server reports (none on a CPU-only server).
+    the peak GPU memory the server reports (none on a CPU-only server). ``by_latency``: the
+    load set its own rate (a trace, stages), and the figure is judged by its P99.
     """
     runs = [r for r in report.runs if r.latency_us and r.status == "ok" and r.errors == 0 and not _wrong(r)]
     if not runs:
@@ -104,12 +106,13 @@ def summarise(report: LoadTestReport, slo_p99_ms: float | None) -> Measurement:
             p99_us=(r.latency_us or {}).get("p99"),
             memory_bytes=_gpu_memory(r.gpu),
             level=float((r.concurrency if r.mode == "concurrency" else r.target_rate) or 0.0),
+            by_latency=by_latency,
         )
         for r in runs
     ]
     good = [m for m in points if feasible(m, slo_p99_ms)]
     if good:
-        return max(good, key=lambda m: m.infer_per_s)
+        return max(good, key=lambda m: m.score)
     return min(points, key=lambda m: m.p99_us if m.p99_us is not None else float("inf"))
 
 
@@ -208,7 +211,7 @@ def run_trial(
         return record
     if report.status == "interrupted":
         raise KeyboardInterrupt
-    measurement = summarise(report, slo_p99_ms)
+    measurement = summarise(report, slo_p99_ms, by_latency=spec.shape is not None)
     reason: str | None = None
     if measurement.failed:
         reason = _failure(report)
@@ -236,6 +239,7 @@ def record_from_saved(
         p99_us=data.get("p99_us"),
         failed=failed,
         level=None if data.get("level") is None else float(data["level"]),
+        by_latency=data.get("judged_by") == "p99",
     )
     return TrialRecord(
         key=str(data.get("key")),

@@ -29,7 +29,7 @@ from tritongen.cli.options.output import OutputFlags
 from tritongen.cli.options.rounds import AutoRoundsFlags
 from tritongen.cli.options.settings import settings
 from tritongen.cli.options.shared import Repo, SloP99
-from tritongen.cli.options.tune import ApplyFlags, SearchFlags, ServerFlags, TrialFlags
+from tritongen.cli.options.tune import SHAPE_FIELDS, ApplyFlags, SearchFlags, ServerFlags, TuneTrialFlags
 from tritongen.cli.serving import serving_hooks
 from tritongen.errors import ConfigError
 from tritongen.intervals import format_summary
@@ -46,6 +46,9 @@ from tritongen.tune.session import SessionHooks, TuneInterrupted, TuneOutcome, T
 from tritongen.tune.space import Candidate, Current
 from tritongen.tune.trial import TrialRecord
 
+TRIAL_DURATION = "10s"
+"""Each trial's measured time by default (a trace or stages: their own length)."""
+
 
 @dataclass(frozen=True)
 class TuneSearchFlags(SearchFlags, LlmTuneFlags):
@@ -55,7 +58,7 @@ class TuneSearchFlags(SearchFlags, LlmTuneFlags):
 @option_groups(
     search=Pick(only=tuple(f.name for f in fields(SearchFlags)) + LLM_TUNE_FIELDS),
     load=Pick(
-        defaults={"duration": "10s", "warmup": "2s"},
+        defaults={"duration": TRIAL_DURATION, "warmup": "2s"},
         helps={
             "concurrency": "Closed-loop levels per trial (default 8).",
             "rate": "Open-loop levels per trial (requests/s).",
@@ -74,7 +77,7 @@ def tune_command(
     load: LoadFlags,
     rounds: AutoRoundsFlags,
     server: ServerFlags,
-    trials: TrialFlags,
+    trials: TuneTrialFlags,
     output: OutputFlags,
     applying: ApplyFlags,
     repo: Repo = Path("model_repository"),
@@ -84,7 +87,9 @@ def tune_command(
 
     The current config is the baseline; the best search configs are confirmed against it in
     interleaved rounds (by default until each one is decided), and one replaces it only when
-    it is faster beyond the noise. A local vLLM model: its engine's settings, for the most goodput.
+    it is faster beyond the noise. Under --trace or --stages (a load that sets its own rate), the
+    lower P99 under that load decides instead. A local vLLM model: its engine's settings, for the
+    most goodput.
     """
     with user_errors():
         if is_local_vllm(repo / model):  # a local vLLM model: its engine's settings, not batching
@@ -123,7 +128,7 @@ def tune_command(
 def _batching_options_given(
     search: SearchFlags,
     server: ServerFlags,
-    trials: TrialFlags,
+    trials: TuneTrialFlags,
     output: OutputFlags,
     slo_p99_ms: float | None,
 ) -> tuple[str, ...]:
@@ -134,7 +139,7 @@ def _batching_options_given(
             server,
             ("background", "background_concurrency", "background_rate", "skip_failed", "load_timeout_s"),
         ),
-        *changed_flags(trials, ("resume", "finalists")),
+        *changed_flags(trials, ("resume", "finalists", "arrival", *SHAPE_FIELDS)),
         *changed_flags(output, ("plot_path", "html_path")),
         *(["--slo-p99-ms"] if slo_p99_ms is not None else []),
     )
@@ -166,7 +171,7 @@ def _request(
     search: SearchFlags,
     load: LoadFlags,
     rounds: AutoRoundsFlags,
-    trials: TrialFlags,
+    trials: TuneTrialFlags,
     slo_p99_ms: float | None,
     server: ServerFlags,
 ) -> TuneRequest:
@@ -178,7 +183,8 @@ def _request(
     count, stopping = rounds.rule(default_auto=True)  # a rule that cannot decide: refused first
     if search.composing == model:
         raise ConfigError(f"--composing {model} is the model under load itself", "drop --composing")
-    if not load.concurrency and not load.rate and not load.sequences:
+    shape = trials.load_shape_of(load, model, TRIAL_DURATION)  # a trace or stages: no default level
+    if shape is None and not load.concurrency and not load.rate and not load.sequences:
         load = replace(load, concurrency="8")
     tuned = search.composing or model
     default_out = Path(f"tune-{model}" if tuned == model else f"tune-{model}-{tuned}")
@@ -188,7 +194,9 @@ def _request(
         TuneRequest, search, trials, rounds, load,
         model=tuned,
         space=search.space(),
-        load=_trial_load(load_spec(model, url=None, load=load, run=trials.run_flags()), trials, slo_p99_ms),
+        load=_trial_load(
+            load_spec(model, url=None, load=load, run=trials.run_flags(), shape=shape), trials, slo_p99_ms
+        ),
         slo_p99_ms=slo_p99_ms,
         out_dir=trials.resume or trials.out or default_out,
         rounds=count,
@@ -197,7 +205,7 @@ def _request(
     )  # fmt: skip
 
 
-def _trial_load(spec: LoadSpec, trials: TrialFlags, slo_p99_ms: float | None) -> LoadSpec:
+def _trial_load(spec: LoadSpec, trials: TuneTrialFlags, slo_p99_ms: float | None) -> LoadSpec:
     """Each trial's load: ``spec``, or with ``--find-max`` a search for its most load within the SLO.
 
     Raises:
@@ -234,6 +242,11 @@ def _announce(request: TuneRequest, note: str | None) -> None:
         + (
             "; each trial searches its most load within the SLO (--find-max), so it runs more levels than one"
             if request.load.search is not None
+            else ""
+        )
+        + (
+            f"; every trial replays {request.load.shape.describe()}: the lower P99 under it wins"
+            if request.load.shape is not None
             else ""
         ),
         highlight=False,
@@ -326,7 +339,11 @@ class _TrialLines:
 
     def round_done(self, confirmation: Confirmation) -> None:
         figures = ", ".join(
-            f"{c.key} {format_summary(c.infer_per_s)}/s"
+            (
+                f"{c.key} median P99 {c.p99_us.median / 1000:.1f} ms"
+                if confirmation.by_latency and c.p99_us is not None
+                else f"{c.key} {format_summary(c.infer_per_s)}/s"
+            )
             + (f" ({c.ratio.text()})" if c.ratio is not None else "")
             for c in confirmation.contenders
         )

@@ -11,7 +11,7 @@ import typer
 from tritongen.cli.options.engine import Atol, Rtol
 from tritongen.cli.options.groups import reworded
 from tritongen.cli.options.parsing import parse_int_list, parse_other_cpu_limit, sequence_levels
-from tritongen.cli.options.shared import MetricsUrl, Protocol, ProtocolChoice, Shapes
+from tritongen.cli.options.shared import Arrival, MetricsUrl, Protocol, ProtocolChoice, Shapes
 from tritongen.client.address import DEFAULT_PORTS, ServerAddress
 from tritongen.client.input_data import InputPlan, parse_input_data, parse_input_values
 from tritongen.client.inputs import DEFAULT_STRING_LENGTH, parse_shape_overrides
@@ -245,13 +245,7 @@ class LoadFlags:
 class RunFlags:
     """How ``loadtest`` drives and judges each run (``tune`` takes its window and stability cap)."""
 
-    arrival: Annotated[
-        str,
-        typer.Option(
-            "--arrival",
-            help="Open-loop arrivals: constant, poisson or gamma:CV (CV above 1: bursts), seeded by --seed.",
-        ),
-    ] = "constant"
+    arrival: Arrival = "constant"
     max_duration: MaxDuration = None
     window: MeasurementWindow = None
     timeslice: Annotated[

@@ -96,3 +96,10 @@ SloP99 = Annotated[float | None, typer.Option("--slo-p99-ms", help="P99 latency 
 FindMax = Annotated[
     bool, typer.Option("--find-max", help="Search for the most load within the SLO from the one level given.")
 ]
+Arrival = Annotated[
+    str,
+    typer.Option(
+        "--arrival",
+        help="Open-loop arrivals: constant, poisson or gamma:CV (CV above 1: bursts), seeded by --seed.",
+    ),
+]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +12,7 @@ from tritongen.cli.config_change import ShowDiff
 from tritongen.cli.options.groups import reworded
 from tritongen.cli.options.load import (
     Cpus,
+    LoadFlags,
     MaxDuration,
     MeasurementWindow,
     OtherCpuLimit,
@@ -20,10 +21,13 @@ from tritongen.cli.options.load import (
 )
 from tritongen.cli.options.parsing import parse_int_list
 from tritongen.cli.options.settings import settings
-from tritongen.cli.options.shared import AdminKey, FindMax, LoadTimeout, SkipFailed, Url, WorkDir
+from tritongen.cli.options.shape import ShapeFlags
+from tritongen.cli.options.shared import AdminKey, Arrival, FindMax, LoadTimeout, SkipFailed, Url, WorkDir
 from tritongen.errors import ConfigError
+from tritongen.loadtest.arrivals import parse_arrival
 from tritongen.loadtest.background import BackgroundSpec
 from tritongen.loadtest.mix import Mix
+from tritongen.loadtest.shapes.base import LoadShape
 from tritongen.tune.confirm import DEFAULT_FINALISTS
 from tritongen.tune.space import SearchSpace, parse_preferred_sets
 
@@ -196,6 +200,14 @@ class TrialFlags:
     ] = None
 
     cpus: Cpus = None
+    arrival: Annotated[
+        str,
+        reworded(
+            Arrival,
+            "Open-loop arrivals of each trial's --rate or --stages: constant, poisson or gamma:CV "
+            "(CV above 1: bursts), seeded by --seed.",
+        ),
+    ] = "constant"
     find_max: Annotated[
         bool,
         reworded(
@@ -208,6 +220,33 @@ class TrialFlags:
     def run_flags(self) -> RunFlags:
         """How each run of a trial is judged: its request timeout, window, stability cap, other CPU, cores."""
         return settings(RunFlags, self)
+
+
+SHAPE_FIELDS = tuple(f.name for f in fields(ShapeFlags))
+
+
+@dataclass(frozen=True)
+class TuneTrialFlags(TrialFlags, ShapeFlags):
+    """The trials, and the shape of their load: a trace replayed or stages, judged then by the lower P99."""
+
+    def load_shape_of(self, load: LoadFlags, model: str, default_duration: str) -> LoadShape | None:
+        """The shape every trial replays (None: the load's own levels).
+
+        ``default_duration``: tune's own default ``--duration``, which is not a length asked of a
+        trace (a trace then plays once) nor refused beside stages.
+
+        Raises:
+            ConfigError: a malformed shape or one that excludes the options given, or with --find-max.
+        """
+        if load.duration == default_duration:
+            own = next(f.default for f in fields(LoadFlags) if f.name == "duration")
+            load = replace(load, duration=str(own))
+        shape = self.load_shape(load, model, parse_arrival(self.arrival))
+        if shape is not None and self.find_max:
+            raise ConfigError(
+                f"--find-max searches the load's level: {shape.option} sets its own rate", "drop one of them"
+            )
+        return shape
 
 
 @dataclass(frozen=True)
