@@ -105,6 +105,9 @@ def test_what_an_llm_tune_does_not_take_is_refused_in_one_line(repo: Path) -> No
     )
     assert "--slo-p99-ms tunes batching" in refused("tiny_vllm", "--repo", str(repo), "--slo-p99-ms", "20")
     assert "one load level" in refused("tiny_vllm", "--repo", str(repo), "--concurrency", "1,4")
+    assert "--trace is not taken by the tune of a local vLLM model" in refused(
+        "tiny_vllm", "--repo", str(repo), "--trace", str(repo / "missing.jsonl")
+    )
     assert "is not on or off" in refused("tiny_vllm", "--repo", str(repo), "--chunked-prefill", "maybe")
     classic = ROOT / "model_repository"
     assert "--max-num-seqs tunes a local vLLM model" in refused(

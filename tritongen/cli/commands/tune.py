@@ -93,6 +93,11 @@ def tune_command(
     """
     with user_errors():
         if is_local_vllm(repo / model):  # a local vLLM model: its engine's settings, not batching
+            refuse_given(
+                changed_flags(trials, ("arrival", *SHAPE_FIELDS)),
+                f"is not taken by the tune of a local vLLM model ({model}): its trials are scored by goodput",
+                "replay it against the model as it is with tritongen loadtest --trace, or drop it",
+            )
             given = LlmTuneInput(
                 model=model, repo=repo, load=load, run=trials.run_flags(), llm=search,
                 classic=_batching_options_given(search, server, trials, output, slo_p99_ms),
@@ -139,7 +144,7 @@ def _batching_options_given(
             server,
             ("background", "background_concurrency", "background_rate", "skip_failed", "load_timeout_s"),
         ),
-        *changed_flags(trials, ("resume", "finalists", "arrival", *SHAPE_FIELDS)),
+        *changed_flags(trials, ("resume", "finalists")),
         *changed_flags(output, ("plot_path", "html_path")),
         *(["--slo-p99-ms"] if slo_p99_ms is not None else []),
     )
