@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 
 from tritongen.client.address import ServerAddress
 from tritongen.errors import ConfigError
+from tritongen.loadtest.find_max import MaxSearch, SloObjective
 from tritongen.loadtest.result import RunResult
 from tritongen.loadtest.rounds import Rounds
+from tritongen.loadtest.shapes.rate_profile import parse_stages
 from tritongen.loadtest.spec import RUN_OVERHEAD_S, LoadSpec
 from tritongen.tune.confirm import Confirmation, Entry, judge
 from tritongen.tune.objective import (
@@ -34,7 +36,7 @@ from tritongen.tune.request import RELOAD_S, TuneRequest, check_claim, claim_dir
 from tritongen.tune.runner import _finalists
 from tritongen.tune.space import Candidate, Current, SearchSpace, parse_preferred_sets
 from tritongen.tune.strategy import AdaptiveSearch, GridSearch, SearchStrategy, make_strategy
-from tritongen.tune.trial import TrialRecord
+from tritongen.tune.trial import TrialRecord, judged_by_latency
 
 SPACE = SearchSpace(
     max_batch_sizes=(8, 16, 32),
@@ -947,3 +949,15 @@ def test_resume_claims(tmp_path: Path) -> None:
     (out / "tune-request.json").write_text(json.dumps(old))
     claim_directory(_request(out, rounds=3))
     assert json.loads((out / "tune-request.json").read_text())["rounds"] == 3
+
+
+def test_a_load_that_sets_the_throughput_is_judged_by_p99() -> None:
+    closed = LoadSpec(model="m", address=ServerAddress.parse("localhost:8000"), levels=(8,))
+    one_rate = replace(closed, mode="rate", levels=(200.0,))
+    assert not judged_by_latency(closed)  # more throughput at the same concurrency is better
+    assert judged_by_latency(one_rate)  # every config that keeps up serves 200/s
+    assert not judged_by_latency(replace(one_rate, levels=(200.0, 400.0)))  # the best level feasible
+    search = MaxSearch(start=200.0, cap=10_000.0, objective=SloObjective(p99_ms=10.0), whole=False)
+    assert not judged_by_latency(replace(one_rate, search=search))  # the most load within the SLO
+    stages = parse_stages("100:2s,300:2s")
+    assert judged_by_latency(replace(one_rate, levels=(200.0,), duration_s=stages.duration_s, shape=stages))

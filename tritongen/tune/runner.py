@@ -38,6 +38,7 @@ from tritongen.tune.trial import (
     TrialRecord,
     candidate_config,
     check_load,
+    judged_by_latency,
     read_finished,
     record_from_saved,
     run_trial,
@@ -282,7 +283,7 @@ def _confirm(tuning: _Tuning, report: TuneReport, baseline: TrialRecord) -> None
     def verdict(rounds: Rounds, final: bool) -> Confirmation:
         return judge(
             rounds, entries, request.rounds, request.slo_p99_ms, request.max_memory_mb, request.confidence,
-            rule=rule, final=final, by_latency=request.load.shape is not None,
+            rule=rule, final=final, by_latency=judged_by_latency(request.load),
         )  # fmt: skip
 
     def round_done(rounds: Rounds) -> None:

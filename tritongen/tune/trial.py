@@ -90,6 +90,16 @@ def _wrong(run: RunResult) -> bool:
     return bool(run.validation and run.validation["mismatched"])
 
 
+def judged_by_latency(spec: LoadSpec) -> bool:
+    """Whether trials under ``spec`` are judged by the lower P99: its load sets the throughput.
+
+    A replayed trace or stages, or an open loop at one rate (not searched): every config that
+    keeps up serves what is sent, so throughput cannot tell them apart and P99 does.
+    """
+    one_rate = spec.mode == "rate" and len(spec.levels) == 1 and spec.search is None
+    return spec.shape is not None or one_rate
+
+
 def summarise(report: LoadTestReport, slo_p99_ms: float | None, by_latency: bool = False) -> Measurement:
     """One figure per trial: the best throughput among load levels that meet the SLO.
 
@@ -211,7 +221,7 @@ def run_trial(
         return record
     if report.status == "interrupted":
         raise KeyboardInterrupt
-    measurement = summarise(report, slo_p99_ms, by_latency=spec.shape is not None)
+    measurement = summarise(report, slo_p99_ms, by_latency=judged_by_latency(spec))
     reason: str | None = None
     if measurement.failed:
         reason = _failure(report)

@@ -44,7 +44,7 @@ from tritongen.tune.request import TuneRequest, plan
 from tritongen.tune.runner import TuneHooks
 from tritongen.tune.session import SessionHooks, TuneInterrupted, TuneOutcome, TuneSession, run_session
 from tritongen.tune.space import Candidate, Current
-from tritongen.tune.trial import TrialRecord
+from tritongen.tune.trial import TrialRecord, judged_by_latency
 
 TRIAL_DURATION = "10s"
 """Each trial's measured time by default (a trace or stages: their own length)."""
@@ -87,8 +87,8 @@ def tune_command(
 
     The current config is the baseline; the best search configs are confirmed against it in
     interleaved rounds (by default until each one is decided), and one replaces it only when
-    it is faster beyond the noise. Under --trace or --stages (a load that sets its own rate), the
-    lower P99 under that load decides instead. A local vLLM model: its engine's settings, for the
+    it is faster beyond the noise. Under --trace, --stages or one --rate (a load that sets the
+    throughput itself), the lower P99 under that load decides instead. A local vLLM model: its engine's settings, for the
     most goodput.
     """
     with user_errors():
@@ -249,13 +249,18 @@ def _announce(request: TuneRequest, note: str | None) -> None:
             if request.load.search is not None
             else ""
         )
-        + (
-            f"; every trial replays {request.load.shape.describe()}: the lower P99 under it wins"
-            if request.load.shape is not None
-            else ""
-        ),
+        + _judging_text(request.load),
         highlight=False,
     )
+
+
+def _judging_text(load: LoadSpec) -> str:
+    """What decides under a load that sets the throughput itself (a trace, stages, one rate); else nothing."""
+    if load.shape is not None:
+        return f"; every trial replays {load.shape.describe()}: the lower P99 under it wins"
+    if judged_by_latency(load):
+        return f"; every config that keeps up serves the {load.levels[0]:g}/s sent: the lower P99 wins"
+    return ""
 
 
 def _finish(outcome: TuneOutcome, applying: ApplyFlags) -> None:
