@@ -21,6 +21,7 @@ def _loadtest(server: LocalTritonServer, *args: str) -> tuple[int, str]:
     return result.exit_code, result.stderr
 
 
+@pytest.mark.quiet  # bursts sent on time need a core: beside other tests the sends bunch and the CV grows
 def test_gamma_arrivals_keep_the_rate_and_the_cv_over_twenty_seconds(
     triton_server: LocalTritonServer, tmp_path: Path
 ) -> None:

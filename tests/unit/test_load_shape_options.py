@@ -51,7 +51,12 @@ def test_options_that_do_not_apply_to_a_shape_are_refused(
     )
 
 
-def test_a_ramp_is_loadtests_not_tunes() -> None:
-    result = runner.invoke(app, ["tune", "mlp_onnx", "--url", URL, "--rate", "10..100/10s"])
+def test_a_ramp_in_tune_sets_the_rate_so_a_search_is_refused(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["tune", "mlp_onnx", "--url", URL, "--rate", "10..100/10s", "--find-max", "--slo-p99-ms", "9",
+         "--out", str(tmp_path / "t")],
+    )  # fmt: skip
     assert result.exit_code == 1
-    assert "a ramp is loadtest's" in result.stdout + result.stderr
+    assert "--find-max searches the load's level: --rate FROM..TO/DURATION sets its own rate" in result.stderr
+    assert not (tmp_path / "t").exists()

@@ -88,8 +88,8 @@ def tune_command(
     The current config is the baseline; the best search configs are confirmed against it in
     interleaved rounds (by default until each one is decided), and one replaces it only when
     it is faster beyond the noise. Under --trace, --stages or one --rate (a load that sets the
-    throughput itself), the lower P99 under that load decides instead. A local vLLM model: its engine's settings, for the
-    most goodput.
+    throughput itself), the lower P99 under that load decides instead. A local vLLM model: its
+    engine's settings, for the most goodput.
     """
     with user_errors():
         if is_local_vllm(repo / model):  # a local vLLM model: its engine's settings, not batching

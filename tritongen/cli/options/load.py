@@ -233,7 +233,7 @@ class LoadFlags:
             return "concurrency", tuple(float(v) for v in self.concurrency_levels())
         if ".." in self.rate:
             raise ConfigError(
-                f"--rate {self.rate}: a ramp is loadtest's", "give --rate levels, e.g. 500,1000"
+                f"--rate {self.rate}: a ramp is loadtest's and tune's", "give --rate levels, e.g. 500,1000"
             )
         try:
             return "rate", tuple(float(v) for v in self.rate.split(",") if v.strip())
