@@ -251,11 +251,13 @@ def test_under_a_replayed_trace_the_lower_p99_decides(
     """Bursts of 8 requests every 0.25 s for 1 s: every config serves them; batching serves a burst at once.
 
     Without dynamic batching a burst is 8 executions of 30 ms one after the other (its last
-    request waits about 240 ms); with it, about one execution.
+    request waits about 240 ms); with it, about one execution. One request a second later lets
+    every config's queue drain within the run, so no reload meets requests still queued.
     """
     server, repo = batching_server
     trace = tmp_path / "bursts.jsonl"
     lines = [json.dumps({"time_s": burst / 4}) for burst in range(4) for _ in range(8)]
+    lines.append(json.dumps({"time_s": 2.0}))
     trace.write_text("\n".join(lines) + "\n")
     result = runner.invoke(
         app,
@@ -270,7 +272,8 @@ def test_under_a_replayed_trace_the_lower_p99_decides(
     contenders = doc["confirmation"]["contenders"]
     assert doc["confirmation"]["judged_by"] == "p99" and list(contenders) == [current, finalist]
     assert all(r["errors"] == 0 for c in contenders.values() for r in c["runs"])
-    assert [r["requests"] for r in contenders[finalist]["runs"]] == [32] * 3  # it keeps up: all answered
+    runs = [c["runs"] for c in contenders.values()]
+    assert all(r["requests"] >= 33 for r in runs[0] + runs[1])  # the pass all answered (and a warm-up's last)
     gain = doc["best"]["gain_over_baseline"]  # the current config's P99 over the winner's
     assert doc["decision"] == "apply" and doc["best"]["key"] == finalist and gain["ci_low"] > 1.0
     assert contenders[finalist]["p99_us"]["median"] < contenders[current]["p99_us"]["median"]

@@ -115,7 +115,8 @@ def _watched(item: pytest.Item, phase: str) -> Generator[None, object, object]:
         result = yield
     except BaseException:
         _check(item, watch if alive else None, phase, pytrace=True)
-        if alive and watch is not None and watch.server.is_running():
+        uses = "triton_server" in getattr(item, "fixturenames", ())
+        if alive and uses and watch is not None and watch.server.is_running():
             _attach_log(item, watch.server, phase)
         raise
     _check(item, watch if alive else None, phase, pytrace=False)
