@@ -248,15 +248,16 @@ def test_apply_writes_a_config_that_beat_the_current_one_significantly(
 def test_under_a_replayed_trace_the_lower_p99_decides(
     batching_server: tuple[LocalTritonServer, Path], tmp_path: Path
 ) -> None:
-    """Bursts of 8 requests every 0.25 s for 1 s: every config serves them; batching serves a burst at once.
+    """Bursts of 8 requests every 0.5 s: every config serves them; batching serves a burst at once.
 
     Without dynamic batching a burst is 8 executions of 30 ms one after the other (its last
-    request waits about 240 ms); with it, about one execution. One request a second later lets
-    every config's queue drain within the run, so no reload meets requests still queued.
+    request waits about 240 ms, the queue empty before the next burst); with it, about one
+    execution. A last request at 2 s keeps the run until every burst is answered, so no reload
+    meets requests still queued.
     """
     server, repo = batching_server
     trace = tmp_path / "bursts.jsonl"
-    lines = [json.dumps({"time_s": burst / 4}) for burst in range(4) for _ in range(8)]
+    lines = [json.dumps({"time_s": burst / 2}) for burst in range(4) for _ in range(8)]
     lines.append(json.dumps({"time_s": 2.0}))
     trace.write_text("\n".join(lines) + "\n")
     result = runner.invoke(
@@ -555,14 +556,23 @@ def test_find_max_scores_each_trial_by_its_most_load_within_the_slo(
     )  # fmt: skip
     assert code == 0, stderr
     data = json.loads((tmp_path / "t.json").read_text())
-    for trial in [*data["trials"], data["baseline"]]:
+    trials = [*data["trials"], data["baseline"]]
+    for trial in trials:
         found, runs = trial["result"]["find_max"], trial["result"]["runs"]
-        assert [run["concurrency"] for run in runs][:2] == [2, 4]  # the search doubles from the level given
         met = {level for level, meets in found["levels"] if meets}
+        if not met:  # a busy machine: even the lowest level tried missed the SLO
+            assert found["meets"] is None and not trial["feasible"]
+            continue
+        if 2 in met:
+            assert [run["concurrency"] for run in runs][:2] == [
+                2,
+                4,
+            ]  # the search doubles from the level given
         assert found["meets"] == max(met) and trial["level"] in met  # scored where the SLO was met
         assert trial["infer_per_s"] == pytest.approx(
             max(r["infer_per_s"] for r in runs if r["concurrency"] in met)
         )
+    assert any(trial["feasible"] for trial in trials)
     assert "each trial searches its most load within the SLO" in stdout
 
 
