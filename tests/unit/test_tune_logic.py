@@ -951,6 +951,25 @@ def test_resume_claims(tmp_path: Path) -> None:
     assert json.loads((out / "tune-request.json").read_text())["rounds"] == 3
 
 
+def test_a_resume_under_other_arrivals_is_refused_and_an_older_claim_meant_constant(tmp_path: Path) -> None:
+    out = tmp_path / "tune"
+    request = _request(out)
+    bursty = replace(
+        request, load=replace(request.load, mode="rate", levels=(50.0,), arrival="gamma", arrival_cv=2.0)
+    )
+    claim_directory(replace(bursty, load=replace(bursty.load, arrival="constant", arrival_cv=None)))
+    with pytest.raises(ConfigError, match="holds trials of another tune"):
+        claim_directory(bursty)
+    burstier = replace(bursty, load=replace(bursty.load, arrival_cv=3.0), out_dir=tmp_path / "burstier")
+    claim_directory(burstier)
+    with pytest.raises(ConfigError, match="'arrival': 'gamma:3'"):
+        claim_directory(replace(bursty, out_dir=burstier.out_dir))
+    claim = json.loads((out / "tune-request.json").read_text())
+    del claim["arrival"]  # written before arrivals were recorded: constant ones
+    (out / "tune-request.json").write_text(json.dumps(claim))
+    check_claim(replace(bursty, load=replace(bursty.load, arrival="constant", arrival_cv=None)))
+
+
 def test_a_load_that_sets_the_throughput_is_judged_by_p99() -> None:
     closed = LoadSpec(model="m", address=ServerAddress.parse("localhost:8000"), levels=(8,))
     one_rate = replace(closed, mode="rate", levels=(200.0,))

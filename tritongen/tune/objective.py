@@ -1,7 +1,7 @@
 """What ``tritongen tune`` maximises: throughput under a P99 latency SLO (and an optional memory cap).
 
-Under a load whose rate is given by the load itself (a replayed trace, stages), every config that
-keeps up serves the same throughput: there the lower P99 is the better config.
+Under a load that sets the throughput itself (a replayed trace, stages, an open loop at one rate),
+every config that keeps up serves the same throughput: there the lower P99 is the better config.
 """
 
 from __future__ import annotations
@@ -28,7 +28,13 @@ class Measurement:
     level: float | None = None
     """The load level (concurrency or rate) this figure was measured at."""
     by_latency: bool = False
-    """Measured under a load that sets its own rate (``--trace``, ``--stages``): judged by the lower P99."""
+    """Measured under a load that sets the throughput itself (``--trace``, ``--stages``, one ``--rate``):
+    judged by the lower P99."""
+
+    @property
+    def judged_by(self) -> str:
+        """``p99`` by latency, else ``throughput`` (as trial results and the tune JSON name it)."""
+        return "p99" if self.by_latency else "throughput"
 
     @property
     def score(self) -> float:

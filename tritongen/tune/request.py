@@ -115,7 +115,8 @@ class TuneRequest:
             "levels": list(self.load.levels),
             "mode": self.load.mode,
             "shape": None if self.load.shape is None else self.load.shape.describe(),
-            "arrival": self.load.arrival,
+            "arrival": self.load.arrival
+            + ("" if self.load.arrival_cv is None else f":{self.load.arrival_cv:g}"),
             "rounds": self.rounds_text,
             "finalists": self.finalists,
             "confidence": self.confidence,
@@ -204,8 +205,8 @@ def check_claim(request: TuneRequest) -> None:
     if not isinstance(theirs, dict):
         theirs = {}
     search = ("model", "slo_p99_ms", "batch_size", "levels", "mode", "shape")
-    if any(theirs.get(k) != mine[k] for k in search):
-        shown = {k: theirs.get(k) for k in search if k in theirs}
+    if any(theirs.get(k) != mine[k] for k in search) or theirs.get("arrival", "constant") != mine["arrival"]:
+        shown = {k: theirs.get(k) for k in (*search, "arrival") if k in theirs}
         raise ConfigError(
             f"{request.out_dir} holds trials of another tune ({shown})",
             "resume with the same model, SLO and load, or pick a new --out directory",

@@ -60,7 +60,7 @@ class TrialRecord:
             "infer_per_s": self.measurement.infer_per_s,
             "p99_us": self.measurement.p99_us,
             "level": self.measurement.level,
-            "judged_by": "p99" if self.measurement.by_latency else "throughput",
+            "judged_by": self.measurement.judged_by,
             "feasible": self.feasible,
             "seconds": round(self.seconds, 3),
             "result": self.result,
