@@ -12,7 +12,9 @@ from tritongen.loadtest.windows import Window
 
 
 def _window(index: int, latencies_us: list[int], errors: int = 0) -> Window:
-    window = Window(index=index, ok=len(latencies_us), errors={"timeout": errors} if errors else {})
+    window = Window(
+        index=index, ok=len(latencies_us), errors={"timeout": errors} if errors else {}, sent=index
+    )
     for value in latencies_us:
         window.histogram.record_value(value)
     return window
@@ -25,7 +27,11 @@ def test_windows_are_merged_a_slice_at_a_time_and_the_last_slice_may_be_short() 
         (0.0, 1.0, 20, 0), (1.0, 1.0, 20, 0), (2.0, 0.5, 11, 1),
     ]  # fmt: skip
     assert [s["qps"] for s in slices] == [20.0, 20.0, 20.0]
+    assert [s["sent"] for s in slices] == [0 + 1, 2 + 3, 4]  # sends that left in the slice, apart
     first, second, last = (s["latency_us"] for s in slices)
+    assert [s["max"] for s in (first, second, last)] == [
+        pytest.approx(v, rel=0.01) for v in (2_000, 4_000, 5_000)
+    ]
     assert first["p50"] == pytest.approx(1_000, rel=0.01) and first["p99"] == pytest.approx(2_000, rel=0.01)
     assert second["p99"] == pytest.approx(4_000, rel=0.01) and last["p50"] == pytest.approx(5_000, rel=0.01)
     assert all("ttft_us" not in s for s in slices)  # not an LLM load

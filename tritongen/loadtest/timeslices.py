@@ -47,11 +47,15 @@ def _percentiles(window: Window, name: str | None) -> dict[str, float] | None:
     if histogram is None or not histogram.get_total_count():
         return None
     keys = SLICE_PERCENTILES if name is None else {"p50": 50.0, "p99": 99.0}
-    return {key: float(histogram.get_value_at_percentile(p)) for key, p in keys.items()}
+    figures = {key: float(histogram.get_value_at_percentile(p)) for key, p in keys.items()}
+    return figures if name is not None else {**figures, "max": float(histogram.get_max_value())}
 
 
 def timeslice_figures(measured: list[Window], window_s: float, timeslice_s: float) -> list[dict[str, Any]]:
-    """Each slice of ``measured``: ``start_s``, ``duration_s``, ``requests``, ``errors``, ``qps``, latency.
+    """Each slice of ``measured``: ``start_s``, ``duration_s``, ``requests``, ``sent``, ``errors``, ``qps``...
+
+    ...and latency. ``requests`` finished in the slice (ok or not); ``sent`` left in it (an open
+    loop's count; a closed loop does not count its sends: 0).
 
     An LLM load's slices also have ``ttft_us`` and ``itl_us`` (P50, P99). The last slice may be
     shorter (a run measured for a time that is not a whole number of slices).
@@ -83,6 +87,7 @@ def span_figures(windows: list[Window], first: int, window_s: float) -> dict[str
         "start_s": round(first * window_s, 6),
         "duration_s": round(seconds, 6),
         "requests": group.ok + group.error_count,
+        "sent": group.sent,
         "errors": group.error_count,
         "qps": group.ok / seconds,
         "latency_us": _percentiles(group, name=None),

@@ -12,7 +12,7 @@ from tritongen.loadtest.result import LoadTestReport, RunResult
 from tritongen.report.table_data import TableData, run_label
 
 CSV_COLUMNS = [
-    "model", "level", "round", "start_s", "duration_s", "requests", "errors", "qps",
+    "model", "level", "round", "start_s", "duration_s", "requests", "sent", "errors", "qps",
     "p50_us", "p90_us", "p99_us", "ttft_p50_us", "ttft_p99_us", "itl_p50_us", "itl_p99_us",
 ]  # fmt: skip
 
@@ -55,13 +55,14 @@ def stage_table(report: LoadTestReport) -> TableData | None:
     ]
     if not runs:
         return None
-    headers = ("level", "stage", "from s", "rate asked", "req/s", "P50", "P90", "P99", "err")
+    headers = ("level", "stage", "from s", "rate asked", "sent/s", "req/s", "P50", "P90", "P99", "err")
     rows = []
     for run in runs:
         for row in run.stages:
             latency = [_ms(row["latency_us"], key) for key in ("p50", "p90", "p99")]
             cells = (run_label(run, report.rounds), row["stage"], f"{row['start_s']:g}", f"{row['rate']}/s")
-            rows.append((*cells, f"{row['qps']:,.0f}", *latency, str(row["errors"])))
+            sent = f"{row['sent'] / row['duration_s']:,.0f}" if row.get("sent") is not None else "–"
+            rows.append((*cells, sent, f"{row['qps']:,.0f}", *latency, str(row["errors"])))
     return TableData(
         title="Stages (latency in ms)",
         headers=headers,
@@ -93,7 +94,8 @@ def _cells(model: str, run: RunResult, row: dict[str, Any]) -> dict[str, Any]:
     return {
         "model": model, "level": run.concurrency if run.mode == "concurrency" else run.target_rate,
         "round": run.round, "start_s": row["start_s"], "duration_s": row["duration_s"],
-        "requests": row["requests"], "errors": row["errors"], "qps": round(row["qps"], 3),
+        "requests": row["requests"], "sent": row.get("sent"), "errors": row["errors"],
+        "qps": round(row["qps"], 3),
         "p50_us": latency.get("p50"), "p90_us": latency.get("p90"), "p99_us": latency.get("p99"),
         "ttft_p50_us": ttft.get("p50"), "ttft_p99_us": ttft.get("p99"),
         "itl_p50_us": itl.get("p50"), "itl_p99_us": itl.get("p99"),
