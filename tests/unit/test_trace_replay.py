@@ -186,3 +186,14 @@ def test_data_entries_and_tensors_and_prompts_do_not_mix(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="holds tensor requests"):
         replayed_prompts(tensors, None, seed=0)
     assert np.array_equal(tensors.steps, [0])
+
+
+def test_a_warm_up_that_holds_few_of_the_traces_requests_is_noted(tmp_path: Path) -> None:
+    bursts = [{"time_s": burst / 2} for burst in range(4) for _ in range(8)] + [{"time_s": 2.0}]
+    replay = TraceReplay(read_trace(_lines(tmp_path / "t.jsonl", bursts), "m"))
+    (thin,) = replay.notes(warmup_s=0.5)  # the trace's last 0.5 s: the lone request
+    assert thin.startswith(
+        "the warm-up (0.5 s of the trace's end) sends 1 request(s) where the trace averages 8 "
+    )
+    assert replay.notes(warmup_s=0.75) == ()  # the last burst as well
+    assert replay.notes(warmup_s=0.1) == () and replay.notes() == ()  # too short to expect a burst

@@ -169,7 +169,8 @@ def loadtest_command(
             say(f"warning: {warning}", err=True)
         laid_out = request.spec.shape
         if laid_out is not None:  # what will be sent, and what was left out of it
-            for line in (laid_out.describe(), *(f"note: {note}" for note in laid_out.notes())):
+            notes = laid_out.notes(request.spec.warmup_s)
+            for line in (laid_out.describe(), *(f"note: {note}" for note in notes)):
                 err_console.print(line, highlight=False, markup=False)
         if request.spec.rounds > 1:
             err_console.print(request.cost_text(), highlight=False, markup=False)

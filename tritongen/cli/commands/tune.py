@@ -252,6 +252,9 @@ def _announce(request: TuneRequest, note: str | None) -> None:
         + _judging_text(request.load),
         highlight=False,
     )
+    if request.load.shape is not None:
+        for shape_note in request.load.shape.notes(request.load.warmup_s):
+            console.print(f"note: {escape(shape_note)}", highlight=False, soft_wrap=True)
 
 
 def _judging_text(load: LoadSpec) -> str:

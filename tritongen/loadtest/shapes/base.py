@@ -79,8 +79,9 @@ class LoadShape(ABC):
     def describe(self) -> str:
         """One line: what the shape sends, and for how long."""
 
-    def notes(self) -> tuple[str, ...]:
-        """What the user should know about how the shape was read (none by default)."""
+    def notes(self, warmup_s: float = 0.0) -> tuple[str, ...]:
+        """What the user should know about how the shape was read, and its ``warmup_s`` (none by default)."""
+        del warmup_s
         return ()
 
     def rows_per_request(self, rows: int, batched: bool) -> float:

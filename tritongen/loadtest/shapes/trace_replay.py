@@ -21,6 +21,10 @@ from tritongen.loadtest.traces.entries import Trace, TraceEntry, trace_error
 
 MAX_SENDS = 5_000_000
 """A replay that asks more sends than this is refused (its schedule would not fit in memory)."""
+THIN_WARMUP_EXPECTED = 4.0
+THIN_WARMUP_SHARE = 0.25
+"""A warm-up in which the trace averages at least 4 requests but that sends under a quarter of them
+is noted as thin."""
 
 
 class TraceReplay(LoadShape):
@@ -89,9 +93,25 @@ class TraceReplay(LoadShape):
         keep = (times >= -warmup_s) & (times < self._duration_s)
         return Schedule(warmup_s, times[keep], steps[keep])
 
-    def notes(self) -> tuple[str, ...]:
-        """The trace's notes: requests to other models left out, no tensors in a Triton trace."""
-        return self.trace.notes
+    def notes(self, warmup_s: float = 0.0) -> tuple[str, ...]:
+        """The trace's notes (requests to other models left out, no tensors in a Triton trace)...
+
+        ...and a warm-up of ``warmup_s`` that holds far fewer of the trace's requests than the
+        trace sends in that time on average (its end is quiet): it hardly warms the model.
+        """
+        expected = self.mean_rate * warmup_s
+        if expected < THIN_WARMUP_EXPECTED:
+            return self.trace.notes
+        schedule = self.schedule(warmup_s, 0)
+        warm = len(schedule.times_s) - schedule.measured_sends
+        if warm >= expected * THIN_WARMUP_SHARE:
+            return self.trace.notes
+        thin = (
+            f"the warm-up ({warmup_s:g} s of the trace's end) sends {warm} request(s) where the trace "
+            f"averages {expected:.0f} in that time: a longer --warmup warms the model with its traffic "
+            "(a model just loaded, or a tune's reloaded config, runs its first batches slower)"
+        )
+        return (*self.trace.notes, thin)
 
     def rows_per_request(self, rows: int, batched: bool) -> float:
         """The trace's mean batch size (a whole shape's first dim where it gives none), else ``rows``."""
