@@ -68,8 +68,9 @@ demo: install $(EXAMPLES)/mlp.onnx
 
 # The vLLM tier (tests marked vllm) is not part of it: `make test-vllm` runs it. The tests marked
 # quiet (timing compared with what happened, a quiet machine told apart from a busy one) run
-# alone, after the rest, so that the other workers' tests are not the machine's load.
-QUIET_PYTEST = $(BIN)/pytest -m "quiet and not vllm"
+# alone, after the rest, so that the other workers' tests are not the machine's load; `sync`
+# first writes out the files the rest left to the kernel, so that writing them is not either.
+QUIET_PYTEST = sync && $(BIN)/pytest -m "quiet and not vllm"
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
