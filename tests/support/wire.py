@@ -53,13 +53,13 @@ differ by a stream or two at the measured span's edges)."""
 def check_streams_on_the_wire(run: dict[str, Any], grpc: bool = False) -> None:
     """A streamed run's TTFT and gaps against its streams' on the wire (where the wire was checked).
 
-    At P50 the client's must agree with the wire's within 1 ms. At P99 a few late events decide the
-    figure: here the client's ran 1-4 ms over the wire's in one run in two (the gRPC library's own
-    threads send late; over HTTP some events reach the client's reads late), so P99 is held to what
-    cannot fail on a sound client: never more than 1 ms before the wire's (a client cannot see an
-    event before it crossed). ``grpc``: kept for the callers' sake, the same rule.
+    At P50 the client's must agree with the wire's within 1 ms (a gRPC stream's TTFT within 2 ms:
+    the gRPC library sends from its own threads after the client's clock started; its P50 ran
+    1.1-1.2 ms over the wire's on a busy machine). At P99 a few late events decide the figure: here
+    the client's ran 1-4 ms over the wire's in one run in two (over HTTP some events reach the
+    client's reads late), so P99 is held to what cannot fail on a sound client: never more than
+    1 ms before the wire's (a client cannot see an event before it crossed).
     """
-    del grpc
     wire = run.get("wire")
     if WHY_NOT is not None:
         assert wire is None
@@ -68,6 +68,7 @@ def check_streams_on_the_wire(run: dict[str, Any], grpc: bool = False) -> None:
     counted = {"ttft_us": wire["streams"], "itl_us": wire["events"] - wire["streams"]}
     for name in ("ttft_us", "itl_us"):
         p50, p99 = wire[name]["p50"], wire[name]["p99"]
-        assert p50["within"], (name, "p50", p50)
+        bound = 2000.0 if grpc and name == "ttft_us" else 1000.0
+        assert p50["bound"] == bound and p50["within"], (name, "p50", p50)
         if counted[name] >= P99_VALUES:  # fewer: P99 is the slowest one or two, which the span's edge decides
             assert p99["client"] >= p99["wire"] - 1000, (name, "p99", p99)

@@ -142,7 +142,8 @@ class WireCheck:
             return
         if self.streams:
             for run in self.runs:
-                run.result.wire = stream_figures(run.result, requests, run.span)
+                protocol = "grpc" if self.grpc_streams else "http"
+                run.result.wire = stream_figures(run.result, requests, run.span, run_protocol=protocol)
                 run.result.warnings += stream_warnings(run.result.wire)
             return
         name_requests(requests, self.tag)
