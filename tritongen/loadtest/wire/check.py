@@ -142,8 +142,7 @@ class WireCheck:
             return
         if self.streams:
             for run in self.runs:
-                protocol = "grpc" if self.grpc_streams else "http"
-                run.result.wire = stream_figures(run.result, requests, run.span, run_protocol=protocol)
+                run.result.wire = stream_figures(run.result, requests, run.span, grpc=self.grpc_streams)
                 run.result.warnings += stream_warnings(run.result.wire)
             return
         name_requests(requests, self.tag)

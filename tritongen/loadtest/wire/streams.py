@@ -41,14 +41,14 @@ def _figure(client: dict[str, float] | None, values: list[float], bound_us: floa
 
 
 def stream_figures(
-    run: RunResult, requests: list[WireRequest], span: tuple[float, float], run_protocol: str
+    run: RunResult, requests: list[WireRequest], span: tuple[float, float], grpc: bool
 ) -> dict[str, Any]:
     """A streamed LLM run's ``wire``: its streams on the wire, TTFT and ITL set against the client's.
 
-    ``run_protocol``: ``http`` or ``grpc`` (a gRPC stream's TTFT has its own bound).
+    ``grpc``: Triton's gRPC streams (their TTFT has its own bound), else HTTP streams.
     """
     low, high = int(span[0] * 1e9), int(span[1] * 1e9)
-    ttft_bound = GRPC_TTFT_BOUND_US if run_protocol == "grpc" else STREAM_BOUND_US
+    ttft_bound = GRPC_TTFT_BOUND_US if grpc else STREAM_BOUND_US
     streams = [r for r in requests if low <= r.last_ns < high and r.events_ns]
     ttft = [(r.events_ns[0] - r.first_ns) / 1000.0 for r in streams]
     gaps = [(b - a) / 1000.0 for r in streams for a, b in zip(r.events_ns, r.events_ns[1:], strict=False)]
